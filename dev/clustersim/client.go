@@ -1,0 +1,195 @@
+package clustersim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// AdminClient calls a simulator's admin API over HTTP.
+type AdminClient struct {
+	base string
+	hc   *http.Client
+}
+
+// AdminError is a non-2xx answer of the admin API.
+type AdminError struct {
+	StatusCode int
+	Message    string
+}
+
+func (e *AdminError) Error() string {
+	return fmt.Sprintf("clustersim admin: %d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), e.Message)
+}
+
+// NewAdminClient returns a client for the simulator at baseURL (such as
+// "http://127.0.0.1:8080"). A nil hc means http.DefaultClient.
+func NewAdminClient(baseURL string, hc *http.Client) *AdminClient {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &AdminClient{base: strings.TrimSuffix(baseURL, "/"), hc: hc}
+}
+
+func clusterAdminPath(id string) string {
+	return "/admin/clusters/" + url.PathEscape(id)
+}
+
+func nodePoolAdminPath(clusterID, np string) string {
+	return clusterAdminPath(clusterID) + "/node_pools/" + url.PathEscape(np)
+}
+
+// PutCluster creates or replaces a cluster with exactly the given script
+// (every field is sent, so the server's defaults do not apply).
+func (c *AdminClient) PutCluster(ctx context.Context, id string, sc Script) (Resource, error) {
+	var r Resource
+	err := c.do(ctx, http.MethodPut, clusterAdminPath(id), sc, &r)
+	return r, err
+}
+
+// Cluster returns a cluster's current state.
+func (c *AdminClient) Cluster(ctx context.Context, id string) (Resource, error) {
+	var r Resource
+	err := c.do(ctx, http.MethodGet, clusterAdminPath(id), nil, &r)
+	return r, err
+}
+
+// DeleteCluster starts deleting a cluster, uninstalling for the given time.
+func (c *AdminClient) DeleteCluster(ctx context.Context, id string, uninstalling time.Duration) (Resource, error) {
+	var r Resource
+	d := Duration(uninstalling)
+	err := c.do(ctx, http.MethodDelete, clusterAdminPath(id), DeleteRequest{Uninstalling: &d}, &r)
+	return r, err
+}
+
+// UpdateCluster starts an update of a ready cluster, updating for the given
+// time.
+func (c *AdminClient) UpdateCluster(ctx context.Context, id string, updating time.Duration) (Resource, error) {
+	var r Resource
+	d := Duration(updating)
+	err := c.do(ctx, http.MethodPost, clusterAdminPath(id)+"/update", UpdateRequest{Updating: &d}, &r)
+	return r, err
+}
+
+// PutNodePool creates or replaces a node pool with exactly the given script.
+func (c *AdminClient) PutNodePool(ctx context.Context, clusterID, np string, sc Script) (Resource, error) {
+	var r Resource
+	err := c.do(ctx, http.MethodPut, nodePoolAdminPath(clusterID, np), sc, &r)
+	return r, err
+}
+
+// NodePool returns a node pool's current state.
+func (c *AdminClient) NodePool(ctx context.Context, clusterID, np string) (Resource, error) {
+	var r Resource
+	err := c.do(ctx, http.MethodGet, nodePoolAdminPath(clusterID, np), nil, &r)
+	return r, err
+}
+
+// DeleteNodePool starts deleting a node pool.
+func (c *AdminClient) DeleteNodePool(ctx context.Context, clusterID, np string, uninstalling time.Duration) (Resource, error) {
+	var r Resource
+	d := Duration(uninstalling)
+	err := c.do(ctx, http.MethodDelete, nodePoolAdminPath(clusterID, np), DeleteRequest{Uninstalling: &d}, &r)
+	return r, err
+}
+
+// UpdateNodePool starts an update of a ready node pool.
+func (c *AdminClient) UpdateNodePool(ctx context.Context, clusterID, np string, updating time.Duration) (Resource, error) {
+	var r Resource
+	d := Duration(updating)
+	err := c.do(ctx, http.MethodPost, nodePoolAdminPath(clusterID, np)+"/update", UpdateRequest{Updating: &d}, &r)
+	return r, err
+}
+
+// Resources lists every live cluster and node pool.
+func (c *AdminClient) Resources(ctx context.Context) ([]Resource, error) {
+	var r []Resource
+	err := c.do(ctx, http.MethodGet, "/admin/clusters", nil, &r)
+	return r, err
+}
+
+// ReadyAll ends every lifecycle (see Sim.ReadyAll) and returns how many
+// resources changed.
+func (c *AdminClient) ReadyAll(ctx context.Context) (int, error) {
+	var r ReadyAllResponse
+	err := c.do(ctx, http.MethodPost, "/admin/ready-all", nil, &r)
+	return r.Changed, err
+}
+
+// SetState fixes the state of the resource at a Cluster Service path.
+func (c *AdminClient) SetState(ctx context.Context, path, state string) (Resource, error) {
+	var r Resource
+	err := c.do(ctx, http.MethodPost, "/admin/state", StateRequest{Path: path, State: state}, &r)
+	return r, err
+}
+
+// SetFaults replaces the fault configuration.
+func (c *AdminClient) SetFaults(ctx context.Context, f Faults) error {
+	return c.do(ctx, http.MethodPut, "/admin/faults", f, nil)
+}
+
+// Faults returns the fault configuration.
+func (c *AdminClient) Faults(ctx context.Context) (Faults, error) {
+	var f Faults
+	err := c.do(ctx, http.MethodGet, "/admin/faults", nil, &f)
+	return f, err
+}
+
+// Stats returns the request, status and fault counters.
+func (c *AdminClient) Stats(ctx context.Context) (Stats, error) {
+	var s Stats
+	err := c.do(ctx, http.MethodGet, "/admin/stats", nil, &s)
+	return s, err
+}
+
+// ResetStats sets the counters back to zero.
+func (c *AdminClient) ResetStats(ctx context.Context) error {
+	return c.do(ctx, http.MethodDelete, "/admin/stats", nil, nil)
+}
+
+func (c *AdminClient) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("clustersim admin %s %s: encoding body: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return fmt.Errorf("clustersim admin %s %s: %w", method, path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("clustersim admin %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("clustersim admin %s %s: reading answer: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var e adminError
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(b))
+		}
+		return &AdminError{StatusCode: resp.StatusCode, Message: e.Error}
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("clustersim admin %s %s: decoding answer: %w", method, path, err)
+	}
+	return nil
+}

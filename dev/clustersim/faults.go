@@ -1,0 +1,164 @@
+package clustersim
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Faults configures what goes wrong on status calls. The zero value injects
+// nothing. Admin calls are never affected.
+type Faults struct {
+	// Latency delays every status call; LatencyJitter spreads it uniformly
+	// over [Latency-LatencyJitter, Latency+LatencyJitter] (never below 0).
+	Latency       Duration `json:"latency"`
+	LatencyJitter Duration `json:"latencyJitter"`
+	// ErrorRate is the fraction of status calls answered 503.
+	ErrorRate float64 `json:"errorRate"`
+	// TimeoutRate is the fraction of status calls that hang for Timeout
+	// (30s when zero) or until the client goes away, then answer 504.
+	TimeoutRate float64  `json:"timeoutRate"`
+	Timeout     Duration `json:"timeout"`
+	// SpikeRate is the fraction of status calls delayed by Spike on top of
+	// the latency.
+	SpikeRate float64  `json:"spikeRate"`
+	Spike     Duration `json:"spike"`
+	// Outage answers every status call 503 at once.
+	Outage bool `json:"outage"`
+}
+
+// Fault kinds counted in Stats.Faults.
+const (
+	FaultLatency = "latency"
+	FaultSpike   = "spike"
+	FaultError   = "error"
+	FaultTimeout = "timeout"
+	FaultOutage  = "outage"
+)
+
+const defaultFaultTimeout = 30 * time.Second
+
+// Validate reports a rate outside [0, 1] or a negative duration.
+func (f Faults) Validate() error {
+	for name, r := range map[string]float64{"errorRate": f.ErrorRate, "timeoutRate": f.TimeoutRate, "spikeRate": f.SpikeRate} {
+		if !(r >= 0 && r <= 1) {
+			return fmt.Errorf("%w: %s %v is not in [0, 1]", ErrInvalid, name, r)
+		}
+	}
+	for name, d := range map[string]Duration{"latency": f.Latency, "latencyJitter": f.LatencyJitter, "timeout": f.Timeout, "spike": f.Spike} {
+		if d < 0 {
+			return fmt.Errorf("%w: %s is negative", ErrInvalid, name)
+		}
+	}
+	return nil
+}
+
+// SetFaults replaces the fault configuration.
+func (s *Sim) SetFaults(f Faults) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	s.faultMu.Lock()
+	s.faults = f
+	s.faultMu.Unlock()
+	s.log.Info("faults set", "faults", fmt.Sprintf("%+v", f))
+	return nil
+}
+
+// Faults returns the fault configuration.
+func (s *Sim) Faults() Faults {
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
+	return s.faults
+}
+
+// faultPlan is what happens to one status call, drawn all at once so that
+// every call consumes the same amount of randomness.
+type faultPlan struct {
+	outage  bool
+	timeout time.Duration // > 0: hang this long, then 504
+	delay   time.Duration
+	latency bool
+	spike   bool
+	fail    bool
+}
+
+func (s *Sim) planFaults() faultPlan {
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
+	f := s.faults
+	rTimeout, rSpike, rJitter, rError := s.rng.Float64(), s.rng.Float64(), s.rng.Float64(), s.rng.Float64()
+	p := faultPlan{outage: f.Outage}
+	if rTimeout < f.TimeoutRate {
+		p.timeout = f.Timeout.D()
+		if p.timeout == 0 {
+			p.timeout = defaultFaultTimeout
+		}
+	}
+	p.delay = f.Latency.D() + time.Duration((2*rJitter-1)*float64(f.LatencyJitter))
+	if p.delay < 0 {
+		p.delay = 0
+	}
+	p.latency = p.delay > 0
+	if rSpike < f.SpikeRate && f.Spike > 0 {
+		p.spike = true
+		p.delay += f.Spike.D()
+	}
+	p.fail = rError < f.ErrorRate
+	return p
+}
+
+// injectFaults applies the fault plan of one status call. It returns 0 when
+// the call should be answered normally, an HTTP status for an injected
+// failure, or statusClientClosed when the client went away.
+func (s *Sim) injectFaults(ctx context.Context) (status int, reason string) {
+	p := s.planFaults()
+	if p.outage {
+		s.stats.fault(FaultOutage)
+		return http.StatusServiceUnavailable, "Service unavailable (simulated outage)"
+	}
+	if p.timeout > 0 {
+		s.stats.fault(FaultTimeout)
+		if !s.wait(ctx, p.timeout) {
+			return s.aborted(ctx)
+		}
+		return http.StatusGatewayTimeout, "Gateway timeout (simulated)"
+	}
+	if p.latency {
+		s.stats.fault(FaultLatency)
+	}
+	if p.spike {
+		s.stats.fault(FaultSpike)
+	}
+	if p.delay > 0 && !s.wait(ctx, p.delay) {
+		return s.aborted(ctx)
+	}
+	if p.fail {
+		s.stats.fault(FaultError)
+		return http.StatusServiceUnavailable, "Service unavailable (simulated error)"
+	}
+	return 0, ""
+}
+
+func (s *Sim) aborted(ctx context.Context) (int, string) {
+	if ctx.Err() != nil {
+		return statusClientClosed, ""
+	}
+	return http.StatusServiceUnavailable, "Service unavailable (simulator closing)"
+}
+
+// wait sleeps for d in real time; false means the client went away or the
+// Sim was closed first.
+func (s *Sim) wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-s.closed:
+		return false
+	}
+}

@@ -1,0 +1,548 @@
+package clustersim
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Errors returned by the Go API; the admin API maps them to 400, 404 and 409.
+var (
+	ErrInvalid  = errors.New("invalid request")
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("conflict")
+)
+
+// Options configures a Sim. The zero value is usable.
+type Options struct {
+	// Clock drives lifecycles; nil means the real clock.
+	Clock Clock
+	// Seed seeds the fault-injection random source so runs are reproducible.
+	Seed int64
+	// Logger receives admin actions (Info) and status calls (Debug); nil
+	// discards.
+	Logger *slog.Logger
+	// Defaults fills the fields an admin API request leaves out (PUT bodies,
+	// and the uninstalling/updating durations of DELETE and update). The Go
+	// API takes scripts as given.
+	Defaults Script
+	// Faults is the fault configuration at start.
+	Faults Faults
+}
+
+// Sim is a simulated Cluster Service. It is an http.Handler and is safe for
+// concurrent use.
+type Sim struct {
+	clock    Clock
+	log      *slog.Logger
+	defaults Script
+	mux      *http.ServeMux
+
+	mu       sync.Mutex
+	clusters map[string]*cluster
+
+	faultMu sync.Mutex // guards faults and rng
+	faults  Faults
+	rng     *rand.Rand
+
+	stats *statCounters
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+type cluster struct {
+	lifecycle
+	nodePools map[string]*lifecycle
+}
+
+// Resource describes one simulated cluster or node pool at a moment.
+type Resource struct {
+	// Kind is "Cluster" or "NodePool".
+	Kind string `json:"kind"`
+	// ClusterID is the cluster's ID (for a cluster, its own).
+	ClusterID string `json:"clusterId"`
+	// NodePoolID is empty for a cluster.
+	NodePoolID string `json:"nodePoolId,omitempty"`
+	// Paths are the Cluster Service paths (internalId values) it is served at.
+	Paths []string `json:"paths"`
+	// State is the Cluster Service state; empty once Deleted.
+	State string `json:"state,omitempty"`
+	// Since is when State began (or when the delete finished).
+	Since time.Time `json:"since"`
+	// Phase is PhaseCreate, PhaseUpdate, PhaseDelete or PhaseSet.
+	Phase string `json:"phase"`
+	// Deleted is true when a delete has finished: the resource now answers 404.
+	Deleted bool `json:"deleted,omitempty"`
+	// Script is the resource's lifecycle script.
+	Script Script `json:"script"`
+}
+
+// New returns a simulator with no resources.
+func New(opts Options) *Sim {
+	s := &Sim{
+		clock:    opts.Clock,
+		log:      opts.Logger,
+		defaults: opts.Defaults,
+		clusters: map[string]*cluster{},
+		faults:   opts.Faults,
+		rng:      rand.New(rand.NewPCG(uint64(opts.Seed), 0x636c757374657273)),
+		stats:    newStatCounters(),
+		closed:   make(chan struct{}),
+	}
+	if s.clock == nil {
+		s.clock = realClock{}
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.mux = s.routes()
+	return s
+}
+
+// Close releases requests held by injected latency or timeouts; they answer
+// 503. Call it before shutting an http.Server down. The Sim keeps serving.
+func (s *Sim) Close() {
+	s.closeOnce.Do(func() { close(s.closed) })
+}
+
+// validID accepts the characters Cluster Service IDs use, so that an ID
+// always forms a clean path segment.
+func validID(id string) error {
+	if id == "" || len(id) > 256 || id == "." || id == ".." {
+		return fmt.Errorf("%w: id %q", ErrInvalid, id)
+	}
+	for _, r := range id {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-._~", r)
+		if !ok {
+			return fmt.Errorf("%w: id %q has %q (allowed: letters, digits, -._~)", ErrInvalid, id, r)
+		}
+	}
+	return nil
+}
+
+// AddCluster creates cluster id, or replaces it and restarts its create
+// lifecycle (keeping its node pools) if it exists.
+func (s *Sim) AddCluster(id string, sc Script) error {
+	_, err := s.addCluster(id, sc)
+	return err
+}
+
+func (s *Sim) addCluster(id string, sc Script) (Resource, error) {
+	if err := validID(id); err != nil {
+		return Resource{}, err
+	}
+	if err := sc.validate(); err != nil {
+		return Resource{}, err
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.getCluster(id, now)
+	if c == nil {
+		c = &cluster{nodePools: map[string]*lifecycle{}}
+		s.clusters[id] = c
+	}
+	c.lifecycle = lifecycle{script: sc, phase: PhaseCreate, start: now}
+	s.log.Info("cluster created", "cluster", id)
+	return clusterView(id, c, now), nil
+}
+
+// AddNodePool creates node pool np of cluster clusterID, or replaces it and
+// restarts its create lifecycle. The cluster must exist and not be deleting.
+func (s *Sim) AddNodePool(clusterID, np string, sc Script) error {
+	_, err := s.addNodePool(clusterID, np, sc)
+	return err
+}
+
+func (s *Sim) addNodePool(clusterID, np string, sc Script) (Resource, error) {
+	if err := validID(clusterID); err != nil {
+		return Resource{}, err
+	}
+	if err := validID(np); err != nil {
+		return Resource{}, err
+	}
+	if err := sc.validate(); err != nil {
+		return Resource{}, err
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.getCluster(clusterID, now)
+	if c == nil {
+		return Resource{}, fmt.Errorf("cluster %q: %w", clusterID, ErrNotFound)
+	}
+	if c.phase == PhaseDelete {
+		return Resource{}, fmt.Errorf("cluster %q is being deleted: %w", clusterID, ErrConflict)
+	}
+	l := &lifecycle{script: sc, phase: PhaseCreate, start: now}
+	c.nodePools[np] = l
+	s.log.Info("node pool created", "cluster", clusterID, "nodePool", np)
+	return nodePoolView(clusterID, np, c, l, now), nil
+}
+
+// DeleteCluster starts deleting cluster id: it is uninstalling for the given
+// duration and then answers 404, as do its node pools. Deleting a cluster
+// that is already deleting changes nothing.
+func (s *Sim) DeleteCluster(id string, uninstalling time.Duration) error {
+	_, err := s.deleteCluster(id, &uninstalling)
+	return err
+}
+
+// deleteCluster uses the resource's script when uninstalling is nil.
+func (s *Sim) deleteCluster(id string, uninstalling *time.Duration) (Resource, error) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.getCluster(id, now)
+	if c == nil {
+		return Resource{}, fmt.Errorf("cluster %q: %w", id, ErrNotFound)
+	}
+	if err := startDelete(&c.lifecycle, uninstalling, now); err != nil {
+		return Resource{}, err
+	}
+	v := clusterView(id, c, now)
+	if v.Deleted {
+		delete(s.clusters, id)
+	}
+	s.log.Info("cluster deleting", "cluster", id, "uninstalling", c.script.Uninstalling.D())
+	return v, nil
+}
+
+// DeleteNodePool starts deleting a node pool: uninstalling for the given
+// duration, then 404.
+func (s *Sim) DeleteNodePool(clusterID, np string, uninstalling time.Duration) error {
+	_, err := s.deleteNodePool(clusterID, np, &uninstalling)
+	return err
+}
+
+func (s *Sim) deleteNodePool(clusterID, np string, uninstalling *time.Duration) (Resource, error) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, l, err := s.getNodePool(clusterID, np, now)
+	if err != nil {
+		return Resource{}, err
+	}
+	if err := startDelete(l, uninstalling, now); err != nil {
+		return Resource{}, err
+	}
+	v := nodePoolView(clusterID, np, c, l, now)
+	if v.Deleted {
+		delete(c.nodePools, np)
+	}
+	s.log.Info("node pool deleting", "cluster", clusterID, "nodePool", np, "uninstalling", l.script.Uninstalling.D())
+	return v, nil
+}
+
+func startDelete(l *lifecycle, uninstalling *time.Duration, now time.Time) error {
+	if l.phase == PhaseDelete {
+		return nil // already deleting: keep the original start
+	}
+	if uninstalling != nil {
+		if *uninstalling < 0 {
+			return fmt.Errorf("%w: uninstalling is negative", ErrInvalid)
+		}
+		l.script.Uninstalling = Duration(*uninstalling)
+	}
+	l.phase, l.start, l.fixed = PhaseDelete, now, ""
+	return nil
+}
+
+// UpdateCluster starts an update of a ready cluster: updating for the given
+// duration, then ready. A cluster in any other state gives ErrConflict.
+func (s *Sim) UpdateCluster(id string, updating time.Duration) error {
+	_, err := s.updateCluster(id, &updating)
+	return err
+}
+
+func (s *Sim) updateCluster(id string, updating *time.Duration) (Resource, error) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.getCluster(id, now)
+	if c == nil {
+		return Resource{}, fmt.Errorf("cluster %q: %w", id, ErrNotFound)
+	}
+	if err := startUpdate(&c.lifecycle, updating, now); err != nil {
+		return Resource{}, fmt.Errorf("cluster %q: %w", id, err)
+	}
+	s.log.Info("cluster updating", "cluster", id, "updating", c.script.Updating.D())
+	return clusterView(id, c, now), nil
+}
+
+// UpdateNodePool starts an update of a ready node pool: updating for the
+// given duration, then ready.
+func (s *Sim) UpdateNodePool(clusterID, np string, updating time.Duration) error {
+	_, err := s.updateNodePool(clusterID, np, &updating)
+	return err
+}
+
+func (s *Sim) updateNodePool(clusterID, np string, updating *time.Duration) (Resource, error) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, l, err := s.getNodePool(clusterID, np, now)
+	if err != nil {
+		return Resource{}, err
+	}
+	if err := startUpdate(l, updating, now); err != nil {
+		return Resource{}, fmt.Errorf("node pool %q of cluster %q: %w", np, clusterID, err)
+	}
+	s.log.Info("node pool updating", "cluster", clusterID, "nodePool", np, "updating", l.script.Updating.D())
+	return nodePoolView(clusterID, np, c, l, now), nil
+}
+
+func startUpdate(l *lifecycle, updating *time.Duration, now time.Time) error {
+	if state, _, _ := l.at(now); state != StateReady {
+		return fmt.Errorf("%w: update needs state %q, not %q", ErrConflict, StateReady, state)
+	}
+	if updating != nil {
+		if *updating < 0 {
+			return fmt.Errorf("%w: updating is negative", ErrInvalid)
+		}
+		l.script.Updating = Duration(*updating)
+	}
+	l.phase, l.start, l.fixed = PhaseUpdate, now, ""
+	return nil
+}
+
+// Cluster returns cluster id as it is now.
+func (s *Sim) Cluster(id string) (Resource, error) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.getCluster(id, now)
+	if c == nil {
+		return Resource{}, fmt.Errorf("cluster %q: %w", id, ErrNotFound)
+	}
+	return clusterView(id, c, now), nil
+}
+
+// NodePool returns a node pool as it is now.
+func (s *Sim) NodePool(clusterID, np string) (Resource, error) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, l, err := s.getNodePool(clusterID, np, now)
+	if err != nil {
+		return Resource{}, err
+	}
+	return nodePoolView(clusterID, np, c, l, now), nil
+}
+
+// Resources returns every live cluster and node pool, clusters sorted by ID,
+// each followed by its node pools.
+func (s *Sim) Resources() []Resource {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Resource
+	for _, id := range sortedKeys(s.clusters) {
+		c := s.getCluster(id, now)
+		if c == nil {
+			continue
+		}
+		out = append(out, clusterView(id, c, now))
+		for _, np := range sortedKeys(c.nodePools) {
+			if _, l, err := s.getNodePool(id, np, now); err == nil {
+				out = append(out, nodePoolView(id, np, c, l, now))
+			}
+		}
+	}
+	return out
+}
+
+// SetState fixes the state of the resource at path, a Cluster Service path
+// such as /api/aro_hcp/v1alpha1/clusters/{id}/node_pools/{np} (a trailing
+// /status is allowed). The state stays until the next create, update or
+// delete of that resource; any non-empty string is accepted so that tests
+// can produce states the lifecycles never reach.
+func (s *Sim) SetState(path, state string) error {
+	_, err := s.setState(path, state)
+	return err
+}
+
+func (s *Sim) setState(path, state string) (Resource, error) {
+	if state == "" {
+		return Resource{}, fmt.Errorf("%w: empty state", ErrInvalid)
+	}
+	api, id, np, ok := parseResourcePath(path)
+	if !ok {
+		return Resource{}, fmt.Errorf("%w: path %q is not a Cluster Service cluster or node pool path", ErrInvalid, path)
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.getCluster(id, now)
+	if c == nil || !c.script.serves(api) {
+		return Resource{}, fmt.Errorf("cluster %q: %w", id, ErrNotFound)
+	}
+	var v Resource
+	if np == "" {
+		c.phase, c.start, c.fixed = PhaseSet, now, state
+		v = clusterView(id, c, now)
+	} else {
+		_, l, err := s.getNodePool(id, np, now)
+		if err != nil {
+			return Resource{}, err
+		}
+		l.phase, l.start, l.fixed = PhaseSet, now, state
+		v = nodePoolView(id, np, c, l, now)
+	}
+	s.log.Info("state set", "path", path, "state", state)
+	return v, nil
+}
+
+// ReadyAll ends every lifecycle at once: every cluster and node pool that is
+// not being deleted becomes ready (failing scripts included), and every
+// delete finishes (404). It returns how many resources changed.
+func (s *Sim) ReadyAll() int {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	finish := func(l *lifecycle) (gone bool) {
+		state, _, gone := l.at(now)
+		switch {
+		case gone:
+			return true
+		case l.phase == PhaseDelete:
+			n++
+			return true
+		case state != StateReady:
+			n++
+			l.phase, l.start, l.fixed = PhaseSet, now, StateReady
+		}
+		return false
+	}
+	for id, c := range s.clusters {
+		if finish(&c.lifecycle) {
+			n += countLiveNodePools(c, now)
+			delete(s.clusters, id)
+			continue
+		}
+		for np, l := range c.nodePools {
+			if finish(l) {
+				delete(c.nodePools, np)
+			}
+		}
+	}
+	s.log.Info("ready-all", "changed", n)
+	return n
+}
+
+func countLiveNodePools(c *cluster, now time.Time) int {
+	n := 0
+	for _, l := range c.nodePools {
+		if _, _, gone := l.at(now); !gone {
+			n++
+		}
+	}
+	return n
+}
+
+// getCluster returns the live cluster id, forgetting it (and its node pools)
+// once its delete has finished. s.mu must be held.
+func (s *Sim) getCluster(id string, now time.Time) *cluster {
+	c := s.clusters[id]
+	if c == nil {
+		return nil
+	}
+	if _, _, gone := c.at(now); gone {
+		delete(s.clusters, id)
+		return nil
+	}
+	return c
+}
+
+// getNodePool returns a live node pool and its live cluster. s.mu must be
+// held.
+func (s *Sim) getNodePool(clusterID, np string, now time.Time) (*cluster, *lifecycle, error) {
+	c := s.getCluster(clusterID, now)
+	if c == nil {
+		return nil, nil, fmt.Errorf("cluster %q: %w", clusterID, ErrNotFound)
+	}
+	l := c.nodePools[np]
+	if l == nil {
+		return nil, nil, fmt.Errorf("node pool %q of cluster %q: %w", np, clusterID, ErrNotFound)
+	}
+	if _, _, gone := l.at(now); gone {
+		delete(c.nodePools, np)
+		return nil, nil, fmt.Errorf("node pool %q of cluster %q: %w", np, clusterID, ErrNotFound)
+	}
+	return c, l, nil
+}
+
+const (
+	clustersMgmtPrefix = "/api/clusters_mgmt/v1"
+	aroHCPPrefix       = "/api/aro_hcp/v1alpha1"
+)
+
+func clusterPath(api, id string) string {
+	return "/api/" + api + "/clusters/" + id
+}
+
+func nodePoolPath(id, np string) string {
+	return aroHCPPrefix + "/clusters/" + id + "/node_pools/" + np
+}
+
+func clusterView(id string, c *cluster, now time.Time) Resource {
+	state, since, gone := c.at(now)
+	var paths []string
+	for _, api := range []string{APIClustersMgmt, APIAROHCP} {
+		if c.script.serves(api) {
+			paths = append(paths, clusterPath(api, id))
+		}
+	}
+	return Resource{Kind: "Cluster", ClusterID: id, Paths: paths, State: state, Since: since.UTC(),
+		Phase: c.phase, Deleted: gone, Script: c.script}
+}
+
+func nodePoolView(id, np string, c *cluster, l *lifecycle, now time.Time) Resource {
+	state, since, gone := l.at(now)
+	paths := []string{}
+	if c.script.serves(APIAROHCP) {
+		paths = append(paths, nodePoolPath(id, np))
+	}
+	return Resource{Kind: "NodePool", ClusterID: id, NodePoolID: np, Paths: paths, State: state,
+		Since: since.UTC(), Phase: l.phase, Deleted: gone, Script: l.script}
+}
+
+// parseResourcePath splits a Cluster Service cluster or node pool path
+// (optionally ending in /status) into the API, cluster ID and node pool ID.
+func parseResourcePath(p string) (api, id, np string, ok bool) {
+	p = strings.TrimSuffix(p, "/status")
+	var rest string
+	switch {
+	case strings.HasPrefix(p, clustersMgmtPrefix+"/clusters/"):
+		api, rest = APIClustersMgmt, strings.TrimPrefix(p, clustersMgmtPrefix+"/clusters/")
+	case strings.HasPrefix(p, aroHCPPrefix+"/clusters/"):
+		api, rest = APIAROHCP, strings.TrimPrefix(p, aroHCPPrefix+"/clusters/")
+	default:
+		return "", "", "", false
+	}
+	parts := strings.Split(rest, "/")
+	switch {
+	case len(parts) == 1 && validID(parts[0]) == nil:
+		return api, parts[0], "", true
+	case len(parts) == 3 && api == APIAROHCP && parts[1] == "node_pools" && validID(parts[0]) == nil && validID(parts[2]) == nil:
+		return api, parts[0], parts[2], true
+	}
+	return "", "", "", false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

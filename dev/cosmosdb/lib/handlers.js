@@ -1,0 +1,519 @@
+"use strict";
+
+// Replacement request handlers for the stock @vercel/cosmosdb-server.
+//
+// The stock router (lib/routes.js) reads each handler module's `default`
+// export once, when it is loaded. install() swaps those exports before the
+// router is loaded, so the stock server (its HTTP plumbing, storage and query
+// engine) runs our handlers. Documents keep living in the stock storage
+// (collection.documents, an Items map keyed by _rid).
+//
+// What the replacements fix, in Cosmos DB terms:
+//  - point operations on a missing item (or container) answer 404, not 500;
+//  - a query with a partition key header only sees that partition, and needs
+//    no partition key filter in its text;
+//  - time to live: the container's defaultTtl and the item's ttl expire items,
+//    measured from their last write;
+//  - every write gets a new quoted _etag; If-Match gives 412; "Prefer:
+//    return=minimal" gives an empty body, as in Cosmos DB;
+//  - patch conditions keep their case (stock lower-cases the whole clause);
+//  - partition key range ids are strings;
+//  - the account's locations carry the scheme and port actually served;
+//  - replacing a container keeps its items.
+
+const { randomUUID } = require("crypto");
+const { stockModule } = require("./stock");
+
+const readItems = stockModule("lib/handler/_read-items").default;
+const jsonBody = stockModule("lib/json");
+const trueHeader = stockModule("lib/true-header").default;
+const { patchOperation } = stockModule("lib/handler/_patch-operations");
+const Items = stockModule("lib/account/items").default;
+
+// Looked up on each call: install() replaces it with a memoizing reader.
+const readJSON = req => jsonBody.default(req);
+
+const PARTITION_KEY_HEADER = "x-ms-documentdb-partitionkey";
+
+// ---------------------------------------------------------------------------
+// Responses
+
+class RequestError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+const badRequest = message => new RequestError(400, "BadRequest", message);
+const notFound = () =>
+  new RequestError(
+    404,
+    "NotFound",
+    "Entity with the specified id does not exist in the system."
+  );
+const conflict = () =>
+  new RequestError(
+    409,
+    "Conflict",
+    "Entity with the specified id already exists in the system."
+  );
+const preconditionFailed = () =>
+  new RequestError(
+    412,
+    "PreconditionFailed",
+    "Operation cannot be performed because one of the specified precondition is not met."
+  );
+
+// Wraps a handler so that a thrown RequestError becomes its response.
+function handler(fn) {
+  return async (account, req, res, params) => {
+    try {
+      return await fn(account, req, res, params);
+    } catch (err) {
+      if (!(err instanceof RequestError)) throw err;
+      res.statusCode = err.status;
+      return { code: err.code, message: err.message };
+    }
+  };
+}
+
+// The response of a successful write: the etag header always, the item
+// unless the client asked for a minimal response.
+function written(req, res, status, doc) {
+  res.statusCode = status;
+  res.setHeader("etag", doc._etag);
+  const prefer = String(req.headers.prefer || "").toLowerCase();
+  return prefer.includes("return=minimal") ? undefined : doc;
+}
+
+// ---------------------------------------------------------------------------
+// Writes: etags and write times
+
+// Precise write time of each stored document, for expiry; _ts has only
+// 1-second resolution.
+const writtenAt = new WeakMap();
+
+// Stock create/replace store and return the same object; give it a quoted
+// etag (as Cosmos DB does) and remember when it was written. Every resource
+// (database, container, item) and every item write (upsert, patch, batch)
+// goes through these two.
+function stampWrites() {
+  ["create", "replace"].forEach(name => {
+    const original = Items.prototype[name];
+    Items.prototype[name] = function stamped(...args) {
+      const doc = original.apply(this, args);
+      doc._etag = `"${randomUUID()}"`;
+      writtenAt.set(doc, Date.now());
+      return doc;
+    };
+  });
+}
+
+function ifMatchHolds(req, doc) {
+  const ifMatch = req.headers["if-match"];
+  return !ifMatch || ifMatch === "*" || ifMatch === doc._etag;
+}
+
+// ---------------------------------------------------------------------------
+// Time to live
+
+function validTtl(value) {
+  return value === -1 || (Number.isInteger(value) && value > 0);
+}
+
+// Seconds an item lives after its last write, or null when it never expires.
+// An item's own ttl counts only when the container has TTL on.
+function ttlOf(containerProps, doc) {
+  const containerTtl = containerProps.defaultTtl;
+  if (containerTtl === undefined || containerTtl === null) return null;
+  const ttl = typeof doc.ttl === "number" ? doc.ttl : containerTtl;
+  return ttl > 0 ? ttl : null;
+}
+
+function expired(containerProps, doc, now) {
+  const ttl = ttlOf(containerProps, doc);
+  if (ttl === null) return false;
+  const lastWrite = writtenAt.has(doc) ? writtenAt.get(doc) : doc._ts * 1000;
+  return now >= lastWrite + ttl * 1000;
+}
+
+// Removes the container's expired items.
+function purgeExpired(container) {
+  const { props, documents } = container;
+  if (props.defaultTtl === undefined || props.defaultTtl === null) return;
+  const now = Date.now();
+  [...documents._data.values()].forEach(item => {
+    const doc = item.read();
+    if (doc && expired(props, doc, now)) {
+      documents.delete(doc.id, documents._getPartition(doc));
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Containers, partitions, items
+
+// Returns the live container of a request, its expired items removed.
+function containerOf(account, { dbId, collId }) {
+  const collection = account.database(dbId).collection(collId);
+  const props = collection.read();
+  if (!props) throw notFound();
+  const container = { collection, props, documents: collection.documents };
+  purgeExpired(container);
+  return container;
+}
+
+// Parses the partition key header: null without one, else { value }. The
+// value is undefined for the "none" partition key ([{}]).
+function headerPartition(req) {
+  const raw = req.headers[PARTITION_KEY_HEADER];
+  if (raw === undefined) return null;
+  let parsed;
+  try {
+    parsed = JSON.parse(Array.isArray(raw) ? raw[0] : raw);
+  } catch (err) {
+    throw badRequest(`Invalid ${PARTITION_KEY_HEADER} header: ${raw}`);
+  }
+  if (!Array.isArray(parsed)) parsed = [parsed];
+  if (parsed.length === 0) return null;
+  const [value] = parsed;
+  return { value: value !== null && typeof value === "object" ? undefined : value };
+}
+
+function requirePartition(req) {
+  const partition = headerPartition(req);
+  if (!partition) {
+    throw badRequest(
+      "The partition key supplied in x-ms-partitionkey header has fewer components than defined in the collection."
+    );
+  }
+  return partition;
+}
+
+function findItem(container, id, partitionValue) {
+  return container.documents._item("/id", id, partitionValue).read();
+}
+
+function partitionOf(container, doc) {
+  return container.documents._getPartition(doc);
+}
+
+// Checks the body of a create, replace or upsert and returns its partition
+// key value, which must agree with the header when there is one.
+function checkBody(container, req, body) {
+  if (!body || typeof body !== "object" || Array.isArray(body)) {
+    throw badRequest("The input content is invalid: expected a JSON object.");
+  }
+  if (typeof body.id !== "string" || body.id === "") {
+    throw badRequest(
+      "The input content is invalid because the required properties - 'id; ' - are missing"
+    );
+  }
+  if (/[/\\?#]/.test(body.id)) {
+    throw badRequest("The id contains one of the invalid characters '/', '\\', '?', '#'.");
+  }
+  if (body.ttl !== undefined && body.ttl !== null && !validTtl(body.ttl)) {
+    throw badRequest(`The input ttl '${body.ttl}' is invalid.`);
+  }
+  const value = partitionOf(container, body);
+  const partition = headerPartition(req);
+  if (partition && partition.value !== value) {
+    throw badRequest(
+      "PartitionKey extracted from document doesn't match the one specified in the header."
+    );
+  }
+  return value;
+}
+
+// Stock storage signals clashes with flags on plain errors.
+function storeWrite(write) {
+  try {
+    return write();
+  } catch (err) {
+    if (err.conflict) throw conflict();
+    if (err.badRequest) throw badRequest(err.message);
+    throw err;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Document handlers
+
+const createDocument = handler(async (account, req, res, params) => {
+  const body = await readJSON(req);
+  const container = containerOf(account, params);
+  const partitionValue = checkBody(container, req, body);
+  if (findItem(container, body.id, partitionValue)) throw conflict();
+  const doc = storeWrite(() => container.documents.create(body));
+  return written(req, res, 201, doc);
+});
+
+const readDocument = handler((account, req, res, params) => {
+  const container = containerOf(account, params);
+  const { value } = requirePartition(req);
+  const doc = findItem(container, params.docId, value);
+  if (!doc) throw notFound();
+  return doc;
+});
+
+const replaceDocument = handler(async (account, req, res, params) => {
+  const body = await readJSON(req);
+  const container = containerOf(account, params);
+  const { value } = requirePartition(req);
+  const existing = findItem(container, params.docId, value);
+  if (!existing) throw notFound();
+  if (!ifMatchHolds(req, existing)) throw preconditionFailed();
+  checkBody(container, req, body);
+  if (body.id !== existing.id) throw badRequest("Replacing the id is not supported.");
+  const doc = storeWrite(() => container.documents.replace(body, existing));
+  return written(req, res, 200, doc);
+});
+
+// As in Cosmos DB, If-Match only applies when the item exists: an upsert of
+// a missing item creates it whatever the If-Match header says.
+const upsertDocument = handler(async (account, req, res, params) => {
+  const body = await readJSON(req);
+  const container = containerOf(account, params);
+  const partitionValue = checkBody(container, req, body);
+  const existing = findItem(container, body.id, partitionValue);
+  if (existing && !ifMatchHolds(req, existing)) throw preconditionFailed();
+  const doc = storeWrite(() =>
+    existing
+      ? container.documents.replace(body, existing)
+      : container.documents.create(body)
+  );
+  return written(req, res, existing ? 200 : 201, doc);
+});
+
+const deleteDocument = handler((account, req, res, params) => {
+  const container = containerOf(account, params);
+  const { value } = requirePartition(req);
+  const existing = findItem(container, params.docId, value);
+  if (!existing) throw notFound();
+  if (!ifMatchHolds(req, existing)) throw preconditionFailed();
+  container.documents.delete(existing.id, partitionOf(container, existing));
+  res.statusCode = 204;
+  return undefined;
+});
+
+// Turns a patch condition ("FROM c WHERE ...") into a query, keeping its case.
+function conditionQuery(condition) {
+  const text = condition.trim();
+  if (/^select\b/i.test(text)) return text;
+  if (/^from\b/i.test(text)) return `SELECT * ${text}`;
+  if (/^where\b/i.test(text)) return `SELECT * FROM c ${text}`;
+  throw badRequest("Invalid condition in patch request.");
+}
+
+function conditionHolds(container, doc, condition) {
+  let result;
+  try {
+    result = container.documents
+      ._getQuery(conditionQuery(condition))
+      .exec([doc], {});
+  } catch (err) {
+    if (err instanceof RequestError) throw err;
+    throw badRequest(`Invalid condition in patch request: ${err.message}`);
+  }
+  return result.result.length > 0;
+}
+
+const patchDocument = handler(async (account, req, res, params) => {
+  const body = await readJSON(req);
+  const container = containerOf(account, params);
+  const { value } = requirePartition(req);
+  const existing = findItem(container, params.docId, value);
+  if (!existing) throw notFound();
+  if (!ifMatchHolds(req, existing)) throw preconditionFailed();
+
+  const operations = Array.isArray(body) ? body : body && body.operations;
+  if (!Array.isArray(operations)) {
+    throw badRequest("Invalid patch request: check syntax of patch specification.");
+  }
+  const condition = Array.isArray(body) ? undefined : body.condition;
+  if (condition && !conditionHolds(container, existing, condition)) {
+    throw new RequestError(
+      412,
+      "PreconditionFailed",
+      "Condition specified in the patch request is not satisfied."
+    );
+  }
+
+  // The stock patch does the operations; we did the checks above.
+  const result = patchOperation(container.collection, {
+    id: existing.id,
+    partitionKey: req.headers[PARTITION_KEY_HEADER],
+    operations
+  });
+  if (result.statusCode !== 200) {
+    res.statusCode = result.statusCode;
+    return result.body;
+  }
+  return written(req, res, 200, result.body);
+});
+
+// Queries run over the live items of the request's partition, or of all
+// partitions for a cross-partition query.
+const queryDocuments = handler((account, req, res, params) =>
+  readItems(req, res, "Documents", async ({ continuation, maxItemCount }) => {
+    const body = await readJSON(req);
+    if (!body || typeof body.query !== "string") {
+      throw badRequest("The query is missing.");
+    }
+    const container = containerOf(account, params);
+    const { documents } = container;
+    // A syntax error thrown here becomes a 400 in readItems.
+    const query = documents._getQuery(body.query);
+
+    const partition = headerPartition(req);
+    let items = [...documents._data.values()].map(item => item.read());
+    if (partition) {
+      items = items.filter(doc => partitionOf(container, doc) === partition.value);
+    } else if (!trueHeader(req, "x-ms-documentdb-query-enablecrosspartition")) {
+      const paths = (container.props.partitionKey || {}).paths || [];
+      if (paths.length && !query.containsPartitionKeys(paths)) {
+        throw badRequest(
+          "Cross partition query is required but disabled. Please set x-ms-documentdb-query-enablecrosspartition to true."
+        );
+      }
+    }
+
+    try {
+      return query.exec(items, {
+        parameters: body.parameters,
+        udf: documents._userDefinedFunctions(),
+        maxItemCount,
+        continuation,
+        compositeIndexes:
+          (container.props.indexingPolicy || {}).compositeIndexes || []
+      });
+    } catch (err) {
+      throw badRequest(err.message);
+    }
+  })
+);
+
+// ---------------------------------------------------------------------------
+// Other handlers, wrapping the stock ones
+
+// The stock account lists https://host:port in its locations whatever the
+// server speaks. The Go SDK takes only the host and port from them, but other
+// clients take the whole URL.
+function withServedLocations(stockHandler) {
+  return (account, req, res, params) => {
+    const data = stockHandler(account, req, res, params);
+    const scheme = req.socket.encrypted ? "https" : "http";
+    const endpoint = `${scheme}://${req.headers.host}/`;
+    const relocate = locations =>
+      (locations || []).map(location => ({
+        ...location,
+        databaseAccountEndpoint: endpoint
+      }));
+    return {
+      ...data,
+      writableLocations: relocate(data.writableLocations),
+      readableLocations: relocate(data.readableLocations)
+    };
+  };
+}
+
+// Stock partition key range ids (and parents) are numbers; Cosmos DB uses
+// strings, and the Go SDK fails to decode numbers.
+function withStringRangeIds(stockHandler) {
+  return async (account, req, res, params) => {
+    const body = await stockHandler(account, req, res, params);
+    if (body && Array.isArray(body.PartitionKeyRanges)) {
+      body.PartitionKeyRanges = body.PartitionKeyRanges.map(range => ({
+        ...range,
+        id: String(range.id),
+        parents: (range.parents || []).map(String)
+      }));
+    }
+    return body;
+  };
+}
+
+// The feed of all items (also the change feed) and batches must not see
+// expired items.
+function withoutExpired(stockHandler) {
+  return handler((account, req, res, params) => {
+    containerOf(account, params);
+    return stockHandler(account, req, res, params);
+  });
+}
+
+// Rejects a defaultTtl that Cosmos DB would reject; the stock handler stores
+// the property and returns it on reads.
+function withValidTtl(stockHandler) {
+  return handler(async (account, req, res, params) => {
+    const body = await readJSON(req);
+    const ttl = body && body.defaultTtl;
+    if (ttl !== undefined && ttl !== null && !validTtl(ttl)) {
+      throw badRequest(`The input defaultTtl '${ttl}' is invalid.`);
+    }
+    return stockHandler(account, req, res, params);
+  });
+}
+
+// Stock replace builds a new, empty container; move the items (and UDFs)
+// over, as replacing a container's properties keeps its items in Cosmos DB.
+function keepingItems(stockHandler) {
+  return async (account, req, res, params) => {
+    const old = account.database(params.dbId).collection(params.collId);
+    const body = await stockHandler(account, req, res, params);
+    const replaced = account.database(params.dbId).collection(params.collId);
+    if (res.statusCode < 300 && replaced !== old) {
+      replaced.documents = old.documents;
+      replaced.documents._parent = replaced;
+      replaced.userDefinedFunctions = old.userDefinedFunctions;
+      replaced.userDefinedFunctions._parent = replaced;
+    }
+    return body;
+  };
+}
+
+// Memoizes the stock body reader per request, so that a wrapper can read the
+// body before the stock handler it wraps reads it again.
+function rereadableBodies() {
+  const read = jsonBody.default;
+  const bodies = new WeakMap();
+  jsonBody.default = req => {
+    if (!bodies.has(req)) bodies.set(req, read(req));
+    return bodies.get(req);
+  };
+}
+
+let installed = false;
+
+/**
+ * Installs the replacement handlers. Call it before loading the stock
+ * server (lib/index), which builds its routes from the handler modules.
+ */
+function install() {
+  if (installed) return;
+  installed = true;
+  rereadableBodies();
+  stampWrites();
+
+  const replace = (name, make) => {
+    const mod = stockModule(`lib/handler/${name}`);
+    mod.default = make(mod.default);
+  };
+  replace("create-document", () => createDocument);
+  replace("read-document", () => readDocument);
+  replace("replace-document", () => replaceDocument);
+  replace("upsert-document", () => upsertDocument);
+  replace("delete-document", () => deleteDocument);
+  replace("patch-document", () => patchDocument);
+  replace("query-documents", () => queryDocuments);
+  replace("read-documents", withoutExpired);
+  replace("batch-documents", withoutExpired);
+  replace("read-partition-key-ranges", withStringRangeIds);
+  replace("read-meta", withServedLocations);
+  replace("create-collection", withValidTtl);
+  replace("replace-collection", stockHandler => withValidTtl(keepingItems(stockHandler)));
+}
+
+module.exports = { install };

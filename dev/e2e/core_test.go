@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/dev/clustersim"
+	"github.com/opstatus/opstatus/dev/frontend"
+)
+
+const (
+	subA = "aaaaaaaa-0000-4000-8000-000000000001"
+	subB = "bbbbbbbb-0000-4000-8000-000000000002"
+	subC = "cccccccc-0000-4000-8000-000000000003"
+)
+
+func clusterKey(sub, name string) string {
+	return "/subscriptions/" + sub + "/resourceGroups/rg/providers/Microsoft.RedHatOpenShift/hcpOpenShiftClusters/" + name
+}
+
+// seed writes an operation and its resource as the frontend does.
+func (s *stack) seed(sub, opID, request, status, key, internalID string) {
+	s.t.Helper()
+	ctx := context.Background()
+	now := s.clock.Now()
+	require.NoError(s.t, s.fe.PutOperation(ctx, frontend.Operation{
+		ID: opID, PartitionKey: sub, Request: request, Status: status,
+		ExternalID: key, InternalID: internalID, StartTime: now, LastTransitionTime: now,
+		OperationID:     "/subscriptions/" + sub + "/providers/Microsoft.RedHatOpenShift/locations/eastus/hcpOperationStatuses/" + opID,
+		NotificationURI: s.armURL + "/notify/" + opID,
+		Extra:           map[string]any{"frontendOnly": "kept"},
+	}))
+	require.NoError(s.t, s.fe.PutResource(ctx, frontend.Resource{
+		ID: "res-" + opID, PartitionKey: sub, Key: key, InternalID: internalID,
+		ActiveOperationID: opID, ProvisioningState: status,
+	}))
+}
+
+func TestHandlerEndToEnd(t *testing.T) {
+	s := startStack(t)
+	ctx := context.Background()
+	sec := time.Second
+
+	// subA: a create. subB: a delete of a cluster with a node pool.
+	// subC: a create whose subscription the frontend has locked.
+	require.NoError(t, s.sim.AddCluster("ca", clustersim.Script{Pending: clustersim.Duration(sec), Installing: clustersim.Duration(10 * sec)}))
+	s.seed(subA, "op-create", "Create", "Accepted", clusterKey(subA, "ca"), "/api/aro_hcp/v1alpha1/clusters/ca")
+	require.NoError(t, s.sim.AddCluster("cb", clustersim.Script{}))
+	require.NoError(t, s.sim.AddNodePool("cb", "np1", clustersim.Script{}))
+	s.seed(subB, "op-delete", "Delete", "Deleting", clusterKey(subB, "cb"), "/api/clusters_mgmt/v1/clusters/cb")
+	require.NoError(t, s.fe.PutResource(ctx, frontend.Resource{ID: "res-np1", PartitionKey: subB, Key: clusterKey(subB, "cb") + "/nodePools/np1",
+		InternalID: "/api/aro_hcp/v1alpha1/clusters/cb/node_pools/np1", ProvisioningState: "Succeeded"}))
+	require.NoError(t, s.sim.AddCluster("cc", clustersim.Script{Installing: clustersim.Duration(time.Hour)}))
+	s.seed(subC, "op-locked", "Create", "Accepted", clusterKey(subC, "cc"), "/api/aro_hcp/v1alpha1/clusters/cc")
+	// Finished operations, one with its notification still to send.
+	for i, sub := range []string{subA, subB, subC} {
+		require.NoError(t, s.fe.PutOperation(ctx, frontend.Operation{ID: fmt.Sprintf("old-%d", i), PartitionKey: sub,
+			Request: "Create", Status: "Succeeded", ExternalID: clusterKey(sub, "old"), InternalID: "/api/aro_hcp/v1alpha1/clusters/old"}))
+	}
+	require.NoError(t, s.fe.PutOperation(ctx, frontend.Operation{ID: "unnotified", PartitionKey: subB, Request: "Create", Status: "Failed",
+		ExternalID: clusterKey(subB, "f"), InternalID: "/api/aro_hcp/v1alpha1/clusters/f", NotificationURI: s.armURL + "/notify/unnotified",
+		LastTransitionTime: time.Now().UTC()}))
+
+	var listed []string
+	for _, m := range s.scan() {
+		listed = append(listed, m["subscriptionId"]+"/"+m["operationId"])
+	}
+	slices.Sort(listed)
+	require.Equal(t, []string{subA + "/op-create", subB + "/op-delete", subB + "/unnotified", subC + "/op-locked"}, listed,
+		"scan lists exactly the pending operations across subscriptions")
+
+	// The create: Accepted while pending, then Provisioning, then Succeeded.
+	require.Equal(t, "unchanged", s.pollOp(subA, "op-create"))
+	require.Equal(t, "Accepted", s.opStatus(subA, "op-create"))
+	s.clock.Advance(2 * sec)
+	require.Equal(t, "updated", s.pollOp(subA, "op-create"))
+	require.Equal(t, "Provisioning", s.opStatus(subA, "op-create"))
+	res, err := s.fe.Resource(ctx, subA, "res-op-create")
+	require.NoError(t, err)
+	require.Equal(t, "Provisioning", res["provisioningState"])
+	require.Equal(t, "unchanged", s.pollOp(subA, "op-create"))
+	s.clock.Advance(20 * sec)
+	require.Equal(t, "updated", s.pollOp(subA, "op-create"))
+	op, err := s.fe.Operation(ctx, subA, "op-create")
+	require.NoError(t, err)
+	require.Equal(t, "Succeeded", op["status"])
+	require.Equal(t, "kept", op["frontendOnly"], "unknown fields survive")
+	require.NotContains(t, op, "notificationUri", "notified once, then cleared")
+	res, err = s.fe.Resource(ctx, subA, "res-op-create")
+	require.NoError(t, err)
+	require.Equal(t, "Succeeded", res["provisioningState"])
+	require.NotContains(t, res, "activeOperationId")
+	require.Equal(t, "done", s.pollOp(subA, "op-create"))
+
+	// The delete: Deleting while uninstalling, then gone with its node pool.
+	require.NoError(t, s.sim.DeleteCluster("cb", 5*sec))
+	require.Equal(t, "unchanged", s.pollOp(subB, "op-delete"))
+	s.clock.Advance(10 * sec)
+	require.Equal(t, "deleted", s.pollOp(subB, "op-delete"))
+	require.Equal(t, "Succeeded", s.opStatus(subB, "op-delete"))
+	for _, id := range []string{"res-op-delete", "res-np1"} {
+		item, err := s.fe.Resource(ctx, subB, id)
+		require.NoError(t, err)
+		require.Nil(t, item, "%s should be deleted", id)
+	}
+
+	// The locked subscription: left untouched while the frontend holds it.
+	l, ok, err := s.fe.TryLock(ctx, subC, "frontend")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "deferred", s.pollOp(subC, "op-locked"))
+	require.Equal(t, "Accepted", s.opStatus(subC, "op-locked"))
+	require.NoError(t, s.fe.Unlock(ctx, l))
+	require.Equal(t, "updated", s.pollOp(subC, "op-locked"))
+	require.Equal(t, "Provisioning", s.opStatus(subC, "op-locked"))
+
+	// The leftover notification is sent on the next poll.
+	require.Equal(t, "notified", s.pollOp(subB, "unnotified"))
+
+	var notified []string
+	for _, n := range s.arm.got() {
+		notified = append(notified, fmt.Sprint(n["name"], "=", n["status"]))
+	}
+	slices.Sort(notified)
+	require.Equal(t, []string{"op-create=Succeeded", "op-delete=Succeeded", "unnotified=Failed"}, notified)
+
+	var msgs []string
+	for _, m := range s.scan() {
+		msgs = append(msgs, m["operationId"])
+	}
+	require.Equal(t, []string{"op-locked"}, msgs, "only the unfinished operation is left")
+}
+
+func TestHandlerRejectsMalformedMessages(t *testing.T) {
+	s := startStack(t)
+	for _, msg := range []string{`not json`, `{"subscriptionId":"a/b","operationId":"x"}`, `{}`, `[]`} {
+		r := s.poll(msg)
+		require.Equal(t, http.StatusBadRequest, r.Status, msg)
+		require.NotEmpty(t, r.Logs)
+	}
+	resp, err := http.Get(s.url + "/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "still serving")
+}
+
+func TestHandlerStopsOnSIGTERM(t *testing.T) {
+	s := startStack(t)
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "exit status after SIGTERM")
+	case <-time.After(30 * time.Second):
+		t.Fatal("handler did not stop on SIGTERM")
+	}
+}
+
+func TestHandlerNamesAMissingSetting(t *testing.T) {
+	for _, tc := range []struct{ unset, want string }{
+		{"COSMOS_ENDPOINT", "COSMOS_ENDPOINT"},
+		{"CLUSTER_SERVICE_URL", "CLUSTER_SERVICE_URL"},
+		{"FUNCTIONS_CUSTOMHANDLER_PORT", "FUNCTIONS_CUSTOMHANDLER_PORT"},
+	} {
+		cmd := exec.Command(handlerBin)
+		for _, kv := range []string{"FUNCTIONS_CUSTOMHANDLER_PORT=1234", "COSMOS_ENDPOINT=https://127.0.0.1:1",
+			"COSMOS_DATABASE=d", "CLUSTER_SERVICE_URL=http://127.0.0.1:2", "COSMOS_KEY=secret-key-value"} {
+			if !strings.HasPrefix(kv, tc.unset+"=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit)
+		require.Equal(t, 1, exit.ExitCode())
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		require.Len(t, lines, 1, string(out))
+		require.Contains(t, lines[0], tc.want)
+		require.NotContains(t, string(out), "secret-key-value")
+	}
+}

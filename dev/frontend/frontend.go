@@ -1,0 +1,233 @@
+// Package frontend writes Cosmos DB items the way the ARO-HCP frontend does:
+// operations, resources and subscription locks. Tests, the demo and the
+// benchmarks use it to give opstatus something to do. It never ships.
+package frontend
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+)
+
+// Containers of the contract, with the settings production has.
+var (
+	OperationsContainer = "Operations"
+	ResourcesContainer  = "Resources"
+	LocksContainer      = "Locks"
+)
+
+// Frontend is a client of one database.
+type Frontend struct {
+	db         *azcosmos.DatabaseClient
+	operations *azcosmos.ContainerClient
+	resources  *azcosmos.ContainerClient
+	locks      *azcosmos.ContainerClient
+}
+
+// New connects to database at endpoint (self-signed certificates accepted:
+// test servers only).
+func New(endpoint, key, database string) (*Frontend, error) {
+	cred, err := azcosmos.NewKeyCredential(key)
+	if err != nil {
+		return nil, err
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // test servers only
+	transport.MaxIdleConnsPerHost = 32
+	client, err := azcosmos.NewClientWithKey(endpoint, cred, &azcosmos.ClientOptions{
+		ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: transport}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	db, err := client.NewDatabase(database)
+	if err != nil {
+		return nil, err
+	}
+	f := &Frontend{db: db}
+	for name, c := range map[string]**azcosmos.ContainerClient{
+		OperationsContainer: &f.operations, ResourcesContainer: &f.resources, LocksContainer: &f.locks,
+	} {
+		if *c, err = db.NewContainer(name); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// CreateSchema creates the database's three containers as production has them;
+// the Locks container expires items after lockTTL.
+func CreateSchema(ctx context.Context, endpoint, key, database string, lockTTL time.Duration) error {
+	cred, err := azcosmos.NewKeyCredential(key)
+	if err != nil {
+		return err
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // test servers only
+	client, err := azcosmos.NewClientWithKey(endpoint, cred, &azcosmos.ClientOptions{
+		ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: transport}},
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: database}, nil); err != nil {
+		return fmt.Errorf("create database %s: %w", database, err)
+	}
+	db, err := client.NewDatabase(database)
+	if err != nil {
+		return err
+	}
+	ttl := int32(lockTTL / time.Second)
+	for _, p := range []azcosmos.ContainerProperties{
+		{ID: OperationsContainer, PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/partitionKey"}}},
+		{ID: ResourcesContainer, PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/partitionKey"}}},
+		{ID: LocksContainer, PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/id"}}, DefaultTimeToLive: &ttl},
+	} {
+		if _, err := db.CreateContainer(ctx, p, nil); err != nil {
+			return fmt.Errorf("create container %s: %w", p.ID, err)
+		}
+	}
+	return nil
+}
+
+// Operation is an operation item as the frontend writes it. Extra holds
+// fields opstatus does not know, which it must preserve.
+type Operation struct {
+	ID                 string         `json:"id"`
+	PartitionKey       string         `json:"partitionKey"`
+	TenantID           string         `json:"tenantId,omitempty"`
+	ClientID           string         `json:"clientId,omitempty"`
+	Request            string         `json:"request"`
+	ExternalID         string         `json:"externalId"`
+	InternalID         string         `json:"internalId"`
+	OperationID        string         `json:"operationId,omitempty"`
+	NotificationURI    string         `json:"notificationUri,omitempty"`
+	StartTime          time.Time      `json:"startTime"`
+	LastTransitionTime time.Time      `json:"lastTransitionTime"`
+	Status             string         `json:"status"`
+	Error              map[string]any `json:"error,omitempty"`
+	Extra              map[string]any `json:"-"`
+}
+
+// Resource is a resource item as the frontend writes it.
+type Resource struct {
+	ID                string            `json:"id"`
+	PartitionKey      string            `json:"partitionKey"`
+	Key               string            `json:"key"`
+	InternalID        string            `json:"internalId"`
+	ActiveOperationID string            `json:"activeOperationId,omitempty"`
+	ProvisioningState string            `json:"provisioningState"`
+	Tags              map[string]string `json:"tags,omitempty"`
+	Extra             map[string]any    `json:"-"`
+}
+
+func withExtra(v any, extra map[string]any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil || len(extra) == 0 {
+		return b, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for k, val := range extra {
+		m[k] = val
+	}
+	return json.Marshal(m)
+}
+
+// PutOperation upserts an operation item.
+func (f *Frontend) PutOperation(ctx context.Context, op Operation) error {
+	op.PartitionKey = strings.ToLower(op.PartitionKey)
+	body, err := withExtra(op, op.Extra)
+	if err != nil {
+		return err
+	}
+	_, err = f.operations.UpsertItem(ctx, azcosmos.NewPartitionKeyString(op.PartitionKey), body, nil)
+	return err
+}
+
+// PutRawOperation upserts any JSON as an operation item (malformed ones too).
+func (f *Frontend) PutRawOperation(ctx context.Context, partition string, body []byte) error {
+	_, err := f.operations.UpsertItem(ctx, azcosmos.NewPartitionKeyString(partition), body, nil)
+	return err
+}
+
+// PutResource upserts a resource item.
+func (f *Frontend) PutResource(ctx context.Context, r Resource) error {
+	r.PartitionKey = strings.ToLower(r.PartitionKey)
+	body, err := withExtra(r, r.Extra)
+	if err != nil {
+		return err
+	}
+	_, err = f.resources.UpsertItem(ctx, azcosmos.NewPartitionKeyString(r.PartitionKey), body, nil)
+	return err
+}
+
+// Operation reads an operation item as a generic map, or nil if missing.
+func (f *Frontend) Operation(ctx context.Context, subscriptionID, id string) (map[string]any, error) {
+	return read(ctx, f.operations, strings.ToLower(subscriptionID), id)
+}
+
+// Resource reads a resource item by id as a generic map, or nil if missing.
+func (f *Frontend) Resource(ctx context.Context, subscriptionID, id string) (map[string]any, error) {
+	return read(ctx, f.resources, strings.ToLower(subscriptionID), id)
+}
+
+func read(ctx context.Context, c *azcosmos.ContainerClient, partition, id string) (map[string]any, error) {
+	resp, err := c.ReadItem(ctx, azcosmos.NewPartitionKeyString(partition), id, nil)
+	var re *azcore.ResponseError
+	if err != nil && errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	return m, json.Unmarshal(resp.Value, &m)
+}
+
+// Lock is a lock the frontend holds.
+type Lock struct {
+	ID   string
+	ETag azcore.ETag
+}
+
+// TryLock creates subscriptionID's lock item for owner; ok is false when
+// someone else holds it.
+func (f *Frontend) TryLock(ctx context.Context, subscriptionID, owner string) (Lock, bool, error) {
+	id := strings.ToLower(subscriptionID)
+	body, _ := json.Marshal(map[string]any{"id": id, "owner": owner})
+	resp, err := f.locks.CreateItem(ctx, azcosmos.NewPartitionKeyString(id), body, nil)
+	var re *azcore.ResponseError
+	if err != nil && errors.As(err, &re) && re.StatusCode == http.StatusConflict {
+		return Lock{}, false, nil
+	}
+	if err != nil {
+		return Lock{}, false, err
+	}
+	return Lock{ID: id, ETag: resp.ETag}, true, nil
+}
+
+// Unlock deletes the lock item if it is still the one l created.
+func (f *Frontend) Unlock(ctx context.Context, l Lock) error {
+	_, err := f.locks.DeleteItem(ctx, azcosmos.NewPartitionKeyString(l.ID), l.ID, &azcosmos.ItemOptions{IfMatchEtag: &l.ETag})
+	return err
+}
+
+// StealLock overwrites subscriptionID's lock item without If-Match, for a
+// minute.
+func (f *Frontend) StealLock(ctx context.Context, subscriptionID, owner string) error {
+	id := strings.ToLower(subscriptionID)
+	body, _ := json.Marshal(map[string]any{"id": id, "owner": owner, "ttl": 60})
+	_, err := f.locks.UpsertItem(ctx, azcosmos.NewPartitionKeyString(id), body, nil)
+	return err
+}

@@ -1,0 +1,448 @@
+package hostemu
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultConnection is the connection setting a queue binding uses when its
+// function.json names none.
+const DefaultConnection = "AzureWebJobsStorage"
+
+// AzuriteConnectionString is what UseDevelopmentStorage=true means: the
+// well-known devstoreaccount1 account on Azurite's default queue port.
+const AzuriteConnectionString = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;" +
+	"AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;" +
+	"QueueEndpoint=http://127.0.0.1:10001/devstoreaccount1;"
+
+// Message encodings of extensions.queues.messageEncoding.
+const (
+	EncodingBase64 = "base64"
+	EncodingNone   = "none"
+)
+
+// HostConfig is what the emulator uses from host.json.
+type HostConfig struct {
+	// FunctionTimeout bounds one invocation; 0 means no limit ("-1").
+	// Default 5 minutes.
+	FunctionTimeout time.Duration
+	Queues          QueuesConfig
+	Handler         HandlerConfig
+}
+
+// QueuesConfig is host.json's extensions.queues, with the host's defaults
+// filled in.
+type QueuesConfig struct {
+	BatchSize          int           // default 16, at most 32
+	NewBatchThreshold  int           // default BatchSize/2
+	MaxDequeueCount    int           // default 5
+	VisibilityTimeout  time.Duration // delay before a failed message reappears; default 0
+	MaxPollingInterval time.Duration // default 1 minute, at least 100 ms
+	MessageEncoding    string        // EncodingBase64 (default) or EncodingNone
+}
+
+// HandlerConfig is host.json's customHandler.description.
+type HandlerConfig struct {
+	// ExecutablePath is defaultExecutablePath as written. A relative path
+	// is looked up in the app directory first, then on PATH, like the host.
+	ExecutablePath string
+	Arguments      []string
+	// WorkingDirectory is absolute: the app directory when host.json leaves
+	// it empty, relative paths resolved against the app directory.
+	WorkingDirectory string
+}
+
+// Function is one function of the app: a folder holding function.json.
+type Function struct {
+	// Name is the folder name; the host POSTs to /<Name>.
+	Name string
+	// Disabled is function.json's "disabled" or the app setting
+	// AzureWebJobs.<Name>.Disabled=true. A disabled function never runs.
+	Disabled bool
+	// Exactly one of Timer and Queue is set.
+	Timer   *TimerTrigger
+	Queue   *QueueTrigger
+	Outputs []QueueOutput
+}
+
+// TimerTrigger is a timerTrigger binding.
+type TimerTrigger struct {
+	Binding      string
+	Schedule     Schedule // %SETTING% already resolved
+	RunOnStartup bool
+	// UseMonitor makes the payload carry ScheduleStatus. When function.json
+	// does not set it, it is true for schedules that fire at most once a
+	// minute, as the host documents.
+	UseMonitor bool
+}
+
+// QueueTrigger is a queueTrigger binding.
+type QueueTrigger struct {
+	Binding    string
+	QueueName  string // %SETTING% already resolved
+	Connection string // the setting name
+	DataType   string // "", "string" or "binary"
+
+	connectionString string
+}
+
+// QueueOutput is a queue output binding.
+type QueueOutput struct {
+	Binding    string
+	QueueName  string // %SETTING% already resolved
+	Connection string // the setting name
+	DataType   string
+
+	connectionString string
+}
+
+// hostJSON is the part of host.json the emulator reads. encoding/json
+// matches keys case-insensitively, as .NET configuration binding does.
+type hostJSON struct {
+	Version         string  `json:"version"`
+	FunctionTimeout *string `json:"functionTimeout"`
+	Extensions      struct {
+		Queues struct {
+			BatchSize          *int    `json:"batchSize"`
+			NewBatchThreshold  *int    `json:"newBatchThreshold"`
+			MaxDequeueCount    *int    `json:"maxDequeueCount"`
+			VisibilityTimeout  *string `json:"visibilityTimeout"`
+			MaxPollingInterval *string `json:"maxPollingInterval"`
+			MessageEncoding    *string `json:"messageEncoding"`
+		} `json:"queues"`
+	} `json:"extensions"`
+	CustomHandler *struct {
+		Description struct {
+			DefaultExecutablePath string   `json:"defaultExecutablePath"`
+			WorkingDirectory      string   `json:"workingDirectory"`
+			Arguments             []string `json:"arguments"`
+		} `json:"description"`
+	} `json:"customHandler"`
+}
+
+type functionJSON struct {
+	Disabled json.RawMessage `json:"disabled"`
+	Bindings []bindingJSON   `json:"bindings"`
+}
+
+type bindingJSON struct {
+	Name         string          `json:"name"`
+	Type         string          `json:"type"`
+	Direction    string          `json:"direction"`
+	Schedule     string          `json:"schedule"`
+	RunOnStartup json.RawMessage `json:"runOnStartup"`
+	UseMonitor   json.RawMessage `json:"useMonitor"`
+	QueueName    string          `json:"queueName"`
+	Connection   string          `json:"connection"`
+	DataType     string          `json:"dataType"`
+}
+
+// loadHostConfig reads appDir/host.json.
+func loadHostConfig(appDir string) (HostConfig, error) {
+	path := filepath.Join(appDir, "host.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return HostConfig{}, fmt.Errorf("reading host.json: %w", err)
+	}
+	var hj hostJSON
+	if err := json.Unmarshal(data, &hj); err != nil {
+		return HostConfig{}, fmt.Errorf("parsing %s: %w", path, err)
+	}
+	if hj.Version != "2.0" {
+		return HostConfig{}, fmt.Errorf("%s: version must be \"2.0\", got %q", path, hj.Version)
+	}
+
+	cfg := HostConfig{FunctionTimeout: 5 * time.Minute}
+	if hj.FunctionTimeout != nil {
+		if strings.TrimSpace(*hj.FunctionTimeout) == "-1" {
+			cfg.FunctionTimeout = 0
+		} else if d, ok := parseTimeSpan(*hj.FunctionTimeout); ok && d > 0 {
+			cfg.FunctionTimeout = d
+		} else {
+			return HostConfig{}, fmt.Errorf("%s: functionTimeout %q is not a TimeSpan", path, *hj.FunctionTimeout)
+		}
+	}
+
+	q := hj.Extensions.Queues
+	qc := QueuesConfig{
+		BatchSize:          16,
+		MaxDequeueCount:    5,
+		MaxPollingInterval: time.Minute,
+		MessageEncoding:    EncodingBase64,
+	}
+	if q.BatchSize != nil {
+		qc.BatchSize = *q.BatchSize
+	}
+	if qc.BatchSize < 1 || qc.BatchSize > 32 {
+		return HostConfig{}, fmt.Errorf("%s: extensions.queues.batchSize must be 1-32, got %d", path, qc.BatchSize)
+	}
+	qc.NewBatchThreshold = qc.BatchSize / 2
+	if q.NewBatchThreshold != nil {
+		qc.NewBatchThreshold = *q.NewBatchThreshold
+	}
+	if qc.NewBatchThreshold < 0 {
+		return HostConfig{}, fmt.Errorf("%s: extensions.queues.newBatchThreshold must not be negative", path)
+	}
+	if q.MaxDequeueCount != nil {
+		qc.MaxDequeueCount = *q.MaxDequeueCount
+	}
+	if qc.MaxDequeueCount < 1 {
+		return HostConfig{}, fmt.Errorf("%s: extensions.queues.maxDequeueCount must be positive", path)
+	}
+	if q.VisibilityTimeout != nil {
+		d, ok := parseTimeSpan(*q.VisibilityTimeout)
+		if !ok {
+			return HostConfig{}, fmt.Errorf("%s: extensions.queues.visibilityTimeout %q is not a TimeSpan", path, *q.VisibilityTimeout)
+		}
+		qc.VisibilityTimeout = d
+	}
+	if q.MaxPollingInterval != nil {
+		d, ok := parseTimeSpan(*q.MaxPollingInterval)
+		if !ok {
+			return HostConfig{}, fmt.Errorf("%s: extensions.queues.maxPollingInterval %q is not a TimeSpan", path, *q.MaxPollingInterval)
+		}
+		qc.MaxPollingInterval = d
+	}
+	if qc.MaxPollingInterval < minPollingInterval {
+		return HostConfig{}, fmt.Errorf("%s: extensions.queues.maxPollingInterval must be at least %v", path, minPollingInterval)
+	}
+	if q.MessageEncoding != nil {
+		qc.MessageEncoding = strings.ToLower(strings.TrimSpace(*q.MessageEncoding))
+	}
+	if qc.MessageEncoding != EncodingBase64 && qc.MessageEncoding != EncodingNone {
+		return HostConfig{}, fmt.Errorf("%s: extensions.queues.messageEncoding must be base64 or none, got %q", path, qc.MessageEncoding)
+	}
+	cfg.Queues = qc
+
+	if hj.CustomHandler == nil || strings.TrimSpace(hj.CustomHandler.Description.DefaultExecutablePath) == "" {
+		return HostConfig{}, fmt.Errorf("%s: customHandler.description.defaultExecutablePath is required", path)
+	}
+	desc := hj.CustomHandler.Description
+	wd := desc.WorkingDirectory
+	switch {
+	case wd == "":
+		wd = appDir
+	case !filepath.IsAbs(wd):
+		wd = filepath.Join(appDir, wd)
+	}
+	cfg.Handler = HandlerConfig{
+		ExecutablePath:   desc.DefaultExecutablePath,
+		Arguments:        append([]string(nil), desc.Arguments...),
+		WorkingDirectory: wd,
+	}
+	return cfg, nil
+}
+
+// loadFunctions reads every appDir/<name>/function.json, sorted by name.
+func loadFunctions(appDir string, settings map[string]string) ([]Function, error) {
+	entries, err := os.ReadDir(appDir)
+	if err != nil {
+		return nil, fmt.Errorf("listing functions: %w", err)
+	}
+	var fns []Function
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		path := filepath.Join(appDir, e.Name(), "function.json")
+		data, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", path, err)
+		}
+		fn, err := parseFunction(e.Name(), data, settings)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		fns = append(fns, fn)
+	}
+	sort.Slice(fns, func(i, j int) bool { return fns[i].Name < fns[j].Name })
+	return fns, nil
+}
+
+// parseFunction turns one function.json into a Function.
+func parseFunction(name string, data []byte, settings map[string]string) (Function, error) {
+	var fj functionJSON
+	if err := json.Unmarshal(data, &fj); err != nil {
+		return Function{}, fmt.Errorf("parsing: %w", err)
+	}
+	fn := Function{Name: name}
+	disabled, err := jsonBool(fj.Disabled, false)
+	if err != nil {
+		return Function{}, fmt.Errorf("disabled: %w", err)
+	}
+	fn.Disabled = disabled || isTrue(settings["AzureWebJobs."+name+".Disabled"])
+
+	for i, b := range fj.Bindings {
+		if b.Name == "" {
+			return Function{}, fmt.Errorf("binding %d has no name", i)
+		}
+		dir := strings.ToLower(b.Direction)
+		switch strings.ToLower(b.Type) {
+		case "timertrigger":
+			if dir != "in" {
+				return Function{}, fmt.Errorf("binding %q: timerTrigger must have direction \"in\"", b.Name)
+			}
+			t, err := parseTimer(b, settings)
+			if err != nil {
+				return Function{}, fmt.Errorf("binding %q: %w", b.Name, err)
+			}
+			if fn.Timer != nil || fn.Queue != nil {
+				return Function{}, fmt.Errorf("binding %q: a function has exactly one trigger", b.Name)
+			}
+			fn.Timer = t
+		case "queuetrigger":
+			if dir != "in" {
+				return Function{}, fmt.Errorf("binding %q: queueTrigger must have direction \"in\"", b.Name)
+			}
+			queue, conn, cs, err := parseQueueBinding(b, settings)
+			if err != nil {
+				return Function{}, fmt.Errorf("binding %q: %w", b.Name, err)
+			}
+			if fn.Timer != nil || fn.Queue != nil {
+				return Function{}, fmt.Errorf("binding %q: a function has exactly one trigger", b.Name)
+			}
+			fn.Queue = &QueueTrigger{Binding: b.Name, QueueName: queue, Connection: conn, DataType: strings.ToLower(b.DataType), connectionString: cs}
+		case "queue":
+			if dir != "out" {
+				return Function{}, fmt.Errorf("binding %q: only queue output bindings (direction \"out\") are supported", b.Name)
+			}
+			queue, conn, cs, err := parseQueueBinding(b, settings)
+			if err != nil {
+				return Function{}, fmt.Errorf("binding %q: %w", b.Name, err)
+			}
+			fn.Outputs = append(fn.Outputs, QueueOutput{Binding: b.Name, QueueName: queue, Connection: conn, DataType: strings.ToLower(b.DataType), connectionString: cs})
+		default:
+			return Function{}, fmt.Errorf("binding %q: unsupported binding type %q", b.Name, b.Type)
+		}
+	}
+	if fn.Timer == nil && fn.Queue == nil {
+		return Function{}, errors.New("no trigger binding")
+	}
+	return fn, nil
+}
+
+func parseTimer(b bindingJSON, settings map[string]string) (*TimerTrigger, error) {
+	expr, err := resolveSettings(b.Schedule, settings)
+	if err != nil {
+		return nil, fmt.Errorf("schedule: %w", err)
+	}
+	if strings.TrimSpace(expr) == "" {
+		return nil, errors.New("schedule is required")
+	}
+	sched, err := ParseSchedule(expr)
+	if err != nil {
+		return nil, err
+	}
+	runOnStartup, err := jsonBool(b.RunOnStartup, false)
+	if err != nil {
+		return nil, fmt.Errorf("runOnStartup: %w", err)
+	}
+	useMonitor, err := jsonBool(b.UseMonitor, monitorByDefault(sched))
+	if err != nil {
+		return nil, fmt.Errorf("useMonitor: %w", err)
+	}
+	return &TimerTrigger{Binding: b.Name, Schedule: sched, RunOnStartup: runOnStartup, UseMonitor: useMonitor}, nil
+}
+
+// monitorByDefault is the documented default of useMonitor: true when the
+// schedule fires at most once a minute.
+func monitorByDefault(s Schedule) bool {
+	t0 := s.Next(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	t1 := s.Next(t0)
+	return t0.IsZero() || t1.IsZero() || t1.Sub(t0) >= time.Minute
+}
+
+// parseQueueBinding resolves a queue binding's queue name and connection.
+func parseQueueBinding(b bindingJSON, settings map[string]string) (queue, conn, connString string, err error) {
+	queue, err = resolveSettings(b.QueueName, settings)
+	if err != nil {
+		return "", "", "", fmt.Errorf("queueName: %w", err)
+	}
+	if queue == "" {
+		return "", "", "", errors.New("queueName is required")
+	}
+	// Queue names are lower case; the host lower-cases what it is given.
+	queue = strings.ToLower(queue)
+	conn = b.Connection
+	if conn == "" {
+		conn = DefaultConnection
+	}
+	connString, err = resolveConnection(conn, settings)
+	if err != nil {
+		return "", "", "", err
+	}
+	return queue, conn, connString, nil
+}
+
+// resolveConnection finds a connection string setting the way the host
+// does: the name itself, then AzureWebJobs<name>.
+func resolveConnection(name string, settings map[string]string) (string, error) {
+	v, ok := settings[name]
+	if !ok || v == "" {
+		v, ok = settings["AzureWebJobs"+name]
+	}
+	if !ok || v == "" {
+		return "", fmt.Errorf("connection setting %q is missing", name)
+	}
+	if strings.EqualFold(strings.TrimRight(strings.TrimSpace(v), ";"), "UseDevelopmentStorage=true") {
+		return AzuriteConnectionString, nil
+	}
+	return v, nil
+}
+
+// resolveSettings replaces every %NAME% in s with the setting NAME.
+func resolveSettings(s string, settings map[string]string) (string, error) {
+	var out strings.Builder
+	for {
+		start := strings.IndexByte(s, '%')
+		if start < 0 {
+			out.WriteString(s)
+			return out.String(), nil
+		}
+		end := strings.IndexByte(s[start+1:], '%')
+		if end < 0 {
+			return "", fmt.Errorf("unterminated %%...%% expression in %q", s)
+		}
+		name := s[start+1 : start+1+end]
+		v, ok := settings[name]
+		if !ok {
+			return "", fmt.Errorf("setting %q (from %%%s%%) is missing", name, name)
+		}
+		out.WriteString(s[:start])
+		out.WriteString(v)
+		s = s[start+end+2:]
+	}
+}
+
+// jsonBool reads a boolean that function.json may write as true or "true".
+func jsonBool(raw json.RawMessage, def bool) (bool, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return def, nil
+	}
+	var b bool
+	if err := json.Unmarshal(raw, &b); err == nil {
+		return b, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if v, err := strconv.ParseBool(s); err == nil {
+			return v, nil
+		}
+	}
+	return false, fmt.Errorf("%s is not a boolean", raw)
+}
+
+func isTrue(s string) bool {
+	v, err := strconv.ParseBool(strings.TrimSpace(s))
+	return err == nil && v
+}

@@ -1,0 +1,241 @@
+package hostemu
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// writeApp writes files (path relative to a new temp dir -> content) and
+// returns the directory.
+func writeApp(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+	}
+	return dir
+}
+
+const minimalHostJSON = `{"version":"2.0","customHandler":{"description":{"defaultExecutablePath":"handler"}}}`
+
+func TestLoadProjectApp(t *testing.T) {
+	// The project's own host.json, scan/function.json and poll/function.json.
+	h, err := Load("../..", map[string]string{"AzureWebJobsStorage": "UseDevelopmentStorage=true"})
+	require.NoError(t, err)
+
+	cfg := h.Config()
+	require.Equal(t, QueuesConfig{
+		BatchSize:          16,
+		NewBatchThreshold:  8,
+		MaxDequeueCount:    5,
+		VisibilityTimeout:  5 * time.Second,
+		MaxPollingInterval: 2 * time.Second,
+		MessageEncoding:    EncodingBase64,
+	}, cfg.Queues)
+	require.Equal(t, 5*time.Minute, cfg.FunctionTimeout)
+	require.Equal(t, "handler", cfg.Handler.ExecutablePath)
+	require.Empty(t, cfg.Handler.Arguments)
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	require.Equal(t, root, cfg.Handler.WorkingDirectory)
+
+	fns := h.Functions()
+	require.Len(t, fns, 2)
+	poll, scan := fns[0], fns[1]
+
+	require.Equal(t, "poll", poll.Name)
+	require.Nil(t, poll.Timer)
+	require.NotNil(t, poll.Queue)
+	require.Equal(t, "operation", poll.Queue.Binding)
+	require.Equal(t, "operations", poll.Queue.QueueName)
+	require.Equal(t, "AzureWebJobsStorage", poll.Queue.Connection)
+	require.Equal(t, AzuriteConnectionString, poll.Queue.connectionString)
+	require.Empty(t, poll.Outputs)
+
+	require.Equal(t, "scan", scan.Name)
+	require.Nil(t, scan.Queue)
+	require.NotNil(t, scan.Timer)
+	require.Equal(t, "timer", scan.Timer.Binding)
+	require.Equal(t, "*/10 * * * * *", scan.Timer.Schedule.String())
+	require.False(t, scan.Timer.RunOnStartup)
+	require.True(t, scan.Timer.UseMonitor)
+	require.Len(t, scan.Outputs, 1)
+	require.Equal(t, "operations", scan.Outputs[0].Binding)
+	require.Equal(t, "operations", scan.Outputs[0].QueueName)
+}
+
+func TestLoadHostJSON(t *testing.T) {
+	tests := []struct {
+		name    string
+		host    string
+		want    HostConfig
+		wantErr string
+	}{
+		{
+			name: "defaults",
+			host: minimalHostJSON,
+			want: HostConfig{
+				FunctionTimeout: 5 * time.Minute,
+				Queues: QueuesConfig{BatchSize: 16, NewBatchThreshold: 8, MaxDequeueCount: 5,
+					MaxPollingInterval: time.Minute, MessageEncoding: EncodingBase64},
+				Handler: HandlerConfig{ExecutablePath: "handler", WorkingDirectory: "."},
+			},
+		},
+		{
+			name: "threshold follows batch size; none encoding; no timeout; working directory",
+			host: `{"version":"2.0","functionTimeout":"-1",
+				"extensions":{"queues":{"batchSize":4,"MaxDequeueCount":2,"visibilityTimeout":"00:00:01","maxPollingInterval":"00:00:00.5","messageEncoding":"None"}},
+				"customHandler":{"description":{"defaultExecutablePath":"bin/h","arguments":["-x"],"workingDirectory":"bin"}}}`,
+			want: HostConfig{
+				Queues: QueuesConfig{BatchSize: 4, NewBatchThreshold: 2, MaxDequeueCount: 2,
+					VisibilityTimeout: time.Second, MaxPollingInterval: 500 * time.Millisecond, MessageEncoding: EncodingNone},
+				Handler: HandlerConfig{ExecutablePath: "bin/h", Arguments: []string{"-x"}, WorkingDirectory: "bin"},
+			},
+		},
+		{name: "version", host: `{"customHandler":{"description":{"defaultExecutablePath":"h"}}}`, wantErr: `version must be "2.0"`},
+		{name: "no custom handler", host: `{"version":"2.0"}`, wantErr: "defaultExecutablePath is required"},
+		{name: "batch size", host: `{"version":"2.0","extensions":{"queues":{"batchSize":64}},"customHandler":{"description":{"defaultExecutablePath":"h"}}}`, wantErr: "batchSize must be 1-32"},
+		{name: "encoding", host: `{"version":"2.0","extensions":{"queues":{"messageEncoding":"utf8"}},"customHandler":{"description":{"defaultExecutablePath":"h"}}}`, wantErr: "messageEncoding must be base64 or none"},
+		{name: "polling interval", host: `{"version":"2.0","extensions":{"queues":{"maxPollingInterval":"00:00:00.01"}},"customHandler":{"description":{"defaultExecutablePath":"h"}}}`, wantErr: "maxPollingInterval must be at least"},
+		{name: "timeout", host: `{"version":"2.0","functionTimeout":"5m","customHandler":{"description":{"defaultExecutablePath":"h"}}}`, wantErr: "functionTimeout"},
+		{name: "not JSON", host: `{`, wantErr: "parsing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := writeApp(t, map[string]string{"host.json": tt.host})
+			got, err := loadHostConfig(dir)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			tt.want.Handler.WorkingDirectory = filepath.Join(dir, tt.want.Handler.WorkingDirectory)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestLoadFunctions(t *testing.T) {
+	const conn = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5;QueueEndpoint=http://127.0.0.1:1/devstoreaccount1;"
+	settings := map[string]string{
+		"AzureWebJobsStorage": conn,
+		"SCHEDULE":            "*/5 * * * * *",
+		"QUEUE":               "Work",
+		"PREFIX":              "pre",
+	}
+	tests := []struct {
+		name     string
+		function string
+		settings map[string]string
+		check    func(t *testing.T, fn Function)
+		wantErr  string
+	}{
+		{
+			name: "settings resolved in schedule and queue name",
+			function: `{"bindings":[
+				{"name":"t","type":"timerTrigger","direction":"in","schedule":"%SCHEDULE%","runOnStartup":true},
+				{"name":"out","type":"queue","direction":"out","queueName":"%PREFIX%-%QUEUE%"}]}`,
+			check: func(t *testing.T, fn Function) {
+				require.Equal(t, "*/5 * * * * *", fn.Timer.Schedule.String())
+				require.True(t, fn.Timer.RunOnStartup)
+				require.False(t, fn.Timer.UseMonitor, "sub-minute schedules default to no monitor")
+				require.Equal(t, "pre-work", fn.Outputs[0].QueueName, "queue names are lower-cased")
+				require.Equal(t, DefaultConnection, fn.Outputs[0].Connection)
+				require.Equal(t, conn, fn.Outputs[0].connectionString)
+			},
+		},
+		{
+			name:     "hourly schedule monitors by default; TimeSpan schedule",
+			function: `{"bindings":[{"name":"t","type":"TimerTrigger","direction":"In","schedule":"01:00:00"}]}`,
+			check: func(t *testing.T, fn Function) {
+				require.True(t, fn.Timer.UseMonitor)
+				require.Equal(t, "01:00:00", fn.Timer.Schedule.String())
+			},
+		},
+		{
+			name:     "queue trigger with AzureWebJobs-prefixed connection and binary data",
+			function: `{"bindings":[{"name":"msg","type":"queueTrigger","direction":"in","queueName":"%QUEUE%","connection":"Storage","dataType":"binary"}]}`,
+			check: func(t *testing.T, fn Function) {
+				require.Equal(t, "msg", fn.Queue.Binding)
+				require.Equal(t, "work", fn.Queue.QueueName)
+				require.Equal(t, "Storage", fn.Queue.Connection)
+				require.Equal(t, conn, fn.Queue.connectionString)
+				require.Equal(t, "binary", fn.Queue.DataType)
+			},
+		},
+		{
+			name:     "development storage",
+			function: `{"bindings":[{"name":"msg","type":"queueTrigger","direction":"in","queueName":"q","connection":"Dev"}]}`,
+			settings: map[string]string{"Dev": "UseDevelopmentStorage=true"},
+			check: func(t *testing.T, fn Function) {
+				require.Equal(t, AzuriteConnectionString, fn.Queue.connectionString)
+			},
+		},
+		{
+			name:     "disabled by app setting",
+			function: `{"bindings":[{"name":"msg","type":"queueTrigger","direction":"in","queueName":"q"}]}`,
+			settings: map[string]string{"AzureWebJobs.fn.Disabled": "true", "AzureWebJobsStorage": conn},
+			check: func(t *testing.T, fn Function) {
+				require.True(t, fn.Disabled)
+			},
+		},
+		{
+			name:     "disabled in function.json",
+			function: `{"disabled":"true","bindings":[{"name":"msg","type":"queueTrigger","direction":"in","queueName":"q"}]}`,
+			check: func(t *testing.T, fn Function) {
+				require.True(t, fn.Disabled)
+			},
+		},
+		{name: "missing schedule setting", function: `{"bindings":[{"name":"t","type":"timerTrigger","direction":"in","schedule":"%NOPE%"}]}`, wantErr: `setting "NOPE" (from %NOPE%) is missing`},
+		{name: "missing queue setting", function: `{"bindings":[{"name":"m","type":"queueTrigger","direction":"in","queueName":"%NOPE%"}]}`, wantErr: `setting "NOPE"`},
+		{name: "unterminated expression", function: `{"bindings":[{"name":"m","type":"queueTrigger","direction":"in","queueName":"%QUEUE"}]}`, wantErr: "unterminated"},
+		{name: "missing connection", function: `{"bindings":[{"name":"m","type":"queueTrigger","direction":"in","queueName":"q","connection":"Other"}]}`, wantErr: `connection setting "Other" is missing`},
+		{name: "unknown binding type", function: `{"bindings":[{"name":"m","type":"queueTrigger","direction":"in","queueName":"q"},{"name":"doc","type":"cosmosDB","direction":"out"}]}`, wantErr: `unsupported binding type "cosmosDB"`},
+		{name: "no trigger", function: `{"bindings":[{"name":"out","type":"queue","direction":"out","queueName":"q"}]}`, wantErr: "no trigger binding"},
+		{name: "two triggers", function: `{"bindings":[{"name":"a","type":"queueTrigger","direction":"in","queueName":"q"},{"name":"b","type":"timerTrigger","direction":"in","schedule":"* * * * * *"}]}`, wantErr: "exactly one trigger"},
+		{name: "queue input", function: `{"bindings":[{"name":"a","type":"queue","direction":"in","queueName":"q"}]}`, wantErr: "only queue output bindings"},
+		{name: "bad schedule", function: `{"bindings":[{"name":"t","type":"timerTrigger","direction":"in","schedule":"* * * *"}]}`, wantErr: "want 6 fields"},
+		{name: "no queue name", function: `{"bindings":[{"name":"m","type":"queueTrigger","direction":"in"}]}`, wantErr: "queueName is required"},
+		{name: "no binding name", function: `{"bindings":[{"type":"queueTrigger","direction":"in","queueName":"q"}]}`, wantErr: "has no name"},
+		{name: "bad boolean", function: `{"bindings":[{"name":"t","type":"timerTrigger","direction":"in","schedule":"* * * * * *","runOnStartup":"maybe"}]}`, wantErr: "runOnStartup"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := settings
+			if tt.settings != nil {
+				s = tt.settings
+			}
+			dir := writeApp(t, map[string]string{
+				"host.json":        minimalHostJSON,
+				"fn/function.json": tt.function,
+				"lib/readme.txt":   "a folder without function.json is not a function",
+			})
+			h, err := Load(dir, s)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				require.ErrorContains(t, err, filepath.Join("fn", "function.json"), "the error names the file")
+				return
+			}
+			require.NoError(t, err)
+			fns := h.Functions()
+			require.Len(t, fns, 1)
+			require.Equal(t, "fn", fns[0].Name)
+			tt.check(t, fns[0])
+		})
+	}
+}
+
+func TestLoadNeedsAFunction(t *testing.T) {
+	dir := writeApp(t, map[string]string{"host.json": minimalHostJSON})
+	_, err := Load(dir, nil)
+	require.ErrorContains(t, err, "no function.json found")
+
+	_, err = Load(t.TempDir(), nil)
+	require.ErrorContains(t, err, "host.json")
+}

@@ -1,0 +1,432 @@
+package hostemu
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// QueueDataForm is how a queue message's text appears in the invocation's
+// Data.
+type QueueDataForm int
+
+const (
+	// QueueDataHost sends what the host's custom-handler code sends for a
+	// string trigger value: the message text serialized as a JSON string,
+	// and that serialization sent as a JSON string again, so the handler
+	// sees "\"{\\\"a\\\":1}\"" for the message {"a":1}
+	// (ScriptInvocationContextExtensions.GetHttpScriptInvocationContextValue
+	// falls back to JsonConvert.SerializeObject). It is the default.
+	QueueDataHost QueueDataForm = iota
+	// QueueDataString sends the message text as one JSON string.
+	QueueDataString
+	// QueueDataJSON sends the message as JSON when its text is valid JSON,
+	// else as one JSON string.
+	QueueDataJSON
+)
+
+// Options configures Run. The zero value is usable.
+type Options struct {
+	// Instances is the number of independent host instances, each with its
+	// own handler process and queue pollers, as when the app scales out.
+	// Timer triggers run on instance 0 only. Default 1.
+	Instances int
+	// Restart starts a handler again when it exits on its own (the real
+	// host always does). Without it, Run stops and returns an error.
+	Restart bool
+	// Output receives the handlers' stdout and stderr; with several
+	// instances each line starts with "[<instance>] ". Default os.Stderr.
+	Output io.Writer
+	// Logger receives the host's own log (invocations, retries, poison
+	// messages, the handlers' Logs). Default slog.Default().
+	Logger *slog.Logger
+	// OnInvocation is called after every invocation, from the goroutine
+	// that ran it; it must be safe for concurrent use and return quickly.
+	OnInvocation func(Invocation)
+	// QueueData is how queue messages appear in Data. Default QueueDataHost.
+	QueueData QueueDataForm
+	// Env is the handler's base environment, before the settings and the
+	// host's variables. Nil means os.Environ().
+	Env []string
+	// Location is the time zone schedules are evaluated in and timer
+	// payloads are written in. Default UTC, as in Azure.
+	Location *time.Location
+	// StartTimeout bounds the wait for a new handler to answer GET /.
+	// Default 30 s.
+	StartTimeout time.Duration
+	// StopTimeout is how long a handler has to exit after SIGTERM before it
+	// gets SIGKILL. Default 10 s.
+	StopTimeout time.Duration
+	// DrainTimeout is how long Run waits, once its context ends, for
+	// invocations in flight to finish before it sends SIGTERM to the
+	// handlers. Default 0: SIGTERM at once, the handler drains them.
+	DrainTimeout time.Duration
+	// InvocationTimeout bounds one invocation. Default host.json's
+	// functionTimeout.
+	InvocationTimeout time.Duration
+}
+
+// Invocation describes one finished invocation, for Options.OnInvocation.
+type Invocation struct {
+	Function string
+	Instance int
+	// ID is the X-Azure-Functions-InvocationId sent to the handler.
+	ID string
+	// Status is the handler's HTTP status, 0 when there was no response.
+	Status int
+	// Err is nil when the invocation succeeded (2xx, a valid response and
+	// its outputs written).
+	Err      error
+	Duration time.Duration
+	// ReturnValue is the response's ReturnValue, when the body was JSON.
+	ReturnValue json.RawMessage
+	// DequeueCount is the message's dequeue count for queue triggers, 0
+	// for timers.
+	DequeueCount int64
+}
+
+// InvocationKey groups invocations in Counters.
+type InvocationKey struct {
+	Function string
+	Status   int // the HTTP status, 0 when there was no response
+}
+
+// Counters is a snapshot of what the host has done.
+type Counters struct {
+	Invocations map[InvocationKey]int64
+	// Failures counts failed invocations, whatever their status.
+	Failures          int64
+	MessagesEnqueued  int64 // written by queue output bindings
+	MessagesDeleted   int64 // deleted after a successful invocation
+	MessagesRetried   int64 // made visible again after a failure
+	MessagesPoisoned  int64 // moved to <queue>-poison
+	TimerTicksRun     int64
+	TimerTicksSkipped int64 // occurrences that passed while a run was going
+	HandlerRestarts   int64
+}
+
+// Calls returns the number of invocations of function, whatever their
+// status.
+func (c Counters) Calls(function string) int64 {
+	var n int64
+	for k, v := range c.Invocations {
+		if k.Function == function {
+			n += v
+		}
+	}
+	return n
+}
+
+// Host is a loaded function app. Set Options before calling Run.
+type Host struct {
+	// Options configures Run.
+	Options Options
+
+	appDir    string
+	settings  map[string]string
+	config    HostConfig
+	functions []Function
+
+	queues queueClients
+
+	mu        sync.Mutex
+	started   bool
+	instances []*Instance
+	opts      Options // Options with defaults, fixed by Run
+	log       *slog.Logger
+
+	stats stats
+}
+
+// stats holds the counters.
+type stats struct {
+	mu          sync.Mutex
+	invocations map[InvocationKey]int64
+	failures    atomic.Int64
+	enqueued    atomic.Int64
+	deleted     atomic.Int64
+	retried     atomic.Int64
+	poisoned    atomic.Int64
+	ticksRun    atomic.Int64
+	ticksSkip   atomic.Int64
+	restarts    atomic.Int64
+}
+
+// Load reads appDir/host.json and every appDir/<function>/function.json.
+// settings are the app settings: %NAME% expressions and connection names
+// are resolved from them, and the handler gets them as its environment.
+func Load(appDir string, settings map[string]string) (*Host, error) {
+	abs, err := filepath.Abs(appDir)
+	if err != nil {
+		return nil, fmt.Errorf("loading app %s: %w", appDir, err)
+	}
+	cfg, err := loadHostConfig(abs)
+	if err != nil {
+		return nil, fmt.Errorf("loading app %s: %w", abs, err)
+	}
+	settings = maps.Clone(settings)
+	if settings == nil {
+		settings = map[string]string{}
+	}
+	fns, err := loadFunctions(abs, settings)
+	if err != nil {
+		return nil, fmt.Errorf("loading app %s: %w", abs, err)
+	}
+	if len(fns) == 0 {
+		return nil, fmt.Errorf("loading app %s: no function.json found", abs)
+	}
+	h := &Host{appDir: abs, settings: settings, config: cfg, functions: fns}
+	h.stats.invocations = map[InvocationKey]int64{}
+	return h, nil
+}
+
+// Config returns what the host read from host.json.
+func (h *Host) Config() HostConfig { return h.config }
+
+// Functions returns the app's functions, sorted by name.
+func (h *Host) Functions() []Function { return append([]Function(nil), h.functions...) }
+
+// Counters returns a snapshot of the counters.
+func (h *Host) Counters() Counters {
+	h.stats.mu.Lock()
+	inv := maps.Clone(h.stats.invocations)
+	h.stats.mu.Unlock()
+	return Counters{
+		Invocations:       inv,
+		Failures:          h.stats.failures.Load(),
+		MessagesEnqueued:  h.stats.enqueued.Load(),
+		MessagesDeleted:   h.stats.deleted.Load(),
+		MessagesRetried:   h.stats.retried.Load(),
+		MessagesPoisoned:  h.stats.poisoned.Load(),
+		TimerTicksRun:     h.stats.ticksRun.Load(),
+		TimerTicksSkipped: h.stats.ticksSkip.Load(),
+		HandlerRestarts:   h.stats.restarts.Load(),
+	}
+}
+
+// Instances returns the running instances; nil before Run.
+func (h *Host) Instances() []*Instance {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]*Instance(nil), h.instances...)
+}
+
+// Port returns instance 0's current handler port, 0 when none runs.
+func (h *Host) Port() int {
+	in := h.instance0()
+	if in == nil {
+		return 0
+	}
+	return in.Port()
+}
+
+// Kill sends SIGKILL to instance 0's handler.
+func (h *Host) Kill() error {
+	in := h.instance0()
+	if in == nil {
+		return errors.New("hostemu: not running")
+	}
+	return in.Kill()
+}
+
+func (h *Host) instance0() *Instance {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.instances) == 0 {
+		return nil
+	}
+	return h.instances[0]
+}
+
+// withDefaults fills in the zero fields of o.
+func (h *Host) withDefaults(o Options) Options {
+	if o.Instances < 1 {
+		o.Instances = 1
+	}
+	if o.Output == nil {
+		o.Output = os.Stderr
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Env == nil {
+		o.Env = os.Environ()
+	}
+	if o.Location == nil {
+		o.Location = time.UTC
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 30 * time.Second
+	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = 10 * time.Second
+	}
+	if o.InvocationTimeout <= 0 {
+		o.InvocationTimeout = h.config.FunctionTimeout
+	}
+	return o
+}
+
+// completionGrace bounds how long Run waits, after the handlers have
+// stopped, for message completions (deletes, releases) to finish.
+const completionGrace = 30 * time.Second
+
+// Run starts the handlers, waits until each answers, then runs the timers
+// and queue pollers until ctx ends. Then it stops taking work, sends SIGTERM
+// to the handlers (after Options.DrainTimeout), waits for them and for the
+// message completions, and returns nil. It returns an error when a handler
+// cannot start, or exits on its own without Options.Restart. A Host runs
+// once.
+func (h *Host) Run(ctx context.Context) error {
+	h.mu.Lock()
+	if h.started {
+		h.mu.Unlock()
+		return errors.New("hostemu: Run called twice")
+	}
+	h.started = true
+	h.opts = h.withDefaults(h.Options)
+	h.log = h.opts.Logger
+	out := newSharedWriter(h.opts.Output)
+	for i := range h.opts.Instances {
+		h.instances = append(h.instances, newInstance(h, i, out))
+	}
+	instances := append([]*Instance(nil), h.instances...)
+	h.mu.Unlock()
+
+	if err := h.createQueues(ctx); err != nil {
+		return err
+	}
+
+	// Three lifetimes: intake (timers and pollers take new work), handlers
+	// (processes run) and work (invocations and message completions).
+	intake, stopIntake := context.WithCancel(ctx)
+	defer stopIntake()
+	handlersCtx, stopHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHandlers()
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+
+	superErr := make(chan error, len(instances))
+	ready := make(chan error, len(instances))
+	for _, in := range instances {
+		go func() { superErr <- in.supervise(handlersCtx, ready) }()
+	}
+	running := len(instances)
+	var startErr error
+	for range instances {
+		if err := <-ready; err != nil && startErr == nil {
+			startErr = err
+		}
+	}
+	if startErr != nil {
+		stopHandlers()
+		for range running {
+			<-superErr
+		}
+		return startErr
+	}
+
+	var wg sync.WaitGroup
+	for i, in := range instances {
+		for fi := range h.functions {
+			fn := &h.functions[fi]
+			if fn.Disabled {
+				continue
+			}
+			switch {
+			case fn.Timer != nil && i == 0:
+				// Timer listeners are singletons: one instance holds the
+				// lock and runs the schedule.
+				tr := &timerRunner{h: h, in: in, fn: fn}
+				wg.Go(func() { tr.run(intake, work) })
+			case fn.Queue != nil:
+				p, err := newPoller(h, in, fn)
+				if err != nil {
+					stopIntake()
+					stopHandlers()
+					wg.Wait()
+					for range running {
+						<-superErr
+					}
+					return err
+				}
+				wg.Go(func() { p.run(intake, work, &wg) })
+			}
+		}
+	}
+	h.log.Info("hostemu: host started", "app", h.appDir, "instances", len(instances), "functions", len(h.functions))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-superErr:
+		running--
+		runErr = err
+	}
+	stopIntake()
+
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
+	if h.opts.DrainTimeout > 0 {
+		select {
+		case <-allDone:
+		case <-time.After(h.opts.DrainTimeout):
+		}
+	}
+	stopHandlers()
+	for range running {
+		if err := <-superErr; err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	// The handlers are gone, so invocations in flight end quickly; give
+	// their message completions time to reach the queue.
+	select {
+	case <-allDone:
+	case <-time.After(completionGrace):
+		h.log.Warn("hostemu: work still running after the handlers stopped; cancelling it")
+	}
+	stopWork()
+	<-allDone
+	h.log.Info("hostemu: host stopped")
+	return runErr
+}
+
+// createQueues creates every trigger and output queue that does not exist.
+func (h *Host) createQueues(ctx context.Context) error {
+	for _, fn := range h.functions {
+		if fn.Queue != nil {
+			if err := h.queues.ensure(ctx, fn.Queue.connectionString, fn.Queue.QueueName); err != nil {
+				return fmt.Errorf("function %s: %w", fn.Name, err)
+			}
+		}
+		for _, o := range fn.Outputs {
+			if err := h.queues.ensure(ctx, o.connectionString, o.QueueName); err != nil {
+				return fmt.Errorf("function %s: %w", fn.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// record counts an invocation and calls the hook.
+func (h *Host) record(inv Invocation) {
+	h.stats.mu.Lock()
+	h.stats.invocations[InvocationKey{Function: inv.Function, Status: inv.Status}]++
+	h.stats.mu.Unlock()
+	if inv.Err != nil {
+		h.stats.failures.Add(1)
+	}
+	if h.opts.OnInvocation != nil {
+		h.opts.OnInvocation(inv)
+	}
+}

@@ -1,0 +1,124 @@
+// Command fakehandler is a tiny custom handler for the hostemu tests.
+//
+// GET / answers 200. POST /scan answers 200 with three queue messages in
+// Outputs.operations and three values of other kinds in Outputs.audit on
+// its first call, and empty arrays after that; it sleeps SCAN_SLEEP first.
+// POST /poll answers 500 when the message's operationId starts with "fail",
+// else 200. Every response's ReturnValue echoes the request, so that tests
+// see what the host sent. On SIGTERM it prints "fakehandler: SIGTERM",
+// drains and exits 0.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+func main() {
+	port := os.Getenv("FUNCTIONS_CUSTOMHANDLER_PORT")
+	var scans, active atomic.Int64
+	var sleep time.Duration
+	if s := os.Getenv("SCAN_SLEEP"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fakehandler: bad SCAN_SLEEP:", err)
+			os.Exit(2)
+		}
+		sleep = d
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+	})
+	mux.HandleFunc("POST /scan", func(w http.ResponseWriter, r *http.Request) {
+		overlap := active.Add(1) > 1
+		defer active.Add(-1)
+		body, _ := io.ReadAll(r.Body)
+		time.Sleep(sleep)
+		ops, audit := []any{}, []any{}
+		if scans.Add(1) == 1 {
+			ops = []any{
+				map[string]string{"subscriptionId": "sub", "operationId": "ok-1"},
+				map[string]string{"subscriptionId": "sub", "operationId": "ok-2"},
+				map[string]string{"subscriptionId": "sub", "operationId": "fail-1"},
+			}
+			audit = []any{map[string]int{"a": 1}, "plain text", []int{1, 2}}
+		}
+		reply(w, http.StatusOK, map[string]any{"operations": ops, "audit": audit}, r, body, overlap)
+	})
+	mux.HandleFunc("POST /poll", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			Data map[string]json.RawMessage
+		}
+		status := http.StatusOK
+		if err := json.Unmarshal(body, &req); err != nil {
+			status = http.StatusBadRequest
+		} else if strings.HasPrefix(operationID(req.Data["operation"]), "fail") {
+			status = http.StatusInternalServerError
+		}
+		reply(w, status, map[string]any{}, r, body, false)
+	})
+
+	srv := &http.Server{Addr: "127.0.0.1:" + port, Handler: mux}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGTERM)
+		<-sigs
+		fmt.Println("fakehandler: SIGTERM")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	fmt.Println("fakehandler: listening on", srv.Addr)
+	if err := srv.ListenAndServe(); err != http.ErrServerClosed {
+		fmt.Fprintln(os.Stderr, "fakehandler:", err)
+		os.Exit(1)
+	}
+	wg.Wait()
+}
+
+// reply answers with a custom-handler response whose ReturnValue echoes
+// the request.
+func reply(w http.ResponseWriter, status int, outputs map[string]any, r *http.Request, body []byte, overlap bool) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"Outputs": outputs,
+		"Logs":    []string{"fakehandler " + r.URL.Path},
+		"ReturnValue": map[string]any{
+			"body":         json.RawMessage(body),
+			"invocationId": r.Header.Get("X-Azure-Functions-InvocationId"),
+			"setting":      os.Getenv("FAKE_SETTING"),
+			"pid":          os.Getpid(),
+			"overlap":      overlap,
+		},
+	})
+}
+
+// operationID digs the operationId out of a message that may be quoted
+// several times.
+func operationID(raw json.RawMessage) string {
+	for range 4 {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			break
+		}
+		raw = json.RawMessage(s)
+	}
+	var m struct{ OperationID string }
+	_ = json.Unmarshal(raw, &m)
+	return m.OperationID
+}

@@ -1,0 +1,95 @@
+package hostemu
+
+import (
+	"context"
+	"time"
+)
+
+// timerRunner runs one timer-triggered function, modelled on the host's
+// TimerListener: one invocation at a time, the next occurrence computed
+// from when the last one ran, so occurrences that pass during a run are
+// skipped (and one that is already due runs at once).
+type timerRunner struct {
+	h  *Host
+	in *Instance
+	fn *Function
+}
+
+// scheduleStatus is the timer payload's ScheduleStatus.
+type scheduleStatus struct {
+	last, next, lastUpdated time.Time // zero Last/LastUpdated: never ran
+}
+
+// maxSkipCount bounds the counting of skipped occurrences.
+const maxSkipCount = 100000
+
+// run fires the timer until intake ends; invocations use work.
+func (t *timerRunner) run(intake, work context.Context) {
+	trig := t.fn.Timer
+	loc := t.h.opts.Location
+	now := time.Now().In(loc)
+	status := scheduleStatus{next: trig.Schedule.Next(now)}
+	startup := trig.RunOnStartup
+	for {
+		var invokedAt time.Time
+		if startup {
+			invokedAt = time.Now().In(loc)
+		} else {
+			if status.next.IsZero() {
+				t.h.log.Warn("hostemu: the schedule has no next occurrence", "function", t.fn.Name, "schedule", trig.Schedule.String())
+				<-intake.Done()
+				return
+			}
+			timer := time.NewTimer(time.Until(status.next))
+			select {
+			case <-timer.C:
+			case <-intake.Done():
+				timer.Stop()
+				return
+			}
+			invokedAt = time.Now().In(loc)
+			// Occurrences after the one we run and up to now were missed
+			// while the previous run went on.
+			skipped := int64(0)
+			for o := trig.Schedule.Next(status.next); !o.IsZero() && !o.After(invokedAt) && skipped < maxSkipCount; o = trig.Schedule.Next(o) {
+				skipped++
+			}
+			t.h.stats.ticksSkip.Add(skipped)
+		}
+		if intake.Err() != nil {
+			return
+		}
+
+		payload := map[string]any{
+			"Schedule":       map[string]any{"AdjustForDST": trig.Schedule.AdjustForDST()},
+			"ScheduleStatus": nil,
+			"IsPastDue":      false,
+		}
+		if trig.UseMonitor {
+			payload["ScheduleStatus"] = map[string]any{
+				"Last":        dateTime(status.last),
+				"Next":        dateTime(status.next),
+				"LastUpdated": dateTime(status.lastUpdated),
+			}
+		}
+		t.in.invoke(work, t.fn, map[string]any{trig.Binding: payload}, map[string]any{}, 0)
+		t.h.stats.ticksRun.Add(1)
+
+		// A timer that fires a little early counts as on time
+		// (TimerListener.InvokeJobFunction).
+		adjusted := invokedAt
+		if !startup && status.next.After(invokedAt) {
+			adjusted = status.next
+		}
+		status = scheduleStatus{last: adjusted, next: trig.Schedule.Next(adjusted), lastUpdated: adjusted}
+		startup = false
+	}
+}
+
+// dateTime writes a DateTime the way the host's payload carries it.
+func dateTime(t time.Time) string {
+	if t.IsZero() {
+		return dateTimeMin
+	}
+	return t.Format(layoutDateTime)
+}

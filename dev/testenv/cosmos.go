@@ -1,0 +1,128 @@
+package testenv
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+)
+
+// CosmosEmulatorKey is the well-known account key of the Cosmos DB emulator.
+// The test server accepts any key; clients still need a valid base64 one.
+const CosmosEmulatorKey = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
+
+// CosmosOptions configures StartCosmos.
+type CosmosOptions struct {
+	// PlainHTTP serves http instead of https. Over https the server's
+	// certificate is self-signed (and expired): clients must skip
+	// verification (COSMOS_INSECURE_SKIP_VERIFY=true).
+	PlainHTTP bool
+}
+
+// Cosmos is a running Cosmos DB test server (dev/cosmosdb/server.js),
+// in memory and empty when it starts.
+type Cosmos struct {
+	// Endpoint is the account endpoint, e.g. "https://127.0.0.1:41234/".
+	Endpoint string
+	// Key is an account key the server accepts (CosmosEmulatorKey).
+	Key string
+	// LogPath is the file that receives the server's stdout and stderr.
+	LogPath string
+
+	proc *process
+}
+
+// StartCosmos starts a Cosmos DB test server on 127.0.0.1 and a free port,
+// installing dev/node_modules first if needed, and returns once it listens.
+// Call Stop when done.
+func StartCosmos(ctx context.Context, opts CosmosOptions) (*Cosmos, error) {
+	if err := EnsureNodeModules(ctx); err != nil {
+		return nil, fmt.Errorf("starting cosmos: %w", err)
+	}
+	dev, err := devDir()
+	if err != nil {
+		return nil, fmt.Errorf("starting cosmos: %w", err)
+	}
+	args := []string{filepath.Join(dev, "cosmosdb", "server.js"), "--port", "0", "--host", "127.0.0.1"}
+	if opts.PlainHTTP {
+		args = append(args, "--no-ssl")
+	}
+	var endpoint string
+	proc, err := startProcess(ctx, "cosmos", dev, args, func(line string) bool {
+		url, ok := strings.CutPrefix(line, "ready ")
+		if ok {
+			endpoint = strings.TrimSpace(url) + "/"
+		}
+		return ok
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Cosmos{Endpoint: endpoint, Key: CosmosEmulatorKey, LogPath: proc.logPath, proc: proc}, nil
+}
+
+// Stop ends the server and waits for it to exit. Its data is lost.
+func (c *Cosmos) Stop() error {
+	return c.proc.Stop()
+}
+
+// ContainerSpec describes a container for CreateDatabase.
+type ContainerSpec struct {
+	// Name is the container id.
+	Name string
+	// PartitionKeyPath is the partition key path, e.g. "/partitionKey".
+	PartitionKeyPath string
+	// DefaultTTL is the container's DefaultTimeToLive in seconds: nil turns
+	// time to live off, -1 turns it on without a default expiry.
+	DefaultTTL *int32
+}
+
+// CreateDatabase creates database name with the given containers at a Cosmos
+// DB endpoint. It skips certificate verification, for test servers only.
+func CreateDatabase(ctx context.Context, endpoint, key, name string, containers ...ContainerSpec) error {
+	client, err := newCosmosClient(endpoint, key)
+	if err != nil {
+		return fmt.Errorf("creating database %s: %w", name, err)
+	}
+	if _, err := client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: name}, nil); err != nil {
+		return fmt.Errorf("creating database %s: %w", name, err)
+	}
+	db, err := client.NewDatabase(name)
+	if err != nil {
+		return fmt.Errorf("creating database %s: %w", name, err)
+	}
+	for _, spec := range containers {
+		if spec.Name == "" || spec.PartitionKeyPath == "" {
+			return errors.New("creating database " + name + ": a container needs a name and a partition key path")
+		}
+		props := azcosmos.ContainerProperties{
+			ID:                     spec.Name,
+			PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{spec.PartitionKeyPath}},
+			DefaultTimeToLive:      spec.DefaultTTL,
+		}
+		if _, err := db.CreateContainer(ctx, props, nil); err != nil {
+			return fmt.Errorf("creating container %s/%s: %w", name, spec.Name, err)
+		}
+	}
+	return nil
+}
+
+// newCosmosClient returns a client for a test server, whose certificate is
+// self-signed.
+func newCosmosClient(endpoint, key string) (*azcosmos.Client, error) {
+	cred, err := azcosmos.NewKeyCredential(key)
+	if err != nil {
+		return nil, err
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // local test server
+	return azcosmos.NewClientWithKey(endpoint, cred, &azcosmos.ClientOptions{
+		ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: transport}},
+	})
+}

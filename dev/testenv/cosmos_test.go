@@ -1,0 +1,504 @@
+package testenv
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/stretchr/testify/require"
+)
+
+var operations = ContainerSpec{Name: "Operations", PartitionKeyPath: "/partitionKey"}
+
+func TestMissingItemIs404(t *testing.T) {
+	t.Parallel()
+	c := newDatabase(t, cosmos, operations).Containers["Operations"]
+	create(t, c, "sub", map[string]any{"id": "present", "partitionKey": "sub"})
+
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"read", func() error {
+			_, err := c.ReadItem(t.Context(), pk("sub"), "missing", nil)
+			return err
+		}},
+		{"read in another partition", func() error {
+			_, err := c.ReadItem(t.Context(), pk("other"), "present", nil)
+			return err
+		}},
+		{"replace", func() error {
+			_, err := c.ReplaceItem(t.Context(), pk("sub"), "missing", []byte(`{"id":"missing","partitionKey":"sub"}`), nil)
+			return err
+		}},
+		{"delete", func() error {
+			_, err := c.DeleteItem(t.Context(), pk("sub"), "missing", nil)
+			return err
+		}},
+		{"patch", func() error {
+			ops := azcosmos.PatchOperations{}
+			ops.AppendSet("/status", "Failed")
+			_, err := c.PatchItem(t.Context(), pk("sub"), "missing", ops, nil)
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			require.Error(t, err)
+			require.Equal(t, http.StatusNotFound, statusOf(err), "%v", err)
+		})
+	}
+}
+
+func TestQueriesArePartitionScoped(t *testing.T) {
+	t.Parallel()
+	c := newDatabase(t, cosmos, operations).Containers["Operations"]
+	for _, id := range []string{"a1", "a2"} {
+		create(t, c, "a", map[string]any{"id": id, "partitionKey": "a"})
+	}
+	create(t, c, "b", map[string]any{"id": "b1", "partitionKey": "b"})
+
+	tests := []struct {
+		name      string
+		partition azcosmos.PartitionKey
+		want      []string
+	}{
+		{"partition a", pk("a"), []string{"a1", "a2"}},
+		{"partition b", pk("b"), []string{"b1"}},
+		{"empty partition", pk("c"), []string{}},
+		{"cross partition", azcosmos.NewPartitionKey(), []string{"a1", "a2", "b1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			items, _ := queryAll(t, c, "SELECT * FROM c", tt.partition, nil)
+			require.Equal(t, tt.want, ids(items))
+		})
+	}
+}
+
+func TestQueryPaging(t *testing.T) {
+	t.Parallel()
+	c := newDatabase(t, cosmos, operations).Containers["Operations"]
+	// 250 items over five partitions, 50 in each.
+	for i := range 250 {
+		partition := fmt.Sprintf("p%d", i%5)
+		create(t, c, partition, map[string]any{"id": fmt.Sprintf("item-%03d", i), "partitionKey": partition, "n": i})
+	}
+
+	tests := []struct {
+		name      string
+		query     string
+		partition azcosmos.PartitionKey
+		pageSize  int32
+		wantItems int
+		wantPages int
+	}{
+		{"cross partition", "SELECT * FROM c", azcosmos.NewPartitionKey(), 100, 250, 3},
+		{"cross partition projection", "SELECT c.id, c.partitionKey FROM c", azcosmos.NewPartitionKey(), 100, 250, 3},
+		{"cross partition filtered", "SELECT c.id FROM c WHERE c.n >= @min", azcosmos.NewPartitionKey(), 30, 150, 5},
+		{"single partition", "SELECT * FROM c", pk("p3"), 20, 50, 3},
+		{"single partition projection", "SELECT c.id, c.n FROM c", pk("p3"), 20, 50, 3},
+		{"no page size", "SELECT * FROM c", azcosmos.NewPartitionKey(), 0, 250, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := &azcosmos.QueryOptions{
+				PageSizeHint:    tt.pageSize,
+				QueryParameters: []azcosmos.QueryParameter{{Name: "@min", Value: 100}},
+			}
+			items, pages := queryAll(t, c, tt.query, tt.partition, opts)
+			require.Len(t, items, tt.wantItems)
+			require.Equal(t, tt.wantPages, pages)
+			seen := map[string]bool{}
+			for _, item := range items {
+				id := item["id"].(string)
+				require.False(t, seen[id], "item %s seen twice", id)
+				seen[id] = true
+			}
+		})
+	}
+
+	t.Run("projection has only the projected fields", func(t *testing.T) {
+		items, _ := queryAll(t, c, "SELECT c.id, c.partitionKey FROM c", pk("p1"), &azcosmos.QueryOptions{PageSizeHint: 10})
+		require.Len(t, items, 50)
+		for _, item := range items {
+			require.Len(t, item, 2)
+			require.Equal(t, "p1", item["partitionKey"])
+		}
+	})
+}
+
+func TestQueryLanguage(t *testing.T) {
+	t.Parallel()
+	c := newDatabase(t, cosmos, operations).Containers["Operations"]
+	items := []map[string]any{
+		{"id": "accepted", "status": "Accepted"},
+		{"id": "deleting", "status": "Deleting"},
+		{"id": "succeeded", "status": "Succeeded"},
+		{"id": "failed-to-notify", "status": "Failed", "notificationUri": "https://arm/notify"},
+		{"id": "canceled-notified", "status": "Canceled", "notificationUri": ""},
+		{"id": "no-status"},
+		{"id": "cluster", "key": "/subscriptions/S/resourceGroups/RG/providers/P/hcpOpenShiftClusters/C1"},
+		{"id": "nodepool", "key": "/subscriptions/s/resourcegroups/rg/providers/p/hcpOpenShiftClusters/c1/nodePools/NP"},
+		{"id": "other-cluster", "key": "/subscriptions/S/resourceGroups/RG/providers/P/hcpOpenShiftClusters/C10"},
+	}
+	for _, item := range items {
+		item["partitionKey"] = "sub"
+		create(t, c, "sub", item)
+	}
+	const clusterKey = "/SUBSCRIPTIONS/s/resourcegroups/rg/providers/p/hcpopenshiftclusters/c1"
+
+	tests := []struct {
+		name   string
+		query  string
+		params []azcosmos.QueryParameter
+		want   []string
+	}{
+		{
+			name:  "NOT IN or pending notification",
+			query: "SELECT c.id, c.partitionKey FROM c WHERE c.status NOT IN ('Succeeded','Failed','Canceled') OR (IS_STRING(c.notificationUri) AND LENGTH(c.notificationUri) > 0)",
+			want:  []string{"accepted", "deleting", "failed-to-notify"},
+		},
+		{
+			name:  "IN",
+			query: "SELECT * FROM c WHERE c.status IN ('Accepted', 'Deleting')",
+			want:  []string{"accepted", "deleting"},
+		},
+		{
+			name:   "NOT IN with parameters",
+			query:  "SELECT * FROM c WHERE c.status NOT IN (@a, @b)",
+			params: []azcosmos.QueryParameter{{Name: "@a", Value: "Accepted"}, {Name: "@b", Value: "Deleting"}},
+			want:   []string{"canceled-notified", "failed-to-notify", "succeeded"},
+		},
+		{
+			name:   "STRINGEQUALS ignoring case",
+			query:  "SELECT * FROM c WHERE STRINGEQUALS(c.key, @key, true)",
+			params: []azcosmos.QueryParameter{{Name: "@key", Value: clusterKey}},
+			want:   []string{"cluster"},
+		},
+		{
+			name:   "STRINGEQUALS with case",
+			query:  "SELECT * FROM c WHERE STRINGEQUALS(c.key, @key)",
+			params: []azcosmos.QueryParameter{{Name: "@key", Value: clusterKey}},
+			want:   []string{},
+		},
+		{
+			name:   "STARTSWITH ignoring case",
+			query:  "SELECT * FROM c WHERE STARTSWITH(c.key, @prefix, true)",
+			params: []azcosmos.QueryParameter{{Name: "@prefix", Value: clusterKey + "/nodepools/"}},
+			want:   []string{"nodepool"},
+		},
+		{
+			name:   "STARTSWITH with case",
+			query:  "SELECT * FROM c WHERE STARTSWITH(c.key, @prefix, false)",
+			params: []azcosmos.QueryParameter{{Name: "@prefix", Value: clusterKey + "/nodepools/"}},
+			want:   []string{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, partition := range []azcosmos.PartitionKey{pk("sub"), azcosmos.NewPartitionKey()} {
+				got, _ := queryAll(t, c, tt.query, partition, &azcosmos.QueryOptions{QueryParameters: tt.params})
+				require.Equal(t, tt.want, ids(got))
+			}
+		})
+	}
+
+	t.Run("COUNT", func(t *testing.T) {
+		pager := c.NewQueryItemsPager("SELECT VALUE COUNT(1) FROM c", azcosmos.NewPartitionKey(), nil)
+		page, err := pager.NextPage(t.Context())
+		require.NoError(t, err)
+		require.Len(t, page.Items, 1)
+		require.JSONEq(t, fmt.Sprint(len(items)), string(page.Items[0]))
+	})
+
+	t.Run("syntax error is 400", func(t *testing.T) {
+		pager := c.NewQueryItemsPager("SELECT * FROM c WHERE", pk("sub"), nil)
+		_, err := pager.NextPage(t.Context())
+		require.Equal(t, http.StatusBadRequest, statusOf(err), "%v", err)
+	})
+}
+
+func TestTimeToLive(t *testing.T) {
+	t.Parallel()
+	db := newDatabase(t, cosmos,
+		ContainerSpec{Name: "Default1", PartitionKeyPath: "/id", DefaultTTL: ptr[int32](1)},
+		ContainerSpec{Name: "On", PartitionKeyPath: "/id", DefaultTTL: ptr[int32](-1)},
+		ContainerSpec{Name: "Off", PartitionKeyPath: "/id"},
+	)
+	containers := db.Containers
+	deflt, on, off := containers["Default1"], containers["On"], containers["Off"]
+
+	// Written first, so each would have expired before the others if TTL
+	// applied to it.
+	create(t, off, "off-with-ttl", map[string]any{"id": "off-with-ttl", "ttl": 1})
+	create(t, on, "forever", map[string]any{"id": "forever"})
+	create(t, deflt, "item-forever", map[string]any{"id": "item-forever", "ttl": -1})
+	create(t, deflt, "default", map[string]any{"id": "default"})
+	create(t, deflt, "longer", map[string]any{"id": "longer", "ttl": 3600})
+	create(t, on, "own-ttl", map[string]any{"id": "own-ttl", "ttl": 2})
+
+	waitGone(t, deflt, "default")
+	waitGone(t, on, "own-ttl")
+
+	for _, tt := range []struct {
+		name string
+		c    *azcosmos.ContainerClient
+		id   string
+	}{
+		{"container TTL off ignores item ttl", off, "off-with-ttl"},
+		{"container TTL -1 keeps items without ttl", on, "forever"},
+		{"item ttl -1 overrides container default", deflt, "item-forever"},
+		{"item ttl longer than container default", deflt, "longer"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.c.ReadItem(t.Context(), pk(tt.id), tt.id, nil)
+			require.NoError(t, err)
+		})
+	}
+
+	t.Run("expired items leave queries", func(t *testing.T) {
+		items, _ := queryAll(t, deflt, "SELECT * FROM c", azcosmos.NewPartitionKey(), nil)
+		require.Equal(t, []string{"item-forever", "longer"}, ids(items))
+	})
+
+	t.Run("expired id can be created again", func(t *testing.T) {
+		create(t, deflt, "default", map[string]any{"id": "default", "ttl": 3600})
+	})
+
+	t.Run("invalid item ttl is 400", func(t *testing.T) {
+		_, err := on.CreateItem(t.Context(), pk("zero"), []byte(`{"id":"zero","ttl":0}`), nil)
+		require.Equal(t, http.StatusBadRequest, statusOf(err), "%v", err)
+	})
+}
+
+// waitGone polls until an item can no longer be read (404) and no query sees
+// it, with a generous deadline.
+func waitGone(t *testing.T, c *azcosmos.ContainerClient, id string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		_, err := c.ReadItem(t.Context(), pk(id), id, nil)
+		if statusOf(err) != http.StatusNotFound {
+			return false
+		}
+		items, _ := queryAll(t, c, "SELECT * FROM c WHERE c.id = @id", azcosmos.NewPartitionKey(),
+			&azcosmos.QueryOptions{QueryParameters: []azcosmos.QueryParameter{{Name: "@id", Value: id}}})
+		return len(items) == 0
+	}, 30*time.Second, 100*time.Millisecond, "item %s never expired", id)
+}
+
+func TestContainerDefaultTTLIsReadBack(t *testing.T) {
+	t.Parallel()
+	db := newDatabase(t, cosmos,
+		ContainerSpec{Name: "Locks", PartitionKeyPath: "/id", DefaultTTL: ptr[int32](30)},
+		ContainerSpec{Name: "On", PartitionKeyPath: "/id", DefaultTTL: ptr[int32](-1)},
+		ContainerSpec{Name: "Off", PartitionKeyPath: "/partitionKey"},
+	)
+	containers := db.Containers
+	tests := []struct {
+		name     string
+		wantTTL  *int32
+		wantPath string
+	}{
+		{"Locks", ptr[int32](30), "/id"},
+		{"On", ptr[int32](-1), "/id"},
+		{"Off", nil, "/partitionKey"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := containers[tt.name].Read(t.Context(), nil)
+			require.NoError(t, err)
+			require.Equal(t, tt.wantTTL, resp.ContainerProperties.DefaultTimeToLive)
+			require.Equal(t, []string{tt.wantPath}, resp.ContainerProperties.PartitionKeyDefinition.Paths)
+		})
+	}
+
+	t.Run("invalid defaultTtl is 400", func(t *testing.T) {
+		db, err := newTestClient(t, cosmos, nil).NewDatabase(db.Name)
+		require.NoError(t, err)
+		_, err = db.CreateContainer(t.Context(), azcosmos.ContainerProperties{
+			ID:                     "Zero",
+			PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/id"}},
+			DefaultTimeToLive:      ptr[int32](0),
+		}, nil)
+		require.Equal(t, http.StatusBadRequest, statusOf(err), "%v", err)
+	})
+
+	t.Run("replace keeps items", func(t *testing.T) {
+		c := containers["Off"]
+		create(t, c, "p", map[string]any{"id": "kept", "partitionKey": "p"})
+		resp, err := c.Read(t.Context(), nil)
+		require.NoError(t, err)
+		props := *resp.ContainerProperties
+		props.DefaultTimeToLive = ptr[int32](-1)
+		_, err = c.Replace(t.Context(), props, nil)
+		require.NoError(t, err)
+		_, err = c.ReadItem(t.Context(), pk("p"), "kept", nil)
+		require.NoError(t, err)
+		resp, err = c.Read(t.Context(), nil)
+		require.NoError(t, err)
+		require.Equal(t, ptr[int32](-1), resp.ContainerProperties.DefaultTimeToLive)
+	})
+}
+
+func TestOptimisticConcurrency(t *testing.T) {
+	t.Parallel()
+	c := newDatabase(t, cosmos, operations).Containers["Operations"]
+	item := []byte(`{"id":"op","partitionKey":"sub","status":"Accepted"}`)
+	resp, err := c.CreateItem(t.Context(), pk("sub"), item, nil)
+	require.NoError(t, err)
+	etag := resp.ETag
+	require.True(t, quoted(etag), "etag %q", etag)
+	require.Empty(t, resp.Value, "writes answer without content unless asked")
+
+	stale := azcore.ETag(`"stale"`)
+	staleOpts := &azcosmos.ItemOptions{IfMatchEtag: &stale}
+	t.Run("stale If-Match is 412", func(t *testing.T) {
+		for name, call := range map[string]func() error{
+			"replace": func() error { _, err := c.ReplaceItem(t.Context(), pk("sub"), "op", item, staleOpts); return err },
+			"upsert":  func() error { _, err := c.UpsertItem(t.Context(), pk("sub"), item, staleOpts); return err },
+			"delete":  func() error { _, err := c.DeleteItem(t.Context(), pk("sub"), "op", staleOpts); return err },
+		} {
+			err := call()
+			require.Equal(t, http.StatusPreconditionFailed, statusOf(err), "%s: %v", name, err)
+		}
+	})
+
+	t.Run("create of an existing id is 409", func(t *testing.T) {
+		_, err := c.CreateItem(t.Context(), pk("sub"), item, nil)
+		require.Equal(t, http.StatusConflict, statusOf(err), "%v", err)
+	})
+
+	t.Run("same id in another partition", func(t *testing.T) {
+		_, err := c.CreateItem(t.Context(), pk("other"), []byte(`{"id":"op","partitionKey":"other"}`), nil)
+		require.NoError(t, err)
+	})
+
+	t.Run("matching If-Match writes and changes the etag", func(t *testing.T) {
+		current := etag
+		opts := &azcosmos.ItemOptions{IfMatchEtag: &current, EnableContentResponseOnWrite: true}
+		resp, err := c.ReplaceItem(t.Context(), pk("sub"), "op", []byte(`{"id":"op","partitionKey":"sub","status":"Provisioning"}`), opts)
+		require.NoError(t, err)
+		require.NotEqual(t, current, resp.ETag)
+		require.True(t, quoted(resp.ETag))
+		var body map[string]any
+		require.NoError(t, json.Unmarshal(resp.Value, &body))
+		require.Equal(t, string(resp.ETag), body["_etag"])
+		require.Equal(t, "Provisioning", body["status"])
+
+		current = resp.ETag
+		resp, err = c.UpsertItem(t.Context(), pk("sub"), []byte(`{"id":"op","partitionKey":"sub","status":"Succeeded"}`), opts)
+		require.NoError(t, err)
+		require.NotEqual(t, current, resp.ETag)
+
+		// The etag used above is now stale.
+		_, err = c.DeleteItem(t.Context(), pk("sub"), "op", &azcosmos.ItemOptions{IfMatchEtag: &current})
+		require.Equal(t, http.StatusPreconditionFailed, statusOf(err), "%v", err)
+
+		current = resp.ETag
+		_, err = c.DeleteItem(t.Context(), pk("sub"), "op", &azcosmos.ItemOptions{IfMatchEtag: &current})
+		require.NoError(t, err)
+		_, err = c.ReadItem(t.Context(), pk("sub"), "op", nil)
+		require.Equal(t, http.StatusNotFound, statusOf(err), "%v", err)
+	})
+
+	t.Run("read returns the etag of the last write", func(t *testing.T) {
+		resp, err := c.UpsertItem(t.Context(), pk("sub"), []byte(`{"id":"again","partitionKey":"sub"}`), nil)
+		require.NoError(t, err)
+		read, err := c.ReadItem(t.Context(), pk("sub"), "again", nil)
+		require.NoError(t, err)
+		require.Equal(t, resp.ETag, read.ETag)
+	})
+
+	t.Run("patch with a condition", func(t *testing.T) {
+		create(t, c, "sub", map[string]any{"id": "patched", "partitionKey": "sub", "status": "Accepted"})
+		ops := azcosmos.PatchOperations{}
+		ops.AppendSet("/status", "Deleting")
+		ops.SetCondition("FROM c WHERE c.status = 'Accepted'")
+		_, err := c.PatchItem(t.Context(), pk("sub"), "patched", ops, nil)
+		require.NoError(t, err)
+		_, err = c.PatchItem(t.Context(), pk("sub"), "patched", ops, nil)
+		require.Equal(t, http.StatusPreconditionFailed, statusOf(err), "%v", err)
+	})
+}
+
+func TestUnknownFieldsArePreserved(t *testing.T) {
+	t.Parallel()
+	c := newDatabase(t, cosmos, operations).Containers["Operations"]
+	original := `{"id":"op","partitionKey":"sub","status":"Accepted","futureField":{"nested":[1,"two",{"three":3}]},"flag":true}`
+	_, err := c.CreateItem(t.Context(), pk("sub"), []byte(original), nil)
+	require.NoError(t, err)
+
+	// A read-modify-write through a generic map, as a client that knows
+	// only some fields would do.
+	for _, write := range []string{"replace", "upsert"} {
+		read, err := c.ReadItem(t.Context(), pk("sub"), "op", nil)
+		require.NoError(t, err)
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal(read.Value, &doc))
+		doc["status"] = write
+		body := mustJSON(t, doc)
+		if write == "replace" {
+			_, err = c.ReplaceItem(t.Context(), pk("sub"), "op", body, nil)
+		} else {
+			_, err = c.UpsertItem(t.Context(), pk("sub"), body, nil)
+		}
+		require.NoError(t, err)
+
+		read, err = c.ReadItem(t.Context(), pk("sub"), "op", nil)
+		require.NoError(t, err)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal(read.Value, &got))
+		require.Equal(t, write, got["status"])
+		require.Equal(t, map[string]any{"nested": []any{1.0, "two", map[string]any{"three": 3.0}}}, got["futureField"])
+		require.Equal(t, true, got["flag"])
+	}
+}
+
+func TestReadFeedRanges(t *testing.T) {
+	t.Parallel()
+	c := newDatabase(t, cosmos, operations).Containers["Operations"]
+	ranges, err := c.ReadFeedRanges(t.Context(), nil)
+	require.NoError(t, err)
+	require.Equal(t, []azcosmos.FeedRange{{MinInclusive: "", MaxExclusive: "FF"}}, ranges)
+}
+
+func TestConnectionsAreKeptAlive(t *testing.T) {
+	t.Parallel()
+	db := newDatabase(t, cosmos, operations)
+	var dials atomic.Int64
+	c, err := newTestClient(t, cosmos, &dials).NewContainer(db.Name, "Operations")
+	require.NoError(t, err)
+	for i := range 20 {
+		create(t, c, "sub", map[string]any{"id": fmt.Sprint(i), "partitionKey": "sub"})
+	}
+	// The account read at start and the 20 writes share one connection.
+	require.Equal(t, int64(1), dials.Load())
+}
+
+func TestPlainHTTP(t *testing.T) {
+	t.Parallel()
+	plain, err := StartCosmos(t.Context(), CosmosOptions{PlainHTTP: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, plain.Stop()) })
+	require.Regexp(t, `^http://127\.0\.0\.1:\d+/$`, plain.Endpoint)
+
+	c := newDatabase(t, plain, operations).Containers["Operations"]
+	create(t, c, "sub", map[string]any{"id": "op", "partitionKey": "sub"})
+	_, err = c.ReadItem(t.Context(), pk("sub"), "op", nil)
+	require.NoError(t, err)
+
+	require.NoError(t, plain.Stop())
+	// The client retries a refused connection for a while; no need to wait.
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	_, err = c.ReadItem(ctx, pk("sub"), "op", nil)
+	require.Error(t, err, "the server is gone after Stop")
+}

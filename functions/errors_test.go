@@ -1,0 +1,42 @@
+package functions
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestStatusOf(t *testing.T) {
+	base := errors.New("boom")
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{name: "nil", err: nil, want: http.StatusOK},
+		{name: "plain error", err: base, want: http.StatusInternalServerError},
+		{name: "bad request", err: BadRequest(base), want: http.StatusBadRequest},
+		{name: "wrapped bad request", err: fmt.Errorf("decoding: %w", BadRequest(base)), want: http.StatusBadRequest},
+		{name: "unavailable", err: Unavailable(base), want: http.StatusServiceUnavailable},
+		{name: "wrapped unavailable", err: fmt.Errorf("lock: %w", Unavailable(base)), want: http.StatusServiceUnavailable},
+		{name: "outermost mark wins", err: Unavailable(BadRequest(base)), want: http.StatusServiceUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, StatusOf(tt.err))
+		})
+	}
+}
+
+func TestMarkedErrorsKeepTheirCause(t *testing.T) {
+	base := errors.New("boom")
+	for _, mark := range []func(error) error{BadRequest, Unavailable} {
+		err := mark(base)
+		require.ErrorIs(t, err, base)
+		require.Equal(t, "boom", err.Error())
+		require.NoError(t, mark(nil))
+	}
+}

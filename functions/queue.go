@@ -1,0 +1,62 @@
+package functions
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// QueueMessage decodes the queue message in Data[binding] into v.
+//
+// The message must be a JSON object, but it may arrive as the object itself,
+// as a JSON string holding its text (quoted once or several times), or as
+// base64 of any of those, with whitespace around. Fields of the message that
+// v does not know are ignored. Every error it returns names the binding and
+// what is wrong, and answers 400 (see StatusOf).
+func (inv *Invocation) QueueMessage(binding string, v any) error {
+	raw, ok := lookup(inv.Data, binding)
+	if !ok {
+		return BadRequest(fmt.Errorf("queue message %q: binding missing from Data", binding))
+	}
+	obj, err := unwrapObject(raw)
+	if err != nil {
+		return BadRequest(fmt.Errorf("queue message %q: %w", binding, err))
+	}
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if err := dec.Decode(v); err != nil {
+		return BadRequest(fmt.Errorf("queue message %q: %w", binding, err))
+	}
+	return nil
+}
+
+// QueueMetadata is what the host tells about the queue message that
+// triggered an invocation. Missing or unreadable fields are zero. Times are
+// in UTC.
+type QueueMetadata struct {
+	ID              string
+	PopReceipt      string
+	DequeueCount    int64
+	InsertionTime   time.Time
+	ExpirationTime  time.Time
+	NextVisibleTime time.Time
+}
+
+// QueueMetadata reads the queue trigger's metadata. It never fails: strings
+// may arrive quoted ("\"abc\""), DequeueCount as a number or a (quoted)
+// string, times with or without a zone (no zone means UTC); anything it
+// cannot read is left zero.
+func (inv *Invocation) QueueMetadata() QueueMetadata {
+	get := func(key string) []byte {
+		raw, _ := lookup(inv.Metadata, key)
+		return raw
+	}
+	return QueueMetadata{
+		ID:              lenientText(get("Id")),
+		PopReceipt:      lenientText(get("PopReceipt")),
+		DequeueCount:    lenientInt(get("DequeueCount")),
+		InsertionTime:   lenientTime(get("InsertionTime")),
+		ExpirationTime:  lenientTime(get("ExpirationTime")),
+		NextVisibleTime: lenientTime(get("NextVisibleTime")),
+	}
+}

@@ -1,0 +1,127 @@
+// Package config reads opstatus's settings from the environment (app
+// settings in Azure Functions, local.settings.json under the local host).
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Config holds every setting of the contract.
+type Config struct {
+	Port string // FUNCTIONS_CUSTOMHANDLER_PORT
+
+	CosmosEndpoint           string
+	CosmosDatabase           string
+	CosmosKey                string
+	CosmosInsecureSkipVerify bool
+	OperationsContainer      string
+	ResourcesContainer       string
+	LocksContainer           string
+
+	ClusterServiceURL                string
+	ClusterServiceInsecureSkipVerify bool
+	ClusterServiceClientID           string
+	ClusterServiceClientSecret       string
+	ClusterServiceTokenURL           string
+
+	NotificationsAllowHTTP bool
+}
+
+// Load reads the settings through getenv (os.Getenv in production). The error
+// names the first missing or malformed setting and never holds a secret value.
+func Load(getenv func(string) string) (Config, error) {
+	r := reader{getenv: getenv}
+	c := Config{
+		Port:                             r.required("FUNCTIONS_CUSTOMHANDLER_PORT"),
+		CosmosEndpoint:                   r.url("COSMOS_ENDPOINT", true),
+		CosmosDatabase:                   r.required("COSMOS_DATABASE"),
+		CosmosKey:                        getenv("COSMOS_KEY"),
+		CosmosInsecureSkipVerify:         r.bool("COSMOS_INSECURE_SKIP_VERIFY"),
+		OperationsContainer:              r.or("COSMOS_OPERATIONS_CONTAINER", "Operations"),
+		ResourcesContainer:               r.or("COSMOS_RESOURCES_CONTAINER", "Resources"),
+		LocksContainer:                   r.or("COSMOS_LOCKS_CONTAINER", "Locks"),
+		ClusterServiceURL:                r.url("CLUSTER_SERVICE_URL", true),
+		ClusterServiceInsecureSkipVerify: r.bool("CLUSTER_SERVICE_INSECURE_SKIP_VERIFY"),
+		ClusterServiceClientID:           getenv("CLUSTER_SERVICE_CLIENT_ID"),
+		ClusterServiceClientSecret:       getenv("CLUSTER_SERVICE_CLIENT_SECRET"),
+		ClusterServiceTokenURL:           r.url("CLUSTER_SERVICE_TOKEN_URL", false),
+		NotificationsAllowHTTP:           r.bool("NOTIFICATIONS_ALLOW_HTTP"),
+	}
+	if r.err != nil {
+		return Config{}, r.err
+	}
+	if port, err := strconv.Atoi(c.Port); err != nil || port < 1 || port > 65535 {
+		return Config{}, fmt.Errorf("FUNCTIONS_CUSTOMHANDLER_PORT: %q is not a port number", c.Port)
+	}
+	creds := []string{c.ClusterServiceClientID, c.ClusterServiceClientSecret, c.ClusterServiceTokenURL}
+	set := 0
+	for _, v := range creds {
+		if v != "" {
+			set++
+		}
+	}
+	if set != 0 && set != len(creds) {
+		return Config{}, fmt.Errorf("CLUSTER_SERVICE_CLIENT_ID, CLUSTER_SERVICE_CLIENT_SECRET, CLUSTER_SERVICE_TOKEN_URL: set all three or none")
+	}
+	return c, nil
+}
+
+// reader keeps the first error so Load reads like the settings table.
+type reader struct {
+	getenv func(string) string
+	err    error
+}
+
+func (r *reader) fail(name, format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *reader) required(name string) string {
+	v := strings.TrimSpace(r.getenv(name))
+	if v == "" {
+		r.fail(name, "required setting is missing")
+	}
+	return v
+}
+
+func (r *reader) or(name, def string) string {
+	if v := strings.TrimSpace(r.getenv(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+func (r *reader) bool(name string) bool {
+	v := strings.TrimSpace(r.getenv(name))
+	if v == "" {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.fail(name, "%q is not true or false", v)
+	}
+	return b
+}
+
+// url reads an absolute http(s) URL; the value is not echoed in errors since
+// it may carry credentials.
+func (r *reader) url(name string, required bool) string {
+	v := strings.TrimSpace(r.getenv(name))
+	if v == "" {
+		if required {
+			r.fail(name, "required setting is missing")
+		}
+		return ""
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		r.fail(name, "must be an absolute http(s) URL without credentials")
+		return ""
+	}
+	return strings.TrimRight(v, "/")
+}

@@ -1,0 +1,331 @@
+package database
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+)
+
+// CosmosConfig says where the containers are and how to reach them.
+type CosmosConfig struct {
+	Endpoint            string
+	Database            string
+	Key                 string // account key; empty means DefaultAzureCredential
+	InsecureSkipVerify  bool   // local emulators with self-signed certificates only
+	OperationsContainer string
+	ResourcesContainer  string
+	LocksContainer      string
+	// PageSize is the scan query's page size; 0 means 1000.
+	PageSize int32
+}
+
+// CosmosClient is the DBClient for Cosmos DB.
+type CosmosClient struct {
+	operations *azcosmos.ContainerClient
+	resources  *azcosmos.ContainerClient
+	locks      *cosmosLocks
+	pageSize   int32
+}
+
+var _ DBClient = (*CosmosClient)(nil)
+
+// NewCosmosClient connects to the account. It makes no request.
+func NewCosmosClient(cfg CosmosConfig) (*CosmosClient, error) {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 64
+	transport.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	if cfg.InsecureSkipVerify {
+		transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // local emulators only, by setting
+	}
+	opts := &azcosmos.ClientOptions{ClientOptions: policy.ClientOptions{
+		Transport: &http.Client{Transport: transport, Timeout: 30 * time.Second},
+		Telemetry: policy.TelemetryOptions{ApplicationID: "opstatus"},
+	}}
+	var (
+		client *azcosmos.Client
+		err    error
+	)
+	if cfg.Key != "" {
+		cred, kerr := azcosmos.NewKeyCredential(cfg.Key)
+		if kerr != nil {
+			return nil, fmt.Errorf("COSMOS_KEY: %w", kerr)
+		}
+		client, err = azcosmos.NewClientWithKey(cfg.Endpoint, cred, opts)
+	} else {
+		cred, cerr := azidentity.NewDefaultAzureCredential(nil)
+		if cerr != nil {
+			return nil, fmt.Errorf("azure credential: %w", cerr)
+		}
+		client, err = azcosmos.NewClient(cfg.Endpoint, cred, opts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cosmos client: %w", err)
+	}
+	container := func(name string) (*azcosmos.ContainerClient, error) {
+		c, err := client.NewContainer(cfg.Database, name)
+		if err != nil {
+			return nil, fmt.Errorf("cosmos container %s: %w", name, err)
+		}
+		return c, nil
+	}
+	c := &CosmosClient{pageSize: cfg.PageSize}
+	if c.pageSize <= 0 {
+		c.pageSize = 1000
+	}
+	if c.operations, err = container(cfg.OperationsContainer); err != nil {
+		return nil, err
+	}
+	if c.resources, err = container(cfg.ResourcesContainer); err != nil {
+		return nil, err
+	}
+	locks, err := container(cfg.LocksContainer)
+	if err != nil {
+		return nil, err
+	}
+	c.locks = &cosmosLocks{container: locks}
+	return c, nil
+}
+
+// pendingQuery keeps the filter on the server and projects only what a queue
+// message needs.
+const pendingQuery = "SELECT c.id, c.partitionKey FROM c WHERE c.status NOT IN (" + terminalStatusList + ")" +
+	" OR (IS_STRING(c.notificationUri) AND LENGTH(c.notificationUri) > 0)"
+
+// PendingOperations pages through one cross-partition query.
+func (c *CosmosClient) PendingOperations(ctx context.Context) iter.Seq2[PendingOperation, error] {
+	return func(yield func(PendingOperation, error) bool) {
+		pager := c.operations.NewQueryItemsPager(pendingQuery, azcosmos.NewPartitionKey(),
+			&azcosmos.QueryOptions{PageSizeHint: c.pageSize})
+		for pager.More() {
+			page, err := pager.NextPage(ctx)
+			if err != nil {
+				yield(PendingOperation{}, fmt.Errorf("query pending operations: %w", classify(err)))
+				return
+			}
+			for _, raw := range page.Items {
+				var p PendingOperation
+				if err := json.Unmarshal(raw, &p); err != nil || p.ID == "" || p.PartitionKey == "" {
+					if !yield(PendingOperation{}, fmt.Errorf("%w: pending operation %.200s", ErrMalformed, raw)) {
+						return
+					}
+					continue
+				}
+				if !yield(p, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// GetOperation point-reads one operation.
+func (c *CosmosClient) GetOperation(ctx context.Context, subscriptionID, operationID string) (*Operation, error) {
+	resp, err := c.operations.ReadItem(ctx, pk(subscriptionID), operationID, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read operation %s: %w", operationID, classify(err))
+	}
+	var op Operation
+	if err := json.Unmarshal(resp.Value, &op); err != nil {
+		return nil, err
+	}
+	if op.ETag == "" {
+		op.ETag = resp.ETag
+	}
+	return &op, nil
+}
+
+// ReplaceOperation replaces op with If-Match on op.ETag.
+func (c *CosmosClient) ReplaceOperation(ctx context.Context, op *Operation) (*Operation, error) {
+	out := &Operation{}
+	if err := replace(ctx, c.operations, op.PartitionKey, op.ID, op, op.ETag, out); err != nil {
+		return nil, fmt.Errorf("replace operation %s: %w", op.ID, err)
+	}
+	return out, nil
+}
+
+// GetResource finds a resource by its ARM ID within the subscription.
+func (c *CosmosClient) GetResource(ctx context.Context, subscriptionID, key string) (*Resource, error) {
+	found, err := c.queryResources(ctx, subscriptionID, "SELECT * FROM c WHERE STRINGEQUALS(c.key, @key, true)", key)
+	if err != nil {
+		return nil, fmt.Errorf("find resource %s: %w", key, err)
+	}
+	if len(found) == 0 {
+		return nil, fmt.Errorf("find resource %s: %w", key, ErrNotFound)
+	}
+	if len(found) > 1 {
+		return nil, fmt.Errorf("find resource %s: %d items share the key", key, len(found))
+	}
+	return found[0], nil
+}
+
+// ChildResources returns the resources below key.
+func (c *CosmosClient) ChildResources(ctx context.Context, subscriptionID, key string) ([]*Resource, error) {
+	found, err := c.queryResources(ctx, subscriptionID, "SELECT * FROM c WHERE STARTSWITH(c.key, @key, true)", key+"/")
+	if err != nil {
+		return nil, fmt.Errorf("list children of %s: %w", key, err)
+	}
+	return found, nil
+}
+
+func (c *CosmosClient) queryResources(ctx context.Context, subscriptionID, query, key string) ([]*Resource, error) {
+	pager := c.resources.NewQueryItemsPager(query, pk(subscriptionID), &azcosmos.QueryOptions{
+		QueryParameters: []azcosmos.QueryParameter{{Name: "@key", Value: key}},
+	})
+	var out []*Resource
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, classify(err)
+		}
+		for _, raw := range page.Items {
+			r := &Resource{}
+			if err := json.Unmarshal(raw, r); err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// ReplaceResource replaces r with If-Match on r.ETag.
+func (c *CosmosClient) ReplaceResource(ctx context.Context, r *Resource) (*Resource, error) {
+	out := &Resource{}
+	if err := replace(ctx, c.resources, r.PartitionKey, r.ID, r, r.ETag, out); err != nil {
+		return nil, fmt.Errorf("replace resource %s: %w", r.Key, err)
+	}
+	return out, nil
+}
+
+// DeleteResource deletes r with If-Match on r.ETag.
+func (c *CosmosClient) DeleteResource(ctx context.Context, r *Resource) error {
+	_, err := c.resources.DeleteItem(ctx, pk(r.PartitionKey), r.ID, &azcosmos.ItemOptions{IfMatchEtag: etagOpt(r.ETag)})
+	if err != nil {
+		return fmt.Errorf("delete resource %s: %w", r.Key, classify(err))
+	}
+	return nil
+}
+
+// Locks returns the lock store.
+func (c *CosmosClient) Locks() LockStore { return c.locks }
+
+type cosmosLocks struct {
+	container *azcosmos.ContainerClient
+}
+
+func (l *cosmosLocks) TTL(ctx context.Context) (time.Duration, error) {
+	resp, err := l.container.Read(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("read locks container: %w", classify(err))
+	}
+	ttl := resp.ContainerProperties.DefaultTimeToLive
+	if ttl == nil || *ttl <= 0 {
+		return 0, fmt.Errorf("locks container %s has no positive DefaultTimeToLive", l.container.ID())
+	}
+	return time.Duration(*ttl) * time.Second, nil
+}
+
+func (l *cosmosLocks) Create(ctx context.Context, id, owner string, ttl time.Duration) (azcore.ETag, error) {
+	body, err := json.Marshal(Lock{ID: id, Owner: owner, TTL: ttlSeconds(ttl)})
+	if err != nil {
+		return "", err
+	}
+	resp, err := l.container.CreateItem(ctx, azcosmos.NewPartitionKeyString(id), body, nil)
+	if err != nil {
+		return "", fmt.Errorf("create lock %s: %w", id, classify(err))
+	}
+	return resp.ETag, nil
+}
+
+func (l *cosmosLocks) Renew(ctx context.Context, id, owner string, ttl time.Duration, etag azcore.ETag) (azcore.ETag, error) {
+	body, err := json.Marshal(Lock{ID: id, Owner: owner, TTL: ttlSeconds(ttl)})
+	if err != nil {
+		return "", err
+	}
+	resp, err := l.container.UpsertItem(ctx, azcosmos.NewPartitionKeyString(id), body,
+		&azcosmos.ItemOptions{IfMatchEtag: etagOpt(etag)})
+	if err != nil {
+		return "", fmt.Errorf("renew lock %s: %w", id, classify(err))
+	}
+	return resp.ETag, nil
+}
+
+func (l *cosmosLocks) Delete(ctx context.Context, id string, etag azcore.ETag) error {
+	_, err := l.container.DeleteItem(ctx, azcosmos.NewPartitionKeyString(id), id,
+		&azcosmos.ItemOptions{IfMatchEtag: etagOpt(etag)})
+	if err != nil {
+		return fmt.Errorf("delete lock %s: %w", id, classify(err))
+	}
+	return nil
+}
+
+// replace writes v with If-Match and decodes the written item into out.
+func replace(ctx context.Context, c *azcosmos.ContainerClient, partition, id string, v any, etag azcore.ETag, out any) error {
+	if etag == "" {
+		return fmt.Errorf("item %s has no etag: read it before writing", id)
+	}
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	resp, err := c.ReplaceItem(ctx, pk(partition), id, body, &azcosmos.ItemOptions{
+		IfMatchEtag:                  etagOpt(etag),
+		EnableContentResponseOnWrite: true,
+	})
+	if err != nil {
+		return classify(err)
+	}
+	if err := json.Unmarshal(resp.Value, out); err != nil {
+		return fmt.Errorf("decode written item: %w", err)
+	}
+	return nil
+}
+
+// pk is the partition key of a subscription's items: its lowercase ID.
+func pk(subscriptionID string) azcosmos.PartitionKey {
+	return azcosmos.NewPartitionKeyString(strings.ToLower(subscriptionID))
+}
+
+func etagOpt(e azcore.ETag) *azcore.ETag { return &e }
+
+func ttlSeconds(d time.Duration) int {
+	s := int((d + time.Second - 1) / time.Second)
+	return max(s, 1)
+}
+
+// classify wraps a Cosmos error with the package's sentinel for its status.
+func classify(err error) error {
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		switch re.StatusCode {
+		case http.StatusNotFound:
+			return fmt.Errorf("%w: %w", ErrNotFound, err)
+		case http.StatusConflict:
+			return fmt.Errorf("%w: %w", ErrConflict, err)
+		case http.StatusPreconditionFailed:
+			return fmt.Errorf("%w: %w", ErrPreconditionFailed, err)
+		case http.StatusRequestTimeout, http.StatusTooManyRequests, 449, // 449: retry with
+			http.StatusInternalServerError, http.StatusBadGateway,
+			http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return err
+	}
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	// Not an HTTP answer: a timeout, a refused or broken connection.
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}

@@ -1,0 +1,225 @@
+package database_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/arm"
+	"github.com/opstatus/opstatus/internal/database"
+)
+
+var cosmos *testenv.Cosmos
+
+func TestMain(m *testing.M) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	var err error
+	cosmos, err = testenv.StartCosmos(ctx, testenv.CosmosOptions{})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start cosmos:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = cosmos.Stop()
+	os.Exit(code)
+}
+
+var dbSeq int
+
+// newDB creates a fresh database with the production containers.
+func newDB(t *testing.T, pageSize int32) (*database.CosmosClient, *frontend.Frontend) {
+	t.Helper()
+	dbSeq++
+	name := fmt.Sprintf("db%d", dbSeq)
+	ctx := context.Background()
+	require.NoError(t, frontend.CreateSchema(ctx, cosmos.Endpoint, cosmos.Key, name, 3*time.Second))
+	c, err := database.NewCosmosClient(database.CosmosConfig{
+		Endpoint: cosmos.Endpoint, Database: name, Key: cosmos.Key, InsecureSkipVerify: true,
+		OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks",
+		PageSize: pageSize,
+	})
+	require.NoError(t, err)
+	fe, err := frontend.New(cosmos.Endpoint, cosmos.Key, name)
+	require.NoError(t, err)
+	return c, fe
+}
+
+func TestCosmosPendingOperationsPagesThroughEverySubscription(t *testing.T) {
+	ctx := context.Background()
+	db, fe := newDB(t, 40)
+	statuses := []string{"Accepted", "Provisioning", "Updating", "Deleting", "Succeeded", "Failed", "Canceled"}
+	var want []string
+	for i := range 210 {
+		sub := fmt.Sprintf("SUB-%d", i%3)
+		op := frontend.Operation{
+			ID: fmt.Sprintf("op-%03d", i), PartitionKey: sub, Request: "Create",
+			ExternalID: "/subscriptions/" + sub + "/x", InternalID: "/api/clusters_mgmt/v1/clusters/c" + fmt.Sprint(i),
+			Status: statuses[i%len(statuses)],
+		}
+		if i%10 == 4 { // terminal with a notification still to send
+			op.Status, op.NotificationURI = "Succeeded", "https://arm.example/notify"
+		}
+		require.NoError(t, fe.PutOperation(ctx, op))
+		if !arm.ProvisioningState(op.Status).IsTerminal() || op.NotificationURI != "" {
+			want = append(want, strings.ToLower(sub)+"/"+op.ID)
+		}
+	}
+	var got []string
+	for p, err := range db.PendingOperations(ctx) {
+		require.NoError(t, err)
+		got = append(got, p.PartitionKey+"/"+p.ID)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	require.Greater(t, len(want), 40*2, "the test must span several pages")
+	require.Equal(t, want, got)
+}
+
+func TestCosmosOperationReadReplacePreservesUnknownFields(t *testing.T) {
+	ctx := context.Background()
+	db, fe := newDB(t, 0)
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	require.NoError(t, fe.PutOperation(ctx, frontend.Operation{
+		ID: "op1", PartitionKey: "Sub1", Request: "Create", ExternalID: "/subscriptions/sub1/r",
+		InternalID: "/api/clusters_mgmt/v1/clusters/abc", StartTime: start, LastTransitionTime: start,
+		Status: "Accepted", Extra: map[string]any{"futureField": map[string]any{"a": 1.0}, "ttl": 3600.0},
+	}))
+
+	_, err := db.GetOperation(ctx, "sub1", "missing")
+	require.ErrorIs(t, err, database.ErrNotFound)
+
+	op, err := db.GetOperation(ctx, "SUB1", "op1")
+	require.NoError(t, err)
+	require.Equal(t, arm.ProvisioningStateAccepted, op.Status)
+	require.Equal(t, arm.RequestCreate, op.Request)
+	require.Equal(t, start, op.StartTime)
+	require.NotEmpty(t, op.ETag)
+
+	op.Status = arm.ProvisioningStateFailed
+	op.Error = &arm.CloudErrorBody{Code: "OCM3001", Message: "boom"}
+	written, err := db.ReplaceOperation(ctx, op)
+	require.NoError(t, err)
+	require.NotEqual(t, op.ETag, written.ETag)
+
+	raw, err := fe.Operation(ctx, "sub1", "op1")
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"a": 1.0}, raw["futureField"])
+	require.Equal(t, 3600.0, raw["ttl"])
+	require.Equal(t, "Failed", raw["status"])
+	require.Equal(t, map[string]any{"code": "OCM3001", "message": "boom"}, raw["error"])
+
+	// The etag read before the write is stale now.
+	_, err = db.ReplaceOperation(ctx, op)
+	require.ErrorIs(t, err, database.ErrPreconditionFailed)
+}
+
+func TestCosmosResources(t *testing.T) {
+	ctx := context.Background()
+	db, fe := newDB(t, 0)
+	cluster := "/subscriptions/sub1/resourceGroups/rg/providers/Microsoft.RedHatOpenShift/hcpOpenShiftClusters/c1"
+	for _, r := range []frontend.Resource{
+		{ID: "r1", PartitionKey: "sub1", Key: cluster, ProvisioningState: "Deleting", ActiveOperationID: "op1",
+			Extra: map[string]any{"systemData": map[string]any{"createdBy": "me"}, "properties": map[string]any{"x": "y"}}},
+		{ID: "r2", PartitionKey: "sub1", Key: cluster + "/nodePools/np1", ProvisioningState: "Succeeded"},
+		{ID: "r3", PartitionKey: "sub1", Key: cluster + "/nodePools/np2", ProvisioningState: "Succeeded"},
+		{ID: "r4", PartitionKey: "sub1", Key: cluster + "2", ProvisioningState: "Succeeded"},
+		{ID: "r5", PartitionKey: "sub2", Key: strings.Replace(cluster, "sub1", "sub2", 1), ProvisioningState: "Succeeded"},
+	} {
+		require.NoError(t, fe.PutResource(ctx, r))
+	}
+
+	r, err := db.GetResource(ctx, "sub1", strings.ToUpper(cluster))
+	require.NoError(t, err)
+	require.Equal(t, "r1", r.ID)
+	require.JSONEq(t, `{"createdBy":"me"}`, string(r.SystemData))
+
+	_, err = db.GetResource(ctx, "sub2", cluster)
+	require.ErrorIs(t, err, database.ErrNotFound, "queries must stay in their partition")
+
+	children, err := db.ChildResources(ctx, "sub1", strings.ToLower(cluster))
+	require.NoError(t, err)
+	var ids []string
+	for _, c := range children {
+		ids = append(ids, c.ID)
+	}
+	slices.Sort(ids)
+	require.Equal(t, []string{"r2", "r3"}, ids)
+
+	r.ProvisioningState, r.ActiveOperationID = arm.ProvisioningStateSucceeded, ""
+	written, err := db.ReplaceResource(ctx, r)
+	require.NoError(t, err)
+	raw, err := fe.Resource(ctx, "sub1", "r1")
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"x": "y"}, raw["properties"])
+	require.NotContains(t, raw, "activeOperationId")
+
+	require.ErrorIs(t, db.DeleteResource(ctx, r), database.ErrPreconditionFailed, "stale etag")
+	require.NoError(t, db.DeleteResource(ctx, written))
+	require.ErrorIs(t, db.DeleteResource(ctx, written), database.ErrNotFound)
+}
+
+func TestCosmosLockStore(t *testing.T) {
+	ctx := context.Background()
+	db, _ := newDB(t, 0)
+	locks := db.Locks()
+	ttl, err := locks.TTL(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Second, ttl)
+
+	etag, err := locks.Create(ctx, "sub1", "a", ttl)
+	require.NoError(t, err)
+	_, err = locks.Create(ctx, "sub1", "b", ttl)
+	require.ErrorIs(t, err, database.ErrConflict)
+
+	renewed, err := locks.Renew(ctx, "sub1", "a", ttl, etag)
+	require.NoError(t, err)
+	_, err = locks.Renew(ctx, "sub1", "a", ttl, etag)
+	require.ErrorIs(t, err, database.ErrPreconditionFailed)
+	require.ErrorIs(t, locks.Delete(ctx, "sub1", etag), database.ErrPreconditionFailed)
+	require.NoError(t, locks.Delete(ctx, "sub1", renewed))
+
+	// A holder that never releases is freed by the TTL.
+	_, err = locks.Create(ctx, "sub2", "dead", ttl)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := locks.Create(ctx, "sub2", "next", ttl)
+		return err == nil
+	}, 4*ttl, 200*time.Millisecond)
+}
+
+func TestCosmosUnavailable(t *testing.T) {
+	c, err := database.NewCosmosClient(database.CosmosConfig{
+		Endpoint: "https://127.0.0.1:1/", Database: "x", Key: testenv.CosmosEmulatorKey,
+		OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks",
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = c.GetOperation(ctx, "sub", "op")
+	require.ErrorIs(t, err, database.ErrUnavailable)
+}
+
+func TestDocumentsKeepUnknownFields(t *testing.T) {
+	in := `{"id":"op","partitionKey":"s","request":"Delete","status":"Deleting","custom":{"n":[1,2]},"_rid":"x","_etag":"\"7\""}`
+	var op database.Operation
+	require.NoError(t, json.Unmarshal([]byte(in), &op))
+	require.Equal(t, "\"7\"", string(op.ETag))
+	op.Status = arm.ProvisioningStateSucceeded
+	out, err := json.Marshal(op)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"id":"op","partitionKey":"s","request":"Delete","status":"Succeeded","custom":{"n":[1,2]}}`, string(out))
+
+	var bad database.Operation
+	err = json.Unmarshal([]byte(`{"id":"op","status":5}`), &bad)
+	require.ErrorContains(t, err, "operation item")
+}

@@ -1,0 +1,71 @@
+// Package database reads and writes the Cosmos DB items opstatus shares with
+// the ARO-HCP frontend: operations, resources and subscription locks.
+//
+// DBClient has a Cosmos DB implementation (NewCosmosClient) and an in-memory
+// one (NewMemoryClient) with the same semantics for fast unit tests.
+package database
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+)
+
+// Errors a DBClient returns; test with errors.Is.
+var (
+	// ErrNotFound means the item does not exist (HTTP 404).
+	ErrNotFound = errors.New("item not found")
+	// ErrConflict means an item with that id already exists (HTTP 409).
+	ErrConflict = errors.New("item already exists")
+	// ErrPreconditionFailed means the item changed since it was read (HTTP 412).
+	ErrPreconditionFailed = errors.New("item changed since it was read")
+	// ErrMalformed means an item could not be decoded; the listing goes on.
+	ErrMalformed = errors.New("malformed item")
+	// ErrUnavailable marks a failure that may pass by itself: throttling,
+	// timeouts, 5xx and broken connections.
+	ErrUnavailable = errors.New("database unavailable")
+)
+
+// DBClient is everything opstatus does with Cosmos DB.
+type DBClient interface {
+	// PendingOperations yields, across all subscriptions, every operation that
+	// is not terminal or whose notification is not delivered yet. An item
+	// it cannot decode yields an ErrMalformed error and the sequence goes
+	// on; any other error ends it.
+	PendingOperations(ctx context.Context) iter.Seq2[PendingOperation, error]
+	// GetOperation point-reads one operation.
+	GetOperation(ctx context.Context, subscriptionID, operationID string) (*Operation, error)
+	// ReplaceOperation writes op if its item still has op.ETag and returns
+	// the item as written.
+	ReplaceOperation(ctx context.Context, op *Operation) (*Operation, error)
+
+	// GetResource returns the resource whose key equals key, ignoring case.
+	GetResource(ctx context.Context, subscriptionID, key string) (*Resource, error)
+	// ChildResources returns the resources whose key starts with key + "/".
+	ChildResources(ctx context.Context, subscriptionID, key string) ([]*Resource, error)
+	// ReplaceResource writes r if its item still has r.ETag.
+	ReplaceResource(ctx context.Context, r *Resource) (*Resource, error)
+	// DeleteResource deletes r if its item still has r.ETag.
+	DeleteResource(ctx context.Context, r *Resource) error
+
+	// Locks returns the store of subscription locks.
+	Locks() LockStore
+}
+
+// LockStore holds the lock items. The protocol around them lives in package lock.
+type LockStore interface {
+	// TTL is the Locks container's DefaultTimeToLive.
+	TTL(ctx context.Context) (time.Duration, error)
+	// Create creates the lock item id for owner; ErrConflict when it exists.
+	Create(ctx context.Context, id, owner string, ttl time.Duration) (azcore.ETag, error)
+	// Renew rewrites the lock item if it still has etag, restarting its TTL.
+	Renew(ctx context.Context, id, owner string, ttl time.Duration, etag azcore.ETag) (azcore.ETag, error)
+	// Delete deletes the lock item if it still has etag.
+	Delete(ctx context.Context, id string, etag azcore.ETag) error
+}
+
+// terminal lists the terminal statuses for queries.
+const terminalStatusList = "'Succeeded','Failed','Canceled'"

@@ -1,0 +1,201 @@
+// Package lock implements the subscription lock that opstatus shares with the
+// ARO-HCP frontend: one Cosmos item per subscription, created to acquire,
+// renewed with If-Match before its TTL runs out, deleted to release.
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
+	"github.com/opstatus/opstatus/internal/database"
+)
+
+var (
+	// ErrHeld means another owner held the lock for the whole wait.
+	ErrHeld = errors.New("subscription lock held by another owner")
+	// ErrLost means the lock could not be renewed in time; the work under it
+	// was canceled.
+	ErrLost = errors.New("subscription lock lost")
+)
+
+// Options tune a Locker; zero values take the defaults.
+type Options struct {
+	// Wait is how long Acquire retries while someone else holds the lock.
+	Wait time.Duration // default 10s
+	// RetryInterval is the pause between two attempts to acquire.
+	RetryInterval time.Duration // default 1s
+	Logger        *slog.Logger
+}
+
+// Locker takes subscription locks from a LockStore.
+type Locker struct {
+	store database.LockStore
+	opts  Options
+
+	ttlOnce sync.Mutex
+	ttl     time.Duration
+}
+
+// New returns a Locker; the lock TTL is read from the store on first use.
+func New(store database.LockStore, opts Options) *Locker {
+	if opts.Wait <= 0 {
+		opts.Wait = 10 * time.Second
+	}
+	if opts.RetryInterval <= 0 {
+		opts.RetryInterval = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Locker{store: store, opts: opts}
+}
+
+// TTL returns the Locks container's DefaultTimeToLive, read once.
+func (l *Locker) TTL(ctx context.Context) (time.Duration, error) {
+	l.ttlOnce.Lock()
+	defer l.ttlOnce.Unlock()
+	if l.ttl > 0 {
+		return l.ttl, nil
+	}
+	ttl, err := l.store.TTL(ctx)
+	if err != nil {
+		return 0, err
+	}
+	l.ttl = ttl
+	return ttl, nil
+}
+
+// Do runs fn while owner holds subscriptionID's lock. fn's context is canceled
+// with ErrLost if a renewal does not succeed before the TTL runs out, so no
+// write follows the loss. The release is always attempted, and Do returns
+// ErrHeld (with the wait) when the lock could not be had.
+func (l *Locker) Do(ctx context.Context, subscriptionID, owner string, fn func(ctx context.Context) error) error {
+	ttl, err := l.TTL(ctx)
+	if err != nil {
+		return fmt.Errorf("lock ttl: %w", err)
+	}
+	id := strings.ToLower(subscriptionID)
+	log := l.opts.Logger.With("subscription_id", id, "lock_owner", owner)
+
+	etag, acquired, err := l.acquire(ctx, id, owner, ttl)
+	if err != nil {
+		return err
+	}
+	held := &holding{etag: etag}
+
+	workCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		l.keep(workCtx, id, owner, ttl, acquired, held, done, cancel, log)
+	}()
+
+	workErr := fn(workCtx)
+	close(done)
+	<-kept
+
+	// Release on a fresh context: the work's may be canceled, and a lock left
+	// behind blocks the frontend for a whole TTL.
+	relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer relCancel()
+	if err := l.store.Delete(relCtx, id, held.get()); err != nil &&
+		!errors.Is(err, database.ErrPreconditionFailed) && !errors.Is(err, database.ErrNotFound) {
+		log.Warn("releasing the subscription lock failed; its TTL will free it", "error", err)
+	}
+
+	if cause := context.Cause(workCtx); errors.Is(cause, ErrLost) {
+		return errors.Join(cause, workErr)
+	}
+	return workErr
+}
+
+// acquire creates the lock item, retrying while someone else holds it. It
+// returns when the successful create was sent: the lease runs from there.
+func (l *Locker) acquire(ctx context.Context, id, owner string, ttl time.Duration) (azcore.ETag, time.Time, error) {
+	deadline := time.Now().Add(l.opts.Wait)
+	for {
+		sent := time.Now()
+		etag, err := l.store.Create(ctx, id, owner, ttl)
+		if err == nil {
+			return etag, sent, nil
+		}
+		if !errors.Is(err, database.ErrConflict) {
+			return "", sent, fmt.Errorf("acquire lock: %w", err)
+		}
+		if !time.Now().Add(l.opts.RetryInterval).Before(deadline) {
+			return "", sent, fmt.Errorf("%w (waited %s)", ErrHeld, l.opts.Wait)
+		}
+		select {
+		case <-ctx.Done():
+			return "", sent, fmt.Errorf("acquire lock: %w", context.Cause(ctx))
+		case <-time.After(l.opts.RetryInterval):
+		}
+	}
+}
+
+type holding struct {
+	mu   sync.Mutex
+	etag azcore.ETag
+}
+
+func (h *holding) get() azcore.ETag {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.etag
+}
+
+func (h *holding) set(e azcore.ETag) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.etag = e
+}
+
+// keep renews the lock every third of its TTL until done. The lease is
+// counted from the moment the last successful write was sent; once less than
+// a safety margin of it is left, the work is canceled whatever the store says.
+func (l *Locker) keep(ctx context.Context, id, owner string, ttl time.Duration, since time.Time,
+	held *holding, done <-chan struct{}, cancel context.CancelCauseFunc, log *slog.Logger) {
+	margin := min(ttl/5, 2*time.Second)
+	interval := ttl / 3
+	expiry := time.NewTimer(time.Until(since.Add(ttl - margin)))
+	defer expiry.Stop()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-expiry.C:
+			log.Error("subscription lock not renewed in time; canceling the work under it")
+			cancel(fmt.Errorf("%w: not renewed within %s", ErrLost, ttl-margin))
+			return
+		case <-tick.C:
+			sent := time.Now()
+			rctx, rcancel := context.WithTimeout(ctx, interval)
+			etag, err := l.store.Renew(rctx, id, owner, ttl, held.get())
+			rcancel()
+			switch {
+			case err == nil:
+				held.set(etag)
+				expiry.Reset(sent.Add(ttl - margin).Sub(time.Now()))
+			case errors.Is(err, database.ErrPreconditionFailed) || errors.Is(err, database.ErrNotFound):
+				log.Error("subscription lock taken over; canceling the work under it", "error", err)
+				cancel(fmt.Errorf("%w: %w", ErrLost, err))
+				return
+			default:
+				log.Warn("renewing the subscription lock failed; will retry", "error", err)
+			}
+		}
+	}
+}

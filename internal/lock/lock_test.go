@@ -1,0 +1,163 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/lock"
+)
+
+// env is a lock store plus a way for a rival to overwrite the lock item
+// without If-Match, as a frontend that missed its expiry would.
+type env struct {
+	store database.LockStore
+	ttl   time.Duration
+	steal func(t *testing.T, id, owner string)
+	// failRenew makes every renewal fail with a transient error.
+	failRenew func(t *testing.T)
+}
+
+func memoryEnv(t *testing.T) env {
+	m := database.NewMemoryClient(600 * time.Millisecond)
+	var fail atomic.Bool
+	m.Hook = func(call string) error {
+		if call == "Lock.Renew" && fail.Load() {
+			return database.ErrUnavailable
+		}
+		return nil
+	}
+	return env{
+		store: m.Locks(),
+		ttl:   600 * time.Millisecond,
+		steal: func(t *testing.T, id, owner string) { m.HoldLock(id, owner, 10*time.Second) },
+		failRenew: func(t *testing.T) {
+			fail.Store(true)
+		},
+	}
+}
+
+func TestLockMemory(t *testing.T) { runLockTests(t, memoryEnv) }
+
+func runLockTests(t *testing.T, newEnv func(t *testing.T) env) {
+	ctx := context.Background()
+	opts := func(wait time.Duration) lock.Options {
+		return lock.Options{Wait: wait, RetryInterval: 50 * time.Millisecond}
+	}
+
+	t.Run("ttl is read from the store", func(t *testing.T) {
+		e := newEnv(t)
+		ttl, err := lock.New(e.store, opts(time.Second)).TTL(ctx)
+		require.NoError(t, err)
+		require.Equal(t, e.ttl, ttl)
+	})
+
+	t.Run("second owner waits, then gives up with ErrHeld", func(t *testing.T) {
+		e := newEnv(t)
+		_, err := e.store.Create(ctx, "sub-held", "frontend", time.Minute)
+		require.NoError(t, err)
+		ran := false
+		err = lock.New(e.store, opts(300*time.Millisecond)).Do(ctx, "SUB-HELD", "opstatus", func(context.Context) error {
+			ran = true
+			return nil
+		})
+		require.ErrorIs(t, err, lock.ErrHeld)
+		require.False(t, ran)
+	})
+
+	t.Run("expiry frees the lock of a dead holder", func(t *testing.T) {
+		e := newEnv(t)
+		_, err := e.store.Create(ctx, "sub-dead", "dead-frontend", e.ttl)
+		require.NoError(t, err)
+		ran := false
+		err = lock.New(e.store, opts(e.ttl*10)).Do(ctx, "sub-dead", "opstatus", func(context.Context) error {
+			ran = true
+			return nil
+		})
+		require.NoError(t, err)
+		require.True(t, ran)
+	})
+
+	t.Run("renewal keeps the lock through long work, release frees it", func(t *testing.T) {
+		e := newEnv(t)
+		l := lock.New(e.store, opts(time.Second))
+		rivalWon := false
+		err := l.Do(ctx, "sub-long", "opstatus", func(ctx context.Context) error {
+			deadline := time.Now().Add(3 * e.ttl)
+			for time.Now().Before(deadline) {
+				if _, err := e.store.Create(ctx, "sub-long", "rival", e.ttl); err == nil {
+					rivalWon = true
+				}
+				select {
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				case <-time.After(e.ttl / 6):
+				}
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		require.False(t, rivalWon, "a rival acquired the lock while it was renewed")
+		_, err = e.store.Create(ctx, "sub-long", "next", e.ttl)
+		require.NoError(t, err, "the lock was not released")
+	})
+
+	t.Run("release is attempted when the work fails", func(t *testing.T) {
+		e := newEnv(t)
+		boom := errors.New("boom")
+		err := lock.New(e.store, opts(time.Second)).Do(ctx, "sub-fail", "opstatus", func(context.Context) error { return boom })
+		require.ErrorIs(t, err, boom)
+		_, err = e.store.Create(ctx, "sub-fail", "next", e.ttl)
+		require.NoError(t, err)
+	})
+
+	t.Run("a stale etag loses the lock and cancels the work", func(t *testing.T) {
+		e := newEnv(t)
+		err := lock.New(e.store, opts(time.Second)).Do(ctx, "sub-stolen", "opstatus", func(ctx context.Context) error {
+			e.steal(t, "sub-stolen", "thief")
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-time.After(10 * e.ttl):
+				return errors.New("work was not canceled")
+			}
+		})
+		require.ErrorIs(t, err, lock.ErrLost)
+		// The thief's lock survives our release attempt.
+		_, err = e.store.Create(ctx, "sub-stolen", "other", e.ttl)
+		require.ErrorIs(t, err, database.ErrConflict)
+	})
+
+	t.Run("renewals that keep failing cancel the work before the ttl runs out", func(t *testing.T) {
+		e := newEnv(t)
+		var canceledAfter time.Duration
+		start := time.Now()
+		err := lock.New(e.store, opts(time.Second)).Do(ctx, "sub-flaky", "opstatus", func(ctx context.Context) error {
+			e.failRenew(t)
+			select {
+			case <-ctx.Done():
+				canceledAfter = time.Since(start)
+				return context.Cause(ctx)
+			case <-time.After(10 * e.ttl):
+				return errors.New("work was not canceled")
+			}
+		})
+		require.ErrorIs(t, err, lock.ErrLost)
+		require.NotZero(t, canceledAfter)
+	})
+
+	t.Run("canceled caller stops waiting", func(t *testing.T) {
+		e := newEnv(t)
+		_, err := e.store.Create(ctx, "sub-cancel", "frontend", time.Minute)
+		require.NoError(t, err)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		err = lock.New(e.store, opts(time.Minute)).Do(cctx, "sub-cancel", "opstatus", func(context.Context) error { return nil })
+		require.ErrorIs(t, err, context.Canceled)
+	})
+}

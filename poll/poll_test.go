@@ -1,0 +1,509 @@
+package poll_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/functions"
+	"github.com/opstatus/opstatus/internal/arm"
+	"github.com/opstatus/opstatus/internal/clusterservice"
+	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/lock"
+	"github.com/opstatus/opstatus/poll"
+)
+
+const (
+	sub        = "0b5f4d52-8b0b-4d57-9a0e-6a4e0a4e0a4e"
+	clusterKey = "/subscriptions/" + sub + "/resourceGroups/rg/providers/Microsoft.RedHatOpenShift/hcpOpenShiftClusters/c1"
+	clusterCS  = "/api/aro_hcp/v1alpha1/clusters/abc"
+)
+
+// fakeCS is a Cluster Service that answers status paths from a table.
+type fakeCS struct {
+	mu       sync.Mutex
+	replies  map[string]reply // by status path
+	requests []string
+}
+
+type reply struct {
+	code int
+	body string
+}
+
+func (f *fakeCS) set(path string, code int, body string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.replies[path+"/status"] = reply{code, body}
+}
+
+func (f *fakeCS) calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.requests)
+}
+
+func (f *fakeCS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.requests = append(f.requests, r.URL.Path)
+	rep, ok := f.replies[r.URL.Path]
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if !ok {
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"kind":"Error","id":"404","code":"CLUSTERS-MGMT-404","reason":"not found"}`)
+		return
+	}
+	w.WriteHeader(rep.code)
+	_, _ = io.WriteString(w, rep.body)
+}
+
+func clusterStatus(state string) string {
+	return `{"kind":"ClusterStatus","id":"abc","state":"` + state + `"}`
+}
+
+// notifications records what ARM receives.
+type notifications struct {
+	mu     sync.Mutex
+	bodies []arm.OperationStatus
+	code   int
+}
+
+func (n *notifications) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var st arm.OperationStatus
+	_ = json.NewDecoder(r.Body).Decode(&st)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.bodies = append(n.bodies, st)
+	w.WriteHeader(n.code)
+}
+
+func (n *notifications) got() []arm.OperationStatus {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]arm.OperationStatus(nil), n.bodies...)
+}
+
+type fixture struct {
+	db     *database.MemoryClient
+	cs     *fakeCS
+	arm    *notifications
+	armURL string
+	fn     *poll.Function
+	calls  map[string]int
+	mu     sync.Mutex
+	now    time.Time
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{
+		db:    database.NewMemoryClient(5 * time.Second),
+		cs:    &fakeCS{replies: map[string]reply{}},
+		arm:   &notifications{code: http.StatusOK},
+		calls: map[string]int{},
+		now:   time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
+	}
+	f.db.Hook = func(call string) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.calls[call]++
+		return nil
+	}
+	csServer := httptest.NewServer(f.cs)
+	t.Cleanup(csServer.Close)
+	armServer := httptest.NewServer(f.arm)
+	t.Cleanup(armServer.Close)
+	f.armURL = armServer.URL + "/notify"
+	client, err := clusterservice.NewClient(context.Background(), clusterservice.Config{URL: csServer.URL})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	f.fn = &poll.Function{
+		DB:       f.db,
+		Cluster:  client,
+		Locker:   lock.New(f.db.Locks(), lock.Options{Wait: 200 * time.Millisecond, RetryInterval: 50 * time.Millisecond}),
+		Notifier: arm.NewNotifier(true),
+		Owner:    "opstatus-test",
+		Now:      func() time.Time { return f.now },
+	}
+	return f
+}
+
+func (f *fixture) count(call string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[call]
+}
+
+func (f *fixture) writes() int {
+	return f.count("ReplaceOperation") + f.count("ReplaceResource") + f.count("DeleteResource")
+}
+
+func (f *fixture) lockOps() int {
+	return f.count("Lock.Create") + f.count("Lock.Renew") + f.count("Lock.Delete")
+}
+
+func (f *fixture) resetCounts() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = map[string]int{}
+}
+
+func (f *fixture) putOp(op database.Operation) {
+	if op.PartitionKey == "" {
+		op.PartitionKey = sub
+	}
+	if op.ExternalID == "" {
+		op.ExternalID = clusterKey
+	}
+	if op.InternalID == "" {
+		op.InternalID = clusterCS
+	}
+	f.db.PutOperation(&op)
+}
+
+func (f *fixture) op(t *testing.T, id string) *database.Operation {
+	t.Helper()
+	op, err := f.db.GetOperation(context.Background(), sub, id)
+	require.NoError(t, err)
+	return op
+}
+
+// invoke runs the handler as the host would, with msg as the queue message.
+func (f *fixture) invoke(t *testing.T, msg string) (*functions.Result, error) {
+	t.Helper()
+	inv := &functions.Invocation{
+		ID:       "inv-1",
+		Function: "poll",
+		Data:     map[string]json.RawMessage{"operation": json.RawMessage(msg)},
+		Metadata: map[string]json.RawMessage{},
+		Log:      slog.New(slog.DiscardHandler),
+	}
+	return f.fn.Handle(context.Background(), inv)
+}
+
+func (f *fixture) poll(t *testing.T, opID string) poll.Outcome {
+	t.Helper()
+	res, err := f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"`+opID+`"}`)
+	require.NoError(t, err)
+	return res.ReturnValue.(poll.Outcome)
+}
+
+func TestMalformedMessagesAnswer400(t *testing.T) {
+	for name, msg := range map[string]string{
+		"not json":           `not json`,
+		"array":              `[1,2]`,
+		"missing operation":  `{"subscriptionId":"s"}`,
+		"missing sub":        `{"operationId":"o"}`,
+		"slash in id":        `{"subscriptionId":"s","operationId":"a/b"}`,
+		"dot dot":            `{"subscriptionId":"..","operationId":"o"}`,
+		"quote and control":  `{"subscriptionId":"s'\u0001","operationId":"o"}`,
+		"wrong type":         `{"subscriptionId":5,"operationId":"o"}`,
+		"too long":           `{"subscriptionId":"` + strings.Repeat("a", 300) + `","operationId":"o"}`,
+		"backslash":          `{"subscriptionId":"s","operationId":"a\\b"}`,
+		"question and space": `{"subscriptionId":"s ?","operationId":"o"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			_, err := f.invoke(t, msg)
+			require.Error(t, err)
+			require.Equal(t, http.StatusBadRequest, functions.StatusOf(err))
+			require.Zero(t, f.cs.calls())
+			require.Zero(t, f.writes())
+		})
+	}
+}
+
+func TestMessageDecodesFromHostEncodings(t *testing.T) {
+	f := newFixture(t)
+	plain := `{"subscriptionId":"` + sub + `","operationId":"gone","extra":true}`
+	quoted, _ := json.Marshal(plain)
+	for _, msg := range []string{plain, string(quoted)} {
+		res, err := f.invoke(t, msg)
+		require.NoError(t, err)
+		require.Equal(t, poll.OutcomeGone, res.ReturnValue)
+	}
+}
+
+func TestNothingToDoCallsNoOne(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "done", Request: arm.RequestCreate, Status: arm.ProvisioningStateSucceeded})
+	require.Equal(t, poll.OutcomeGone, f.poll(t, "missing"))
+	require.Equal(t, poll.OutcomeDone, f.poll(t, "done"))
+	require.Zero(t, f.cs.calls())
+	require.Zero(t, f.writes())
+	require.Zero(t, f.lockOps())
+}
+
+func TestUnchangedStatusCostsOneReadAndOneCall(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
+	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	f.resetCounts()
+	require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "op"))
+	require.Equal(t, 1, f.cs.calls())
+	require.Equal(t, 1, f.count("GetOperation"))
+	require.Zero(t, f.writes())
+	require.Zero(t, f.lockOps())
+}
+
+func TestCreateLifecycleMovesOperationAndResource(t *testing.T) {
+	f := newFixture(t)
+	start := f.now.Add(-time.Minute)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted,
+		StartTime: start, LastTransitionTime: start, OperationID: "/subscriptions/" + sub + "/providers/x/hcpOperationStatuses/op",
+		NotificationURI: f.armURL})
+	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
+		ActiveOperationID: "op", ProvisioningState: arm.ProvisioningStateAccepted})
+
+	f.cs.set(clusterCS, 200, clusterStatus("pending"))
+	require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "op"))
+
+	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
+	op := f.op(t, "op")
+	require.Equal(t, arm.ProvisioningStateProvisioning, op.Status)
+	require.Equal(t, f.now, op.LastTransitionTime)
+	require.Equal(t, f.armURL, op.NotificationURI, "no notification before the end")
+	r, err := f.db.GetResource(context.Background(), sub, clusterKey)
+	require.NoError(t, err)
+	require.Equal(t, arm.ProvisioningStateProvisioning, r.ProvisioningState)
+	require.Equal(t, "op", r.ActiveOperationID)
+
+	f.now = f.now.Add(time.Minute)
+	f.cs.set(clusterCS, 200, clusterStatus("ready"))
+	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
+	op = f.op(t, "op")
+	require.Equal(t, arm.ProvisioningStateSucceeded, op.Status)
+	require.Empty(t, op.NotificationURI, "notification delivered and cleared")
+	r, err = f.db.GetResource(context.Background(), sub, clusterKey)
+	require.NoError(t, err)
+	require.Equal(t, arm.ProvisioningStateSucceeded, r.ProvisioningState)
+	require.Empty(t, r.ActiveOperationID)
+
+	got := f.arm.got()
+	require.Len(t, got, 1)
+	require.Equal(t, arm.ProvisioningStateSucceeded, got[0].Status)
+	require.Equal(t, "op", got[0].Name)
+	require.Equal(t, op.OperationID, got[0].ID)
+	require.Equal(t, start, *got[0].StartTime)
+	require.Equal(t, f.now, *got[0].EndTime)
+
+	// Terminal now: nothing more to do, nobody called.
+	calls := f.cs.calls()
+	require.Equal(t, poll.OutcomeDone, f.poll(t, "op"))
+	require.Equal(t, calls, f.cs.calls())
+	require.Len(t, f.arm.got(), 1)
+}
+
+func TestFailedCreateRecordsTheProvisionError(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
+	f.cs.set(clusterCS, 200, `{"kind":"ClusterStatus","state":"error","provision_error_code":"OCM3001","provision_error_message":"quota exceeded"}`)
+	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
+	op := f.op(t, "op")
+	require.Equal(t, arm.ProvisioningStateFailed, op.Status)
+	require.Equal(t, &arm.CloudErrorBody{Code: "OCM3001", Message: "quota exceeded"}, op.Error)
+}
+
+func TestResourceOwnedByAnotherOperationIsNotTouched(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestUpdate, Status: arm.ProvisioningStateAccepted})
+	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey,
+		ActiveOperationID: "newer-op", ProvisioningState: arm.ProvisioningStateUpdating})
+	f.cs.set(clusterCS, 200, clusterStatus("ready"))
+	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
+	require.Equal(t, arm.ProvisioningStateSucceeded, f.op(t, "op").Status)
+	r, err := f.db.GetResource(context.Background(), sub, clusterKey)
+	require.NoError(t, err)
+	require.Equal(t, "newer-op", r.ActiveOperationID)
+	require.Equal(t, arm.ProvisioningStateUpdating, r.ProvisioningState)
+}
+
+func TestFinishedDeleteRemovesResourceAndChildren(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "del", Request: arm.RequestDelete, Status: arm.ProvisioningStateDeleting})
+	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, ActiveOperationID: "del", ProvisioningState: arm.ProvisioningStateDeleting})
+	f.db.PutResource(&database.Resource{ID: "r2", PartitionKey: sub, Key: clusterKey + "/nodePools/np1", ProvisioningState: arm.ProvisioningStateSucceeded})
+	f.db.PutResource(&database.Resource{ID: "r3", PartitionKey: sub, Key: clusterKey + "-other", ProvisioningState: arm.ProvisioningStateSucceeded})
+
+	f.cs.set(clusterCS, 200, clusterStatus("uninstalling"))
+	require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "del"))
+	f.cs.set(clusterCS, 200, clusterStatus("ready"))
+	require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "del"), "ready during a delete changes nothing")
+
+	delete(f.cs.replies, clusterCS+"/status") // Cluster Service forgets the cluster: 404
+	require.Equal(t, poll.OutcomeDeleted, f.poll(t, "del"))
+	require.Equal(t, arm.ProvisioningStateSucceeded, f.op(t, "del").Status)
+	var keys []string
+	for _, r := range f.db.Resources() {
+		keys = append(keys, r.Key)
+	}
+	require.Equal(t, []string{clusterKey + "-other"}, keys)
+}
+
+func TestDeleteKeepsAResourceTakenOverByAnotherOperation(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "del", Request: arm.RequestDelete, Status: arm.ProvisioningStateDeleting})
+	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, ActiveOperationID: "recreate", ProvisioningState: arm.ProvisioningStateAccepted})
+	require.Equal(t, poll.OutcomeDeleted, f.poll(t, "del"))
+	require.Len(t, f.db.Resources(), 1)
+}
+
+func TestNotFoundOutsideADeleteChangesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
+	require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "op"))
+	require.Zero(t, f.writes())
+}
+
+func TestLockHeldByAnotherOwnerDefersTheWrite(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
+	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	etag := f.db.HoldLock(sub, "frontend", time.Minute)
+	require.Equal(t, poll.OutcomeDeferred, f.poll(t, "op"))
+	require.Equal(t, arm.ProvisioningStateAccepted, f.op(t, "op").Status)
+	require.Zero(t, f.writes())
+
+	require.NoError(t, f.db.Locks().Delete(context.Background(), sub, etag))
+	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"), "the next poll writes it")
+	require.Equal(t, arm.ProvisioningStateProvisioning, f.op(t, "op").Status)
+}
+
+func TestDependencyFailuresDefer(t *testing.T) {
+	for name, setup := range map[string]func(f *fixture){
+		"cluster service 503": func(f *fixture) { f.cs.set(clusterCS, 503, `{}`) },
+		"cluster service 429": func(f *fixture) { f.cs.set(clusterCS, 429, `{}`) },
+		"cosmos unavailable on read": func(f *fixture) {
+			f.db.Hook = func(call string) error {
+				if call == "GetOperation" {
+					return database.ErrUnavailable
+				}
+				return nil
+			}
+		},
+		"cosmos unavailable on write": func(f *fixture) {
+			f.cs.set(clusterCS, 200, clusterStatus("installing"))
+			f.db.Hook = func(call string) error {
+				if call == "ReplaceOperation" {
+					return database.ErrUnavailable
+				}
+				return nil
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
+			setup(f)
+			res, err := f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"op"}`)
+			require.NoError(t, err, "a transient failure must not send the message to the poison queue")
+			require.Equal(t, poll.OutcomeDeferred, res.ReturnValue)
+			f.db.Hook = nil
+			require.Equal(t, arm.ProvisioningStateAccepted, f.op(t, "op").Status)
+			_, err = f.db.Locks().Create(context.Background(), sub, "next", time.Second)
+			require.NoError(t, err, "the lock was released")
+		})
+	}
+}
+
+func TestUnusableItemsAreLeftAlone(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "traversal", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted, InternalID: "/api/../x"})
+	f.putOp(database.Operation{ID: "foreign", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted, InternalID: "https://evil.example/api/clusters_mgmt/v1/clusters/abc"})
+	f.putOp(database.Operation{ID: "badrequest", Request: "Patch", Status: arm.ProvisioningStateAccepted})
+	f.putOp(database.Operation{ID: "badstatus", Request: arm.RequestCreate, Status: "Weird"})
+	f.db.PutRaw(sub, "illtyped", []byte(`{"id":"illtyped","partitionKey":"`+sub+`","status":5}`))
+	for _, id := range []string{"traversal", "foreign", "badrequest", "badstatus", "illtyped"} {
+		require.Equal(t, poll.OutcomeInvalid, f.poll(t, id), id)
+	}
+	require.Zero(t, f.cs.calls(), "no Cluster Service call for an unusable item")
+	require.Zero(t, f.writes())
+}
+
+func TestInconsistentAndUnknownStatesWriteNothing(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateUpdating})
+	for _, state := range []string{"pending", "validating", "hibernating", ""} {
+		f.cs.set(clusterCS, 200, clusterStatus(state))
+		require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "op"), state)
+	}
+	require.Zero(t, f.writes())
+}
+
+func TestConcurrentWriterIsReReadAndDecidedAgain(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
+	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	raced := false
+	f.db.Hook = func(call string) error {
+		if call == "ReplaceOperation" && !raced {
+			raced = true
+			// The frontend rewrites the item between our read and our write.
+			f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted, TenantID: "t2"})
+		}
+		return nil
+	}
+	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
+	op := f.op(t, "op")
+	require.Equal(t, arm.ProvisioningStateProvisioning, op.Status)
+	require.Equal(t, "t2", op.TenantID, "the concurrent write is kept")
+}
+
+func TestNotificationRetriesAndGivingUp(t *testing.T) {
+	f := newFixture(t)
+	ended := f.now.Add(-time.Minute)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateFailed,
+		LastTransitionTime: ended, NotificationURI: f.armURL, Error: &arm.CloudErrorBody{Code: "X", Message: "y"}})
+
+	f.arm.code = http.StatusServiceUnavailable
+	require.Equal(t, poll.OutcomeDeferred, f.poll(t, "op"))
+	require.Equal(t, f.armURL, f.op(t, "op").NotificationURI, "kept for the next scan")
+
+	f.arm.code = http.StatusOK
+	require.Equal(t, poll.OutcomeNotified, f.poll(t, "op"))
+	require.Empty(t, f.op(t, "op").NotificationURI)
+	got := f.arm.got()
+	require.Len(t, got, 2)
+	require.Equal(t, &arm.CloudErrorBody{Code: "X", Message: "y"}, got[1].Error)
+	require.Zero(t, f.cs.calls())
+
+	f.putOp(database.Operation{ID: "rejected", Request: arm.RequestCreate, Status: arm.ProvisioningStateSucceeded,
+		LastTransitionTime: ended, NotificationURI: f.armURL})
+	f.arm.code = http.StatusBadRequest
+	require.Equal(t, poll.OutcomeDone, f.poll(t, "rejected"))
+	require.Empty(t, f.op(t, "rejected").NotificationURI, "a rejected notification is given up")
+
+	f.putOp(database.Operation{ID: "old", Request: arm.RequestCreate, Status: arm.ProvisioningStateSucceeded,
+		LastTransitionTime: f.now.Add(-2 * time.Hour), NotificationURI: f.armURL})
+	calls := len(f.arm.got())
+	require.Equal(t, poll.OutcomeDone, f.poll(t, "old"))
+	require.Empty(t, f.op(t, "old").NotificationURI)
+	require.Len(t, f.arm.got(), calls, "too old: not sent")
+
+	f.putOp(database.Operation{ID: "plainhttp", Request: arm.RequestCreate, Status: arm.ProvisioningStateSucceeded,
+		LastTransitionTime: ended, NotificationURI: "ftp://arm.example/x"})
+	require.Equal(t, poll.OutcomeDone, f.poll(t, "plainhttp"))
+}
+
+func TestNodePoolStatus(t *testing.T) {
+	f := newFixture(t)
+	npCS := clusterCS + "/node_pools/np1"
+	f.putOp(database.Operation{ID: "np", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted,
+		InternalID: npCS, ExternalID: clusterKey + "/nodePools/np1"})
+	f.cs.set(npCS, 200, `{"kind":"NodePoolStatus","id":"np1","state":{"kind":"NodePoolState","value":"recoverable_error"},"message":"no capacity"}`)
+	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "np"))
+	op := f.op(t, "np")
+	require.Equal(t, arm.ProvisioningStateFailed, op.Status)
+	require.Equal(t, &arm.CloudErrorBody{Code: arm.CodeInternalServerError, Message: "no capacity"}, op.Error)
+}

@@ -1,0 +1,76 @@
+package scan_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/functions"
+	"github.com/opstatus/opstatus/internal/arm"
+	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/poll"
+	"github.com/opstatus/opstatus/scan"
+)
+
+func invoke(t *testing.T, db database.DBClient, timer string) (*functions.Result, error) {
+	t.Helper()
+	inv := &functions.Invocation{
+		ID: "inv", Function: "scan",
+		Data:     map[string]json.RawMessage{"timer": json.RawMessage(timer)},
+		Metadata: map[string]json.RawMessage{},
+		Log:      slog.New(slog.DiscardHandler),
+	}
+	return (&scan.Function{DB: db}).Handle(context.Background(), inv)
+}
+
+const timer = `{"Schedule":{"AdjustForDST":true},"ScheduleStatus":null,"IsPastDue":false}`
+
+func TestScanListsPendingOperationsAcrossSubscriptions(t *testing.T) {
+	db := database.NewMemoryClient(time.Second)
+	put := func(sub, id string, status arm.ProvisioningState, uri string) {
+		db.PutOperation(&database.Operation{ID: id, PartitionKey: sub, Request: arm.RequestCreate, Status: status, NotificationURI: uri})
+	}
+	put("sub-a", "1", arm.ProvisioningStateAccepted, "")
+	put("sub-a", "2", arm.ProvisioningStateSucceeded, "")
+	put("sub-b", "3", arm.ProvisioningStateDeleting, "")
+	put("sub-b", "4", arm.ProvisioningStateFailed, "https://arm.example/n")
+	put("sub-c", "5", arm.ProvisioningStateCanceled, "")
+	put("sub-c", "6", arm.ProvisioningStateUpdating, "")
+
+	res, err := invoke(t, db, timer)
+	require.NoError(t, err)
+	require.Equal(t, []poll.Message{
+		{SubscriptionID: "sub-a", OperationID: "1"},
+		{SubscriptionID: "sub-b", OperationID: "3"},
+		{SubscriptionID: "sub-b", OperationID: "4"},
+		{SubscriptionID: "sub-c", OperationID: "6"},
+	}, res.Outputs[scan.OutputBinding])
+	require.Equal(t, 4, res.ReturnValue)
+
+	// Messages go out as JSON objects, never as strings the host could
+	// mistake for base64.
+	b, err := json.Marshal(res.Outputs)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"operations":[{"subscriptionId":"sub-a","operationId":"1"},{"subscriptionId":"sub-b","operationId":"3"},
+		{"subscriptionId":"sub-b","operationId":"4"},{"subscriptionId":"sub-c","operationId":"6"}]}`, string(b))
+}
+
+func TestScanWithNothingPendingOutputsAnEmptyArray(t *testing.T) {
+	res, err := invoke(t, database.NewMemoryClient(time.Second), `"not even a timer"`)
+	require.NoError(t, err, "an odd timer payload does not stop the scan")
+	b, err := json.Marshal(res.Outputs)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"operations":[]}`, string(b))
+}
+
+func TestScanFailsWhenTheListingFails(t *testing.T) {
+	db := database.NewMemoryClient(time.Second)
+	db.Hook = func(string) error { return database.ErrUnavailable }
+	_, err := invoke(t, db, timer)
+	require.True(t, errors.Is(err, database.ErrUnavailable))
+}
