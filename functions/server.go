@@ -165,7 +165,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case err := <-errc:
 		return fmt.Errorf("functions: serving on %s: %w", ln.Addr(), err)
 	case <-ctx.Done():
-		_ = srv.Close()
 	}
 
 	s.logger.Info("draining in-flight invocations", slog.Duration("timeout", s.drainTimeout))

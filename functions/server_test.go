@@ -90,6 +90,26 @@ func post(t *testing.T, url, id, body string) answer {
 	return readAnswer(t, resp)
 }
 
+// result is the outcome of a request sent off the test's goroutine, where
+// require must not be called.
+type result struct {
+	resp *http.Response
+	err  error
+}
+
+// send POSTs body to url with the given header name/value pairs.
+func send(url, body string, header ...string) result {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return result{err: err}
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	return result{resp: resp, err: err}
+}
+
 func requireLogsContain(t *testing.T, logs []string, substr string) {
 	t.Helper()
 	for _, l := range logs {
@@ -124,8 +144,12 @@ func TestServerResponses(t *testing.T) {
 				Info("polled", "message_id", md.ID, "dequeue_count", md.DequeueCount, "function_name", inv.Function)
 			return nil, nil
 		},
-		"bad":         func(context.Context, *Invocation) (*Result, error) { return nil, BadRequest(errors.New("no such thing")) },
-		"fail":        func(context.Context, *Invocation) (*Result, error) { return nil, fmt.Errorf("cosmos: %w", errors.New("boom")) },
+		"bad": func(context.Context, *Invocation) (*Result, error) {
+			return nil, BadRequest(errors.New("no such thing"))
+		},
+		"fail": func(context.Context, *Invocation) (*Result, error) {
+			return nil, fmt.Errorf("cosmos: %w", errors.New("boom"))
+		},
 		"unavailable": func(context.Context, *Invocation) (*Result, error) { return nil, Unavailable(errors.New("lock held")) },
 		"panic":       func(context.Context, *Invocation) (*Result, error) { panic("kaboom") },
 		"unencodable": func(context.Context, *Invocation) (*Result, error) {
@@ -295,13 +319,15 @@ func TestServerConcurrentInvocationsKeepTheirOwnLogs(t *testing.T) {
 	t.Cleanup(ts.Close)
 
 	const n = 20
-	answers := make([]answer, n)
+	results := make([]result, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { answers[i] = post(t, ts.URL+"/poll", fmt.Sprintf("id-%d", i), `{}`) })
+		wg.Go(func() { results[i] = send(ts.URL+"/poll", `{}`, InvocationIDHeader, fmt.Sprintf("id-%d", i)) })
 	}
 	wg.Wait()
-	for i, a := range answers {
+	for i, res := range results {
+		require.NoError(t, res.err)
+		a := readAnswer(t, res.resp)
 		require.Equal(t, 200, a.Status)
 		require.Len(t, a.Logs, 5)
 		for _, line := range a.Logs {
@@ -335,10 +361,21 @@ func TestInvocationContextIsCanceledWhenTheCallerGoes(t *testing.T) {
 		}
 		errc <- err
 	}()
-	<-started
+	waitFor(t, started, "the handler to start")
 	cancel()
 	require.ErrorIs(t, <-errc, context.Canceled)
-	<-canceled // The test times out if the handler's context is never canceled.
+	waitFor(t, canceled, "the handler's context to be canceled")
+}
+
+// waitFor fails the test if ch is not closed within a generous bound, so
+// that a broken server fails the test instead of hanging it.
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		require.FailNow(t, "timed out waiting for "+what)
+	}
 }
 
 // startServer runs s on a loopback listener until the returned cancel is
@@ -372,9 +409,9 @@ func TestServeDrainsInFlightInvocations(t *testing.T) {
 	})
 	url, stop, done := startServer(t, s)
 
-	answers := make(chan answer, 1)
-	go func() { answers <- post(t, url+"/poll", "slow", `{}`) }()
-	<-started
+	answers := make(chan result, 1)
+	go func() { answers <- send(url+"/poll", `{}`) }()
+	waitFor(t, started, "the handler to start")
 	stop()
 
 	// Serve is still draining: it has not returned, and new connections are
@@ -393,7 +430,9 @@ func TestServeDrainsInFlightInvocations(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond)
 
 	close(release)
-	a := <-answers
+	res := <-answers
+	require.NoError(t, res.err)
+	a := readAnswer(t, res.resp)
 	require.Equal(t, 200, a.Status, a.Logs)
 	require.Equal(t, map[string]any{"finished": true}, a.Outputs)
 	require.NoError(t, <-done)
@@ -419,12 +458,12 @@ func TestServeGivesUpAfterTheDrainTimeout(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	<-started
+	waitFor(t, started, "the handler to start")
 	stop()
 	err := <-done
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorContains(t, err, "draining")
-	<-canceled // Closing the connections cancels the invocation.
+	waitFor(t, canceled, "closing the connections to cancel the invocation")
 }
 
 func TestServeReturnsWhenTheListenerFails(t *testing.T) {

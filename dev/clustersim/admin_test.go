@@ -287,3 +287,43 @@ func TestStatsCountRequests(t *testing.T) {
 	sim.ResetStats()
 	require.Empty(t, sim.Stats().Requests)
 }
+
+// Status calls race with admin changes the way a benchmark drives the
+// simulator; run with -race this checks the locking.
+func TestConcurrentUse(t *testing.T) {
+	sim, clock, srv, admin := startServer(t, clustersim.Options{})
+	ctx := context.Background()
+	const n = 20
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = "c" + strings.Repeat("x", i)
+		_, err := admin.PutCluster(ctx, ids[i], clustersim.Script{Installing: clustersim.Duration(time.Hour)})
+		require.NoError(t, err)
+	}
+	errs := make(chan error, n)
+	for _, id := range ids {
+		go func() {
+			for range 10 {
+				resp, err := srv.Client().Get(srv.URL + "/api/aro_hcp/v1alpha1/clusters/" + id + "/status")
+				if err != nil {
+					errs <- err
+					return
+				}
+				resp.Body.Close()
+			}
+			errs <- nil
+		}()
+	}
+	for range 5 {
+		clock.Advance(time.Minute)
+		require.NoError(t, sim.SetFaults(clustersim.Faults{ErrorRate: 0.1}))
+		_ = sim.Resources()
+	}
+	changed, err := admin.ReadyAll(ctx)
+	require.NoError(t, err)
+	require.Equal(t, n, changed)
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	require.Equal(t, int64(n*10), sim.Stats().Requests[clustersim.PathKindAROHCPCluster])
+}

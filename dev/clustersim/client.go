@@ -24,6 +24,7 @@ type AdminError struct {
 	Message    string
 }
 
+// Error reports the status and the server's message.
 func (e *AdminError) Error() string {
 	return fmt.Sprintf("clustersim admin: %d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), e.Message)
 }

@@ -170,7 +170,9 @@ func TestClusterLifecycle(t *testing.T) {
 			steps: []step{
 				{act: func(s *clustersim.Sim) error { return s.SetState("/api/clusters_mgmt/v1/clusters/"+id, "hibernating") }, want: "hibernating"},
 				{advance: time.Hour, want: "hibernating"},
-				{act: func(s *clustersim.Sim) error { return s.SetState("/api/aro_hcp/v1alpha1/clusters/"+id+"/status", "ready") }, want: clustersim.StateReady},
+				{act: func(s *clustersim.Sim) error {
+					return s.SetState("/api/aro_hcp/v1alpha1/clusters/"+id+"/status", "ready")
+				}, want: clustersim.StateReady},
 				{act: func(s *clustersim.Sim) error { return s.UpdateCluster(id, time.Second) }, want: clustersim.StateUpdating},
 			},
 		},

@@ -217,9 +217,14 @@ func (f *Frontend) TryLock(ctx context.Context, subscriptionID, owner string) (L
 	return Lock{ID: id, ETag: resp.ETag}, true, nil
 }
 
-// Unlock deletes the lock item if it is still the one l created.
+// Unlock deletes the lock item if it is still the one l created. A lock that
+// expired or changed hands is left alone, as the protocol says.
 func (f *Frontend) Unlock(ctx context.Context, l Lock) error {
 	_, err := f.locks.DeleteItem(ctx, azcosmos.NewPartitionKeyString(l.ID), l.ID, &azcosmos.ItemOptions{IfMatchEtag: &l.ETag})
+	var re *azcore.ResponseError
+	if errors.As(err, &re) && (re.StatusCode == http.StatusNotFound || re.StatusCode == http.StatusPreconditionFailed) {
+		return nil
+	}
 	return err
 }
 

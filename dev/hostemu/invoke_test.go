@@ -93,3 +93,31 @@ func TestBackoff(t *testing.T) {
 	require.Equal(t, 100*time.Millisecond, b.next(true), "a found message resets it")
 	require.Greater(t, b.next(false), 100*time.Millisecond)
 }
+
+func TestQueueDataForms(t *testing.T) {
+	text := []byte(`{"operationId":"o1"}`)
+	tests := []struct {
+		name     string
+		form     QueueDataForm
+		dataType string
+		content  []byte
+		want     string
+	}{
+		{name: "host: a JSON string holding a JSON string", form: QueueDataHost, content: text, want: `"\"{\\\"operationId\\\":\\\"o1\\\"}\""`},
+		{name: "string", form: QueueDataString, content: text, want: `"{\"operationId\":\"o1\"}"`},
+		{name: "JSON", form: QueueDataJSON, content: text, want: `{"operationId":"o1"}`},
+		{name: "JSON form with text that is not JSON", form: QueueDataJSON, content: []byte("plain"), want: `"plain"`},
+		{name: "binary data type is base64", form: QueueDataHost, dataType: "binary", content: []byte("hi"), want: `"aGk="`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &poller{
+				h:  &Host{opts: Options{QueueData: tt.form}},
+				fn: &Function{Queue: &QueueTrigger{DataType: tt.dataType}},
+			}
+			got, err := marshal(p.triggerValue(tt.content))
+			require.NoError(t, err)
+			require.Equal(t, tt.want, string(got))
+		})
+	}
+}

@@ -145,7 +145,8 @@ type running struct {
 
 // runHost loads appDir, applies opts and runs the host until stop is
 // called (or the test ends). The handlers' output and the host's log go to
-// out, which the test log shows when the test fails.
+// out, which the test log shows when the test fails or HOSTEMU_TEST_LOG is
+// set.
 func runHost(t *testing.T, appDir string, settings map[string]string, opts Options) *running {
 	t.Helper()
 	h, err := Load(appDir, settings)
@@ -173,7 +174,7 @@ func runHost(t *testing.T, appDir string, settings map[string]string, opts Optio
 	}
 	t.Cleanup(func() {
 		_ = r.stop()
-		if t.Failed() {
+		if t.Failed() || os.Getenv("HOSTEMU_TEST_LOG") != "" {
 			t.Logf("host output:\n%s", r.out.String())
 		}
 	})

@@ -53,7 +53,7 @@ func (s intervalSchedule) AdjustForDST() bool         { return false }
 // also take three-letter English names. Like NCrontab (and unlike Vixie
 // cron), a time must match both the day-of-month and the day-of-week field.
 type CronSchedule struct {
-	expr                                             string
+	expr                                            string
 	seconds, minutes, hours, days, months, weekdays uint64
 }
 

@@ -100,7 +100,7 @@ func NewClient(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	var token *url.URL
-	switch set := countSet(cfg.ClientID, cfg.ClientSecret, cfg.TokenURL); set {
+	switch countSet(cfg.ClientID, cfg.ClientSecret, cfg.TokenURL) {
 	case 0:
 	case 3:
 		if token, err = parseTokenURL(cfg.TokenURL); err != nil {
@@ -476,7 +476,9 @@ var _ logging.Logger = (*sdkLogger)(nil)
 
 func (l *sdkLogger) DebugEnabled() bool { return false }
 func (l *sdkLogger) InfoEnabled() bool  { return false }
-func (l *sdkLogger) WarnEnabled() bool  { return l.logger.Enabled(context.Background(), slog.LevelDebug) }
+func (l *sdkLogger) WarnEnabled() bool {
+	return l.logger.Enabled(context.Background(), slog.LevelDebug)
+}
 func (l *sdkLogger) ErrorEnabled() bool { return l.WarnEnabled() }
 
 func (l *sdkLogger) Debug(context.Context, string, ...any) {}

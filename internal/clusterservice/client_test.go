@@ -303,7 +303,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 	defer evilSrv.Close()
 	for _, target := range []string{
 		evilSrv.URL + hcpCluster.Path + "/status", // another host
-		cmCluster.Path + "/status",                 // same host, another path
+		cmCluster.Path + "/status",                // same host, another path
 	} {
 		t.Run(target, func(t *testing.T) {
 			rec := &recorder{reply: func(w http.ResponseWriter, r *http.Request) {

@@ -80,7 +80,7 @@ func TestParseInternalIDRejected(t *testing.T) {
 		{"/api/clusters_mgmt/v1/clusters/a\tb", "control character"},
 		{"/api/clusters_mgmt/v1/clusters/a\x7fb", "control character"},
 		{"/api/clusters_mgmt/v1/clusters/abç", "non-ASCII"},
-		{"/api/clusters_mgmt/v1/clusters/аbc", "non-ASCII"}, // Cyrillic а
+		{"/api/clusters_mgmt/v1/clusters/аbc", "non-ASCII"},      // Cyrillic а
 		{"/api/clusters_mgmt/v1/clusters/a\u2215b", "non-ASCII"}, // division slash
 		{"/api/clusters_mgmt/v1/clusters/\xff", "non-ASCII"},
 		{"/api/clusters_mgmt/v1/clusters/" + strings.Repeat("a", MaxIDLength+1), "1 to 64 characters"},

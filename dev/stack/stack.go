@@ -1,0 +1,261 @@
+// Package stack starts the whole system on this machine: Azurite, the Cosmos
+// test server with the production containers, the Cluster Service simulator,
+// a stand-in for ARM's notification endpoint, and the Functions host emulator
+// driving the built handler. make run, the end-to-end tests, the benchmarks
+// and the chaos test share it. It never ships.
+package stack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
+	"github.com/opstatus/opstatus/dev/clustersim"
+	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/hostemu"
+	"github.com/opstatus/opstatus/dev/testenv"
+)
+
+// Database is the demo database name.
+const Database = "opstatus"
+
+// Options configure Start.
+type Options struct {
+	// LockTTL is the Locks container's DefaultTimeToLive; default 10 s.
+	LockTTL time.Duration
+	// Sim configures the Cluster Service simulator.
+	Sim clustersim.Options
+	// Host configures the host emulator (Output defaults to HandlerLog).
+	Host hostemu.Options
+	// HandlerLog receives the handler's and the host's logs; default a
+	// file under the OS temp dir (see Stack.LogPath).
+	HandlerLog io.Writer
+	// CosmosURL, when set, is where the handler reaches Cosmos (a fault
+	// proxy in front of Stack.Cosmos); CosmosWrap builds it from the
+	// server's endpoint once it runs.
+	CosmosWrap func(endpoint string) (string, error)
+	// Settings are extra app settings for the handler.
+	Settings map[string]string
+}
+
+// Stack is a running local system. Close stops everything it started.
+type Stack struct {
+	Azurite  *testenv.Azurite
+	Cosmos   *testenv.Cosmos
+	Sim      *clustersim.Sim
+	SimURL   string
+	ARM      *Notifications
+	ARMURL   string
+	Frontend *frontend.Frontend
+	Host     *hostemu.Host
+	Queue    *azqueue.ServiceClient
+	LogPath  string
+
+	closers []func() error
+	hostErr chan error
+	cancel  context.CancelFunc
+}
+
+// Start brings the stack up and starts the host emulator on the app in the
+// repository root (the handler binary must be built: make build).
+func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
+	if opts.LockTTL == 0 {
+		opts.LockTTL = 10 * time.Second
+	}
+	s := &Stack{hostErr: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			_ = s.Close()
+		}
+	}()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(root, "handler")); err != nil {
+		return nil, fmt.Errorf("the handler binary is missing (run make build): %w", err)
+	}
+
+	var wg sync.WaitGroup
+	var azErr, cosErr error
+	wg.Add(2)
+	go func() { defer wg.Done(); s.Azurite, azErr = testenv.StartAzurite(ctx) }()
+	go func() { defer wg.Done(); s.Cosmos, cosErr = testenv.StartCosmos(ctx, testenv.CosmosOptions{}) }()
+	wg.Wait()
+	if s.Azurite != nil {
+		s.closers = append(s.closers, s.Azurite.Stop)
+	}
+	if s.Cosmos != nil {
+		s.closers = append(s.closers, s.Cosmos.Stop)
+	}
+	if err := errors.Join(azErr, cosErr); err != nil {
+		return nil, err
+	}
+	if err := frontend.CreateSchema(ctx, s.Cosmos.Endpoint, s.Cosmos.Key, Database, opts.LockTTL); err != nil {
+		return nil, err
+	}
+	if s.Frontend, err = frontend.New(s.Cosmos.Endpoint, s.Cosmos.Key, Database); err != nil {
+		return nil, err
+	}
+	cosmosURL := s.Cosmos.Endpoint
+	if opts.CosmosWrap != nil {
+		if cosmosURL, err = opts.CosmosWrap(s.Cosmos.Endpoint); err != nil {
+			return nil, err
+		}
+	}
+
+	s.Sim = clustersim.New(opts.Sim)
+	if s.SimURL, err = s.serve(s.Sim); err != nil {
+		return nil, err
+	}
+	s.ARM = &Notifications{}
+	if s.ARMURL, err = s.serve(s.ARM); err != nil {
+		return nil, err
+	}
+	if s.Queue, err = azqueue.NewServiceClientFromConnectionString(s.Azurite.ConnectionString, nil); err != nil {
+		return nil, err
+	}
+
+	settings := map[string]string{
+		"FUNCTIONS_WORKER_RUNTIME":    "custom",
+		"AzureWebJobsStorage":         s.Azurite.ConnectionString,
+		"COSMOS_ENDPOINT":             cosmosURL,
+		"COSMOS_DATABASE":             Database,
+		"COSMOS_KEY":                  s.Cosmos.Key,
+		"COSMOS_INSECURE_SKIP_VERIFY": "true",
+		"CLUSTER_SERVICE_URL":         s.SimURL,
+		"NOTIFICATIONS_ALLOW_HTTP":    "true",
+	}
+	for k, v := range opts.Settings {
+		settings[k] = v
+	}
+	if s.Host, err = hostemu.Load(root, settings); err != nil {
+		return nil, err
+	}
+	hostOpts := opts.Host
+	if hostOpts.Output == nil {
+		if opts.HandlerLog == nil {
+			f, err := os.CreateTemp("", "opstatus-run-*.log")
+			if err != nil {
+				return nil, err
+			}
+			s.LogPath = f.Name()
+			s.closers = append(s.closers, f.Close)
+			opts.HandlerLog = f
+		}
+		hostOpts.Output = opts.HandlerLog
+		if hostOpts.Logger == nil {
+			hostOpts.Logger = slog.New(slog.NewJSONHandler(opts.HandlerLog, nil))
+		}
+	}
+	hostOpts.Restart = true
+	s.Host.Options = hostOpts
+
+	hostCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	go func() { s.hostErr <- s.Host.Run(hostCtx) }()
+	// Wait until the handler answers, or the host gives up.
+	for s.Host.Port() == 0 {
+		select {
+		case err := <-s.hostErr:
+			s.hostErr <- err
+			return nil, fmt.Errorf("host emulator: %w", err)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return s, nil
+}
+
+// serve runs h on a loopback listener until Close.
+func (s *Stack) serve(h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	s.closers = append(s.closers, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		return srv.Shutdown(ctx)
+	})
+	return "http://" + ln.Addr().String(), nil
+}
+
+// QueueLength returns the approximate number of messages in queue.
+func (s *Stack) QueueLength(ctx context.Context, queue string) (int, error) {
+	props, err := s.Queue.NewQueueClient(queue).GetProperties(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	if props.ApproximateMessagesCount == nil {
+		return 0, nil
+	}
+	return int(*props.ApproximateMessagesCount), nil
+}
+
+// Close stops the host (SIGTERM to the handler, which drains), then every
+// server, in reverse order of start.
+func (s *Stack) Close() error {
+	var errs []error
+	if s.cancel != nil {
+		s.cancel()
+		select {
+		case err := <-s.hostErr:
+			errs = append(errs, err)
+		case <-time.After(30 * time.Second):
+			errs = append(errs, errors.New("host emulator did not stop"))
+		}
+	}
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		errs = append(errs, s.closers[i]())
+	}
+	s.closers = nil
+	return errors.Join(errs...)
+}
+
+// Notifications records the operation statuses POSTed to notification URIs.
+type Notifications struct {
+	mu       sync.Mutex
+	received []Notification
+}
+
+// Notification is one POST to a notification URI.
+type Notification struct {
+	Path string
+	Body map[string]any
+	At   time.Time
+}
+
+// ServeHTTP records the notification and answers 200.
+func (n *Notifications) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body map[string]any
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	n.mu.Lock()
+	n.received = append(n.received, Notification{Path: r.URL.Path, Body: body, At: time.Now()})
+	n.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+// Received returns the notifications so far.
+func (n *Notifications) Received() []Notification {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]Notification(nil), n.received...)
+}
