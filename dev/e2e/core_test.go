@@ -28,7 +28,7 @@ func clusterKey(sub, name string) string {
 }
 
 // seed writes an operation and its resource as the frontend does.
-func (s *stack) seed(sub, opID, request, status, key, internalID string) {
+func (s *handlerStack) seed(sub, opID, request, status, key, internalID string) {
 	s.t.Helper()
 	ctx := context.Background()
 	now := s.clock.Now()

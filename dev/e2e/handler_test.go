@@ -69,8 +69,8 @@ func setup(m *testing.M) (int, error) {
 	return m.Run(), nil
 }
 
-// stack is one handler process with its own database and simulator.
-type stack struct {
+// handlerStack is one handler process with its own database and simulator.
+type handlerStack struct {
 	t      *testing.T
 	url    string
 	fe     *frontend.Frontend
@@ -128,7 +128,7 @@ func freePort(t *testing.T) string {
 	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
 }
 
-func startStack(t *testing.T, extraEnv ...string) *stack {
+func startStack(t *testing.T, extraEnv ...string) *handlerStack {
 	t.Helper()
 	ctx := context.Background()
 	dbCount++
@@ -168,7 +168,7 @@ func startStack(t *testing.T, extraEnv ...string) *stack {
 			t.Logf("handler log:\n%s", stderr.String())
 		}
 	})
-	s := &stack{t: t, url: "http://127.0.0.1:" + port, fe: fe, sim: sim, clock: clock, arm: rec, stderr: stderr, cmd: cmd}
+	s := &handlerStack{t: t, url: "http://127.0.0.1:" + port, fe: fe, sim: sim, clock: clock, arm: rec, stderr: stderr, cmd: cmd}
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(s.url + "/")
 		if err != nil {
@@ -189,7 +189,7 @@ type response struct {
 	ReturnValue json.RawMessage
 }
 
-func (s *stack) invoke(function, invocationID string, body any) response {
+func (s *handlerStack) invoke(function, invocationID string, body any) response {
 	s.t.Helper()
 	b, err := json.Marshal(body)
 	require.NoError(s.t, err)
@@ -213,7 +213,7 @@ func (s *stack) invoke(function, invocationID string, body any) response {
 }
 
 // scan fires the timer as the host does and returns the queue messages.
-func (s *stack) scan() []map[string]string {
+func (s *handlerStack) scan() []map[string]string {
 	s.t.Helper()
 	r := s.invoke("scan", "scan-"+fmt.Sprint(time.Now().UnixNano()), map[string]any{
 		"Data": map[string]any{"timer": map[string]any{
@@ -231,7 +231,7 @@ func (s *stack) scan() []map[string]string {
 
 // poll delivers one queue message as the host does: the message text as a
 // JSON string and the metadata strings quoted once more.
-func (s *stack) poll(msg string) response {
+func (s *handlerStack) poll(msg string) response {
 	s.t.Helper()
 	return s.invoke("poll", "poll-"+fmt.Sprint(time.Now().UnixNano()), map[string]any{
 		"Data": map[string]any{"operation": msg},
@@ -242,7 +242,7 @@ func (s *stack) poll(msg string) response {
 	})
 }
 
-func (s *stack) pollOp(sub, op string) string {
+func (s *handlerStack) pollOp(sub, op string) string {
 	s.t.Helper()
 	r := s.poll(fmt.Sprintf(`{"subscriptionId":%q,"operationId":%q}`, sub, op))
 	require.Equal(s.t, http.StatusOK, r.Status, r.Logs)
@@ -251,7 +251,7 @@ func (s *stack) pollOp(sub, op string) string {
 	return outcome
 }
 
-func (s *stack) opStatus(sub, id string) string {
+func (s *handlerStack) opStatus(sub, id string) string {
 	s.t.Helper()
 	item, err := s.fe.Operation(context.Background(), sub, id)
 	require.NoError(s.t, err)

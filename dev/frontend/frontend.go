@@ -217,6 +217,18 @@ func (f *Frontend) TryLock(ctx context.Context, subscriptionID, owner string) (L
 	return Lock{ID: id, ETag: resp.ETag}, true, nil
 }
 
+// Renew rewrites the lock item with If-Match, restarting its TTL, as the
+// frontend does while it works.
+func (f *Frontend) Renew(ctx context.Context, l Lock) (Lock, error) {
+	body, _ := json.Marshal(map[string]any{"id": l.ID, "owner": "frontend"})
+	resp, err := f.locks.UpsertItem(ctx, azcosmos.NewPartitionKeyString(l.ID), body, &azcosmos.ItemOptions{IfMatchEtag: &l.ETag})
+	if err != nil {
+		return l, err
+	}
+	l.ETag = resp.ETag
+	return l, nil
+}
+
 // Unlock deletes the lock item if it is still the one l created. A lock that
 // expired or changed hands is left alone, as the protocol says.
 func (f *Frontend) Unlock(ctx context.Context, l Lock) error {

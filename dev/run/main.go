@@ -7,17 +7,16 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/opstatus/opstatus/dev/demo"
 	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/stack"
 )
@@ -38,8 +37,8 @@ func main() {
 func run(ctx context.Context, out io.Writer, keep bool, timeout time.Duration) (int, error) {
 	started := time.Now()
 	fmt.Fprintln(out, "starting Azurite, the Cosmos test server, the Cluster Service simulator and the host emulator…")
-	outcomes := newOutcomes()
-	s, err := stack.Start(ctx, stack.Options{Host: hostemu.Options{OnInvocation: outcomes.record}})
+	outcomes := demo.NewOutcomes()
+	s, err := stack.Start(ctx, stack.Options{Host: hostemu.Options{OnInvocation: outcomes.Record}})
 	if err != nil {
 		return 1, err
 	}
@@ -52,67 +51,24 @@ func run(ctx context.Context, out io.Writer, keep bool, timeout time.Duration) (
 	fmt.Fprintf(out, "up in %s · handler and host logs: %s\n", time.Since(started).Round(time.Millisecond), s.LogPath)
 	fmt.Fprintf(out, "  Cosmos %s · Cluster Service simulator %s · queue %s\n", s.Cosmos.Endpoint, s.SimURL, s.Azurite.QueueEndpoint)
 
-	ops := demoOps()
-	if err := seed(ctx, s, ops); err != nil {
-		return 1, fmt.Errorf("seed: %w", err)
-	}
-	// One message no poll can read: it must end in the poison queue.
-	if _, err := s.Queue.NewQueueClient("operations").EnqueueMessage(ctx,
-		base64.StdEncoding.EncodeToString([]byte(`{"subscriptionId":"../etc","operationId":"x"}`)), nil); err != nil {
-		return 1, fmt.Errorf("enqueue malformed message: %w", err)
-	}
-	// The frontend holds one subscription's lock for a while: opstatus must
-	// wait for it and lose nothing.
-	lockedSub := subscriptions[2]
-	lock, ok, err := s.Frontend.TryLock(ctx, lockedSub, "frontend-demo")
-	if err != nil || !ok {
-		return 1, fmt.Errorf("frontend lock: %v", err)
-	}
-	unlockAt := time.Now().Add(8 * time.Second)
-	fmt.Fprintf(out, "%d operations in %d subscriptions; the frontend holds the lock of %s for 8 s; one malformed message queued\n\n",
-		len(ops), len(subscriptions), short(lockedSub))
-
-	w := newWatcher(s, ops, out, started, outcomes)
-	deadline := time.Now().Add(timeout)
-	for !w.allTerminal() || !w.poisonSettled(ctx) {
-		if lock.ETag != "" && time.Now().After(unlockAt) {
-			if err := s.Frontend.Unlock(ctx, lock); err != nil {
-				return 1, fmt.Errorf("frontend unlock: %w", err)
-			}
-			lock.ETag = ""
-			w.event("frontend released the lock of " + short(lockedSub))
-		}
-		select {
-		case <-ctx.Done():
+	w, err := demo.Run(ctx, s, out, timeout, outcomes)
+	if w != nil {
+		if errors.Is(err, context.Canceled) {
 			fmt.Fprintln(out, "\ninterrupted")
-			w.summary(ctx)
-			return 130, nil
-		case <-time.After(250 * time.Millisecond):
 		}
-		if err := w.poll(ctx); err != nil && ctx.Err() == nil {
-			w.event("watch: " + err.Error())
-		}
-		if time.Now().After(deadline) {
-			fmt.Fprintf(out, "\nnot converged after %s\n", timeout)
-			w.summary(ctx)
-			return 1, errors.New("demo did not converge")
+		if !w.Summary(context.WithoutCancel(ctx)) && err == nil {
+			err = errors.New("some operations ended in an unexpected state")
 		}
 	}
-	ok = w.summary(ctx)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return 130, nil
+		}
+		return 1, err
+	}
 	if keep {
 		fmt.Fprintln(out, "\n--keep-running: the stack stays up; Ctrl-C stops it")
 		<-ctx.Done()
 	}
-	if !ok {
-		return 1, errors.New("some operations ended in an unexpected state")
-	}
 	return 0, nil
-}
-
-// short abbreviates a subscription ID for the live view.
-func short(sub string) string {
-	if i := strings.IndexByte(sub, '-'); i > 0 {
-		return sub[:i] + "…" + sub[len(sub)-4:]
-	}
-	return sub
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -14,38 +14,40 @@ import (
 	"github.com/opstatus/opstatus/dev/stack"
 )
 
-// watcher reads the demo's items from Cosmos and prints every change.
-type watcher struct {
+// Watcher reads the demo's items from Cosmos and prints every change.
+type Watcher struct {
 	s       *stack.Stack
-	ops     []demoOp
+	ops     []Op
 	out     io.Writer
 	started time.Time
 	status  map[string]string // op id -> status
 	gone    map[string]bool   // resource item id -> deleted
-	polls   *outcomes
+	polls   *Outcomes
 }
 
-func newWatcher(s *stack.Stack, ops []demoOp, out io.Writer, started time.Time, polls *outcomes) *watcher {
-	w := &watcher{s: s, ops: ops, out: out, started: started, status: map[string]string{}, gone: map[string]bool{}, polls: polls}
+// NewWatcher prints the live view's header and starts from the seeded states.
+func NewWatcher(s *stack.Stack, ops []Op, out io.Writer, started time.Time, polls *Outcomes) *Watcher {
+	w := &Watcher{s: s, ops: ops, out: out, started: started, status: map[string]string{}, gone: map[string]bool{}, polls: polls}
 	for _, d := range ops {
-		w.status[d.id] = d.start
+		w.status[d.ID] = d.Start
 	}
 	fmt.Fprintf(out, "%-8s %-11s %-28s %s\n", "time", "subscription", "resource", "change")
 	return w
 }
 
-func (w *watcher) line(sub, resource, change string) {
-	fmt.Fprintf(w.out, "%7.1fs %-11s %-28s %s\n", time.Since(w.started).Seconds(), short(sub), resource, change)
+func (w *Watcher) line(sub, resource, change string) {
+	fmt.Fprintf(w.out, "%7.1fs %-11s %-28s %s\n", time.Since(w.started).Seconds(), Short(sub), resource, change)
 }
 
-func (w *watcher) event(msg string) {
+// Event prints a line of the live view.
+func (w *Watcher) Event(msg string) {
 	fmt.Fprintf(w.out, "%7.1fs %s\n", time.Since(w.started).Seconds(), msg)
 }
 
-// poll reads every demo operation and, for deletes, its resource items.
-func (w *watcher) poll(ctx context.Context) error {
+// Poll reads every demo operation and, for deletes, its resource items.
+func (w *Watcher) Poll(ctx context.Context) error {
 	for _, d := range w.ops {
-		item, err := w.s.Frontend.Operation(ctx, d.sub, d.id)
+		item, err := w.s.Frontend.Operation(ctx, d.Sub, d.ID)
 		if err != nil {
 			return err
 		}
@@ -53,43 +55,44 @@ func (w *watcher) poll(ctx context.Context) error {
 			continue
 		}
 		st, _ := item["status"].(string)
-		if st != w.status[d.id] {
-			change := w.status[d.id] + " → " + st
+		if st != w.status[d.ID] {
+			change := w.status[d.ID] + " → " + st
 			if e, ok := item["error"].(map[string]any); ok && st == "Failed" {
 				change += fmt.Sprintf("  (%v: %v)", e["code"], e["message"])
 			}
-			w.line(d.sub, d.name(), change)
-			w.status[d.id] = st
+			w.line(d.Sub, d.Name(), change)
+			w.status[d.ID] = st
 		}
-		if d.request != "Delete" {
+		if d.Request != "Delete" {
 			continue
 		}
 		for _, id := range w.resourceIDs(d) {
 			if w.gone[id] {
 				continue
 			}
-			r, err := w.s.Frontend.Resource(ctx, d.sub, id)
+			r, err := w.s.Frontend.Resource(ctx, d.Sub, id)
 			if err != nil {
 				return err
 			}
 			if r == nil {
 				w.gone[id] = true
-				w.line(d.sub, d.name(), "Resources item "+id+" deleted")
+				w.line(d.Sub, d.Name(), "Resources item "+id+" deleted")
 			}
 		}
 	}
 	return nil
 }
 
-func (w *watcher) resourceIDs(d demoOp) []string {
-	ids := []string{"res-" + d.id}
+func (w *Watcher) resourceIDs(d Op) []string {
+	ids := []string{"res-" + d.ID}
 	for i := range d.pools {
-		ids = append(ids, fmt.Sprintf("res-%s-np%d", d.id, i))
+		ids = append(ids, fmt.Sprintf("res-%s-np%d", d.ID, i))
 	}
 	return ids
 }
 
-func (w *watcher) allTerminal() bool {
+// AllTerminal reports whether every operation is terminal.
+func (w *Watcher) AllTerminal() bool {
 	for _, st := range w.status {
 		if st != "Succeeded" && st != "Failed" && st != "Canceled" {
 			return false
@@ -98,25 +101,25 @@ func (w *watcher) allTerminal() bool {
 	return true
 }
 
-// poisonSettled reports whether the malformed message has left the
+// PoisonSettled reports whether the malformed message has left the
 // operations queue (it goes to the poison queue after maxDequeueCount tries).
-func (w *watcher) poisonSettled(ctx context.Context) bool {
+func (w *Watcher) PoisonSettled(ctx context.Context) bool {
 	n, err := w.s.QueueLength(ctx, "operations-poison")
 	return err == nil && n > 0
 }
 
-// summary prints every operation's final state and what else happened; it
+// Summary prints every operation's final state and what else happened; it
 // reports whether every operation ended as its lifecycle implies.
-func (w *watcher) summary(ctx context.Context) bool {
+func (w *Watcher) Summary(ctx context.Context) bool {
 	fmt.Fprintf(w.out, "\nsummary after %.1fs\n", time.Since(w.started).Seconds())
 	fmt.Fprintf(w.out, "  %-11s %-8s %-28s %-10s %-10s\n", "subscription", "request", "resource", "final", "expected")
 	ok := true
 	for _, d := range w.ops {
 		mark := "ok"
-		if w.status[d.id] != d.want {
+		if w.status[d.ID] != d.Want {
 			mark, ok = "MISMATCH", false
 		}
-		fmt.Fprintf(w.out, "  %-11s %-8s %-28s %-10s %-10s %s\n", short(d.sub), d.request, d.name(), w.status[d.id], d.want, mark)
+		fmt.Fprintf(w.out, "  %-11s %-8s %-28s %-10s %-10s %s\n", Short(d.Sub), d.Request, d.Name(), w.status[d.ID], d.Want, mark)
 	}
 	var deleted []string
 	for id := range w.gone {
@@ -138,15 +141,17 @@ func (w *watcher) summary(ctx context.Context) bool {
 	return ok
 }
 
-// outcomes counts poll invocations by their ReturnValue (or HTTP status).
-type outcomes struct {
+// Outcomes counts poll invocations by their ReturnValue (or HTTP status).
+type Outcomes struct {
 	mu     sync.Mutex
 	counts map[string]int
 }
 
-func newOutcomes() *outcomes { return &outcomes{counts: map[string]int{}} }
+// NewOutcomes returns empty counts.
+func NewOutcomes() *Outcomes { return &Outcomes{counts: map[string]int{}} }
 
-func (o *outcomes) record(inv hostemu.Invocation) {
+// Record is a hostemu OnInvocation hook.
+func (o *Outcomes) Record(inv hostemu.Invocation) {
 	if inv.Function != "poll" {
 		return
 	}
@@ -159,7 +164,8 @@ func (o *outcomes) record(inv hostemu.Invocation) {
 	o.mu.Unlock()
 }
 
-func (o *outcomes) String() string {
+// String lists the counts.
+func (o *Outcomes) String() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var parts []string
@@ -168,4 +174,29 @@ func (o *outcomes) String() string {
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, ", ")
+}
+
+// Short abbreviates a subscription ID for the live view.
+func Short(sub string) string {
+	if i := strings.IndexByte(sub, '-'); i > 0 {
+		return sub[:i] + "…" + sub[len(sub)-4:]
+	}
+	return sub
+}
+
+// Ops returns the watched operations.
+func (w *Watcher) Ops() []Op { return w.ops }
+
+// Status returns the last status seen of operation id.
+func (w *Watcher) Status(id string) string { return w.status[id] }
+
+// ResourceIDs returns the Resources item ids the demo wrote for d.
+func (w *Watcher) ResourceIDs(d Op) []string { return w.resourceIDs(d) }
+
+// Count returns how many polls ended with outcome (a ReturnValue, or
+// "HTTP <status>" for a failed invocation).
+func (o *Outcomes) Count(outcome string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.counts[outcome]
 }

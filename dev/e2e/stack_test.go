@@ -1,0 +1,61 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/dev/demo"
+	"github.com/opstatus/opstatus/dev/hostemu"
+	"github.com/opstatus/opstatus/dev/stack"
+)
+
+// tWriter sends the live view to the test log.
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// TestStackDemo runs the whole system through real Azurite queues, the host
+// emulator and the built handler, on the demo of make run.
+func TestStackDemo(t *testing.T) {
+	ctx := context.Background()
+	polls := demo.NewOutcomes()
+	s, err := stack.Start(ctx, stack.Options{Host: hostemu.Options{OnInvocation: polls.Record}})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Close()) }()
+
+	w, err := demo.Run(ctx, s, tWriter{t}, 3*time.Minute, polls)
+	require.NoError(t, err)
+	require.True(t, w.Summary(ctx))
+
+	for _, op := range w.Ops() {
+		require.Equal(t, op.Want, w.Status(op.ID), "operation %s", op.ID)
+		for _, id := range w.ResourceIDs(op) {
+			item, err := s.Frontend.Resource(ctx, op.Sub, id)
+			require.NoError(t, err)
+			if op.Request == "Delete" {
+				require.Nil(t, item, "a finished delete removes %s", id)
+				continue
+			}
+			require.NotNil(t, item, "%s must survive", id)
+			require.Equal(t, op.Want, item["provisioningState"], "resource %s follows its operation", id)
+			require.NotContains(t, item, "activeOperationId")
+		}
+	}
+
+	poison, err := s.QueueLength(ctx, "operations-poison")
+	require.NoError(t, err)
+	require.Equal(t, 1, poison, "only the malformed message is poisoned")
+	msgs, err := s.Queue.NewQueueClient("operations-poison").PeekMessages(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, msgs.Messages, 1)
+
+	require.Positive(t, polls.Count("deferred"), "the frontend's lock made opstatus wait")
+	require.Len(t, s.ARM.Received(), len(w.Ops()), "every operation notified ARM once")
+	require.Zero(t, polls.Count("HTTP 500"))
+}
