@@ -5,7 +5,7 @@ GO      ?= go
 GOFLAGS ?= -buildvcs=false
 export GOFLAGS
 
-.PHONY: build test run bench fuzz vet clean
+.PHONY: build test run bench fuzz vet clean func-start
 
 ## build: the custom-handler binary ./handler (linux/amd64, no cgo)
 build:
@@ -32,3 +32,8 @@ fuzz:
 
 clean:
 	rm -f handler
+
+## func-start: like run, under the real Functions host (needs Azure Functions
+## Core Tools, which cannot be installed on the development machines)
+func-start: build
+	$(GO) run ./dev/run --func

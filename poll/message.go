@@ -3,6 +3,7 @@ package poll
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -12,6 +13,11 @@ import (
 type Message struct {
 	SubscriptionID string `json:"subscriptionId"`
 	OperationID    string `json:"operationId"`
+	// SupersededAt, when set, is the next scheduled scan: by then a fresher
+	// message for the operation is on its way, so a poll that starts later
+	// drops this one. It keeps a backlog from costing more than one Cluster
+	// Service call per operation per scan interval.
+	SupersededAt time.Time `json:"supersededAt,omitzero"`
 }
 
 // maxIDLength bounds ids well above any GUID or Cosmos id the frontend writes.

@@ -27,14 +27,15 @@ type Outcome string
 
 // Outcomes of a poll.
 const (
-	OutcomeGone      Outcome = "gone"      // the operation item does not exist
-	OutcomeInvalid   Outcome = "invalid"   // the item cannot be acted on; logged
-	OutcomeDone      Outcome = "done"      // terminal and nothing left to notify
-	OutcomeUnchanged Outcome = "unchanged" // Cluster Service says nothing new
-	OutcomeUpdated   Outcome = "updated"   // a new status was written
-	OutcomeDeleted   Outcome = "deleted"   // a finished delete removed its resources
-	OutcomeNotified  Outcome = "notified"  // ARM was notified of the end
-	OutcomeDeferred  Outcome = "deferred"  // a dependency failed; the next scan retries
+	OutcomeGone       Outcome = "gone"       // the operation item does not exist
+	OutcomeInvalid    Outcome = "invalid"    // the item cannot be acted on; logged
+	OutcomeDone       Outcome = "done"       // terminal and nothing left to notify
+	OutcomeUnchanged  Outcome = "unchanged"  // Cluster Service says nothing new
+	OutcomeUpdated    Outcome = "updated"    // a new status was written
+	OutcomeDeleted    Outcome = "deleted"    // a finished delete removed its resources
+	OutcomeNotified   Outcome = "notified"   // ARM was notified of the end
+	OutcomeDeferred   Outcome = "deferred"   // a dependency failed; the next scan retries
+	OutcomeSuperseded Outcome = "superseded" // a later scan has sent a fresher message
 )
 
 // StatusGetter is the part of the Cluster Service client poll uses.
@@ -84,6 +85,10 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		return nil, functions.BadRequest(fmt.Errorf("queue message: %w", err))
 	}
 	log := inv.Log.With("subscription_id", msg.SubscriptionID, "operation_id", msg.OperationID)
+	if !msg.SupersededAt.IsZero() && f.now().After(msg.SupersededAt) {
+		log.Debug("message superseded by a later scan; dropped", "superseded_at", msg.SupersededAt)
+		return &functions.Result{ReturnValue: OutcomeSuperseded}, nil
+	}
 	outcome, err := f.Poll(ctx, log, msg, f.Owner+"/"+inv.ID)
 	if err != nil {
 		if Transient(err) {

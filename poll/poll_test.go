@@ -507,3 +507,24 @@ func TestNodePoolStatus(t *testing.T) {
 	require.Equal(t, arm.ProvisioningStateFailed, op.Status)
 	require.Equal(t, &arm.CloudErrorBody{Code: arm.CodeInternalServerError, Message: "no capacity"}, op.Error)
 }
+
+func TestSupersededMessagesAreDroppedWithoutWork(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
+	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	f.resetCounts()
+	stale := f.now.Add(-time.Second).Format(time.RFC3339)
+	res, err := f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"op","supersededAt":"`+stale+`"}`)
+	require.NoError(t, err)
+	require.Equal(t, poll.OutcomeSuperseded, res.ReturnValue)
+	require.Zero(t, f.cs.calls())
+	require.Zero(t, f.count("GetOperation"))
+
+	fresh := f.now.Add(time.Second).Format(time.RFC3339)
+	res, err = f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"op","supersededAt":"`+fresh+`"}`)
+	require.NoError(t, err)
+	require.Equal(t, poll.OutcomeUpdated, res.ReturnValue)
+
+	_, err = f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"op","supersededAt":"soon"}`)
+	require.Equal(t, http.StatusBadRequest, functions.StatusOf(err))
+}

@@ -74,3 +74,29 @@ func TestScanFailsWhenTheListingFails(t *testing.T) {
 	_, err := invoke(t, db, timer)
 	require.True(t, errors.Is(err, database.ErrUnavailable))
 }
+
+func TestScanMessagesExpireAtTheNextScan(t *testing.T) {
+	db := database.NewMemoryClient(time.Second)
+	db.PutOperation(&database.Operation{ID: "1", PartitionKey: "s", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	fn := &scan.Function{DB: db, Now: func() time.Time { return now }}
+	for name, tc := range map[string]struct {
+		timer string
+		want  time.Time
+	}{
+		"next in the future": {`{"ScheduleStatus":{"Last":"2026-11-30T11:59:50+00:00","Next":"2026-11-30T12:00:10+00:00"},"IsPastDue":false}`,
+			now.Add(10 * time.Second)},
+		"no schedule status": {`{"ScheduleStatus":null,"IsPastDue":false}`, time.Time{}},
+		"next already past":  {`{"ScheduleStatus":{"Next":"2026-11-30T11:00:00+00:00"},"IsPastDue":true}`, time.Time{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			inv := &functions.Invocation{Function: "scan", Log: slog.New(slog.DiscardHandler),
+				Data: map[string]json.RawMessage{"timer": json.RawMessage(tc.timer)}}
+			res, err := fn.Handle(context.Background(), inv)
+			require.NoError(t, err)
+			msgs := res.Outputs[scan.OutputBinding].([]poll.Message)
+			require.Len(t, msgs, 1)
+			require.Equal(t, tc.want, msgs[0].SupersededAt)
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -23,22 +24,30 @@ import (
 
 func main() {
 	keep := flag.Bool("keep-running", false, "keep the stack running after the demo converges, until Ctrl-C")
+	realHost := flag.Bool("func", false, "run the app under the real Functions host (func start) instead of the host emulator")
 	timeout := flag.Duration("timeout", 3*time.Minute, "give up when the demo has not converged by then")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	code, err := run(ctx, os.Stdout, *keep, *timeout)
+	code, err := run(ctx, os.Stdout, *keep, *realHost, *timeout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "run:", err)
 	}
 	os.Exit(code)
 }
 
-func run(ctx context.Context, out io.Writer, keep bool, timeout time.Duration) (int, error) {
+func run(ctx context.Context, out io.Writer, keep, realHost bool, timeout time.Duration) (int, error) {
 	started := time.Now()
-	fmt.Fprintln(out, "starting Azurite, the Cosmos test server, the Cluster Service simulator and the host emulator…")
+	host := "the host emulator"
+	if realHost {
+		host = "the Functions host (func start)"
+		if _, err := exec.LookPath("func"); err != nil {
+			return 1, errors.New("Azure Functions Core Tools (func) is not installed; make run uses the host emulator instead")
+		}
+	}
+	fmt.Fprintf(out, "starting Azurite, the Cosmos test server, the Cluster Service simulator and %s…\n", host)
 	outcomes := demo.NewOutcomes()
-	s, err := stack.Start(ctx, stack.Options{Host: hostemu.Options{OnInvocation: outcomes.Record}})
+	s, err := stack.Start(ctx, stack.Options{NoHost: realHost, Host: hostemu.Options{OnInvocation: outcomes.Record}})
 	if err != nil {
 		return 1, err
 	}
@@ -50,6 +59,14 @@ func run(ctx context.Context, out io.Writer, keep bool, timeout time.Duration) (
 	}()
 	fmt.Fprintf(out, "up in %s · handler and host logs: %s\n", time.Since(started).Round(time.Millisecond), s.LogPath)
 	fmt.Fprintf(out, "  Cosmos %s · Cluster Service simulator %s · queue %s\n", s.Cosmos.Endpoint, s.SimURL, s.Azurite.QueueEndpoint)
+
+	if realHost {
+		stop, err := funcStart(ctx, s)
+		if err != nil {
+			return 1, err
+		}
+		defer stop()
+	}
 
 	w, err := demo.Run(ctx, s, out, timeout, outcomes)
 	if w != nil {

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/opstatus/opstatus/dev/clustersim"
@@ -41,12 +42,15 @@ type Options struct {
 	// HandlerLog receives the handler's and the host's logs; default a
 	// file under the OS temp dir (see Stack.LogPath).
 	HandlerLog io.Writer
-	// CosmosURL, when set, is where the handler reaches Cosmos (a fault
-	// proxy in front of Stack.Cosmos); CosmosWrap builds it from the
-	// server's endpoint once it runs.
+	// CosmosWrap, when set, returns the endpoint the handler uses to reach
+	// the Cosmos server (a fault proxy in front of it, say), given the
+	// server's own endpoint.
 	CosmosWrap func(endpoint string) (string, error)
 	// Settings are extra app settings for the handler.
 	Settings map[string]string
+	// NoHost leaves the host emulator out: the caller runs a host itself
+	// (make func-start runs the real one) with Stack.Settings.
+	NoHost bool
 }
 
 // Stack is a running local system. Close stops everything it started.
@@ -61,6 +65,8 @@ type Stack struct {
 	Host     *hostemu.Host
 	Queue    *azqueue.ServiceClient
 	LogPath  string
+	// Settings are the app settings the handler runs with.
+	Settings map[string]string
 
 	closers []func() error
 	hostErr chan error
@@ -140,6 +146,15 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	for k, v := range opts.Settings {
 		settings[k] = v
 	}
+	s.Settings = settings
+	for _, q := range []string{"operations", "operations-poison"} {
+		if _, err := s.Queue.CreateQueue(ctx, q, nil); err != nil && !queueExists(err) {
+			return nil, fmt.Errorf("create queue %s: %w", q, err)
+		}
+	}
+	if opts.NoHost {
+		return s, nil
+	}
 	if s.Host, err = hostemu.Load(root, settings); err != nil {
 		return nil, err
 	}
@@ -177,6 +192,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+func queueExists(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusConflict
 }
 
 // serve runs h on a loopback listener until Close.

@@ -9,9 +9,11 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"net/http"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 )
 
 // Errors a DBClient returns; test with errors.Is.
@@ -69,3 +71,13 @@ type LockStore interface {
 
 // terminal lists the terminal statuses for queries.
 const terminalStatusList = "'Succeeded','Failed','Canceled'"
+
+// OwnerHeader names the lock owner on every Cosmos request made with a
+// context from WithOwner, so that a proxy or a request log can tell whose
+// lock covered each write. Cosmos DB ignores it.
+const OwnerHeader = "x-opstatus-owner"
+
+// WithOwner returns a context whose Cosmos requests carry OwnerHeader.
+func WithOwner(ctx context.Context, owner string) context.Context {
+	return policy.WithHTTPHeader(ctx, http.Header{OwnerHeader: []string{owner}})
+}

@@ -81,6 +81,7 @@ func (l *Locker) Do(ctx context.Context, subscriptionID, owner string, fn func(c
 	if err != nil {
 		return fmt.Errorf("lock ttl: %w", err)
 	}
+	ctx = database.WithOwner(ctx, owner)
 	id := strings.ToLower(subscriptionID)
 	log := l.opts.Logger.With("subscription_id", id, "lock_owner", owner)
 
