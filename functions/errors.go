@@ -24,19 +24,9 @@ func BadRequest(err error) error {
 	return &statusError{status: http.StatusBadRequest, err: err}
 }
 
-// Unavailable marks err as a dependency being unavailable (a store that does
-// not answer, a lock that cannot be taken in time): the invocation answers
-// 503 and the host retries it. Unavailable(nil) is nil.
-func Unavailable(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &statusError{status: http.StatusServiceUnavailable, err: err}
-}
-
 // StatusOf returns the HTTP status an invocation answers with when its
-// handler returns err: 200 for nil, 400 for BadRequest, 503 for Unavailable
-// (also when wrapped with %w), 500 for anything else.
+// handler returns err: 200 for nil, 400 for BadRequest (also when wrapped
+// with %w), 500 for anything else.
 func StatusOf(err error) int {
 	if err == nil {
 		return http.StatusOK

@@ -20,9 +20,6 @@ func TestStatusOf(t *testing.T) {
 		{name: "plain error", err: base, want: http.StatusInternalServerError},
 		{name: "bad request", err: BadRequest(base), want: http.StatusBadRequest},
 		{name: "wrapped bad request", err: fmt.Errorf("decoding: %w", BadRequest(base)), want: http.StatusBadRequest},
-		{name: "unavailable", err: Unavailable(base), want: http.StatusServiceUnavailable},
-		{name: "wrapped unavailable", err: fmt.Errorf("lock: %w", Unavailable(base)), want: http.StatusServiceUnavailable},
-		{name: "outermost mark wins", err: Unavailable(BadRequest(base)), want: http.StatusServiceUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -33,7 +30,7 @@ func TestStatusOf(t *testing.T) {
 
 func TestMarkedErrorsKeepTheirCause(t *testing.T) {
 	base := errors.New("boom")
-	for _, mark := range []func(error) error{BadRequest, Unavailable} {
+	for _, mark := range []func(error) error{BadRequest} {
 		err := mark(base)
 		require.ErrorIs(t, err, base)
 		require.Equal(t, "boom", err.Error())

@@ -150,8 +150,7 @@ func TestServerResponses(t *testing.T) {
 		"fail": func(context.Context, *Invocation) (*Result, error) {
 			return nil, fmt.Errorf("cosmos: %w", errors.New("boom"))
 		},
-		"unavailable": func(context.Context, *Invocation) (*Result, error) { return nil, Unavailable(errors.New("lock held")) },
-		"panic":       func(context.Context, *Invocation) (*Result, error) { panic("kaboom") },
+		"panic": func(context.Context, *Invocation) (*Result, error) { panic("kaboom") },
 		"unencodable": func(context.Context, *Invocation) (*Result, error) {
 			return &Result{Outputs: map[string]any{"x": make(chan int)}}, nil
 		},
@@ -200,7 +199,6 @@ func TestServerResponses(t *testing.T) {
 		{name: "too deep", path: "/scan", body: `{"Data":{"x":` + strings.Repeat("[", 65) + strings.Repeat("]", 65) + `}}`, wantStatus: 400, wantLogs: []string{"nests deeper than 64 levels"}},
 		{name: "bad request", path: "/bad", body: `{}`, wantStatus: 400, wantLogs: []string{"no such thing", "status=400"}},
 		{name: "other error", path: "/fail", body: `{}`, wantStatus: 500, wantLogs: []string{"cosmos: boom"}},
-		{name: "unavailable", path: "/unavailable", body: `{}`, wantStatus: 503, wantLogs: []string{"lock held"}},
 		{name: "outputs with an error are dropped", path: "/partial", body: `{}`, wantStatus: 500, wantOutputs: map[string]any{}, wantLogs: []string{"half done"}},
 		{name: "panic", path: "/panic", body: `{}`, wantStatus: 500, wantLogs: []string{"handler panicked", "kaboom", "stack="}},
 		{name: "outputs that do not encode", path: "/unencodable", body: `{}`, wantStatus: 500, wantLogs: []string{"unsupported type"}},
