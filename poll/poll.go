@@ -73,7 +73,9 @@ func (f *Function) now() time.Time {
 // Handle is the functions.Handler of poll. A malformed message answers 400 (the
 // host retries it, then moves it to the poison queue); a dependency failure
 // answers 200 and leaves the operation unchanged, since the next scan sends it
-// again and an outage must not fill the poison queue.
+// again and an outage must not fill the poison queue. Transient failures log
+// a warning, others (a Cluster Service answer that does not parse, a 401) an
+// error.
 func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*functions.Result, error) {
 	var msg Message
 	if err := inv.QueueMessage(Binding, &msg); err != nil {
@@ -91,19 +93,23 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 	}
 	outcome, err := f.Poll(ctx, log, msg, f.Owner+"/"+inv.ID)
 	if err != nil {
-		if Transient(err) {
-			log.Warn("operation left unchanged; the next scan retries it", "error", err)
-			return &functions.Result{ReturnValue: OutcomeDeferred}, nil
+		// Poll turns every problem of the operation's own data into an
+		// outcome, so an error here is a dependency's: the operation is still
+		// pending and the next scan retries it. Failing the invocation would
+		// only move a good message to the poison queue.
+		level := slog.LevelWarn
+		if !Transient(err) {
+			level = slog.LevelError
 		}
-		log.Error("poll failed", "error", err)
-		return nil, err
+		log.Log(ctx, level, "operation left unchanged; the next scan retries it", "error", err)
+		return &functions.Result{ReturnValue: OutcomeDeferred}, nil
 	}
 	log.Info("polled", "outcome", outcome)
 	return &functions.Result{ReturnValue: outcome}, nil
 }
 
-// Transient reports whether err may pass by itself, so that the operation is
-// best left for the next scan.
+// Transient reports whether err may pass by itself: throttling, timeouts,
+// 5xx, a lock held or lost.
 func Transient(err error) bool {
 	return errors.Is(err, database.ErrUnavailable) ||
 		errors.Is(err, lock.ErrHeld) || errors.Is(err, lock.ErrLost) ||
@@ -119,12 +125,12 @@ func (f *Function) Poll(ctx context.Context, log *slog.Logger, msg Message, owne
 		log.Info("operation item not found; nothing to do")
 		return OutcomeGone, nil
 	}
-	if err != nil {
-		if Transient(err) {
-			return "", err
-		}
+	if errors.Is(err, database.ErrMalformed) {
 		log.Error("operation item is unreadable; left as it is", "error", err)
 		return OutcomeInvalid, nil
+	}
+	if err != nil {
+		return "", err
 	}
 	if err := op.Validate(); err != nil {
 		log.Error("operation item is invalid; left as it is", "error", err)

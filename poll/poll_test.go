@@ -382,8 +382,10 @@ func TestLockHeldByAnotherOwnerDefersTheWrite(t *testing.T) {
 
 func TestDependencyFailuresDefer(t *testing.T) {
 	for name, setup := range map[string]func(f *fixture){
-		"cluster service 503": func(f *fixture) { f.cs.set(clusterCS, 503, `{}`) },
-		"cluster service 429": func(f *fixture) { f.cs.set(clusterCS, 429, `{}`) },
+		"cluster service 503":      func(f *fixture) { f.cs.set(clusterCS, 503, `{}`) },
+		"cluster service 429":      func(f *fixture) { f.cs.set(clusterCS, 429, `{}`) },
+		"cluster service 401":      func(f *fixture) { f.cs.set(clusterCS, 401, `{"kind":"Error"}`) },
+		"cluster service non-JSON": func(f *fixture) { f.cs.set(clusterCS, 200, `<html>gateway</html>`) },
 		"cosmos unavailable on read": func(f *fixture) {
 			f.db.Hook = func(call string) error {
 				if call == "GetOperation" {
@@ -407,7 +409,7 @@ func TestDependencyFailuresDefer(t *testing.T) {
 			f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
 			setup(f)
 			res, err := f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"op"}`)
-			require.NoError(t, err, "a transient failure must not send the message to the poison queue")
+			require.NoError(t, err, "a dependency failure must not send the message to the poison queue")
 			require.Equal(t, poll.OutcomeDeferred, res.ReturnValue)
 			f.db.Hook = nil
 			require.Equal(t, arm.ProvisioningStateAccepted, f.op(t, "op").Status)

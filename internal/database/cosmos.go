@@ -138,7 +138,7 @@ func (c *CosmosClient) GetOperation(ctx context.Context, subscriptionID, operati
 	}
 	var op Operation
 	if err := json.Unmarshal(resp.Value, &op); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if op.ETag == "" {
 		op.ETag = resp.ETag

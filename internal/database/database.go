@@ -24,7 +24,7 @@ var (
 	ErrConflict = errors.New("item already exists")
 	// ErrPreconditionFailed means the item changed since it was read (HTTP 412).
 	ErrPreconditionFailed = errors.New("item changed since it was read")
-	// ErrMalformed means an item could not be decoded; the listing goes on.
+	// ErrMalformed means an item could not be decoded.
 	ErrMalformed = errors.New("malformed item")
 	// ErrUnavailable marks a failure that may pass by itself: throttling,
 	// timeouts, 5xx and broken connections.

@@ -186,7 +186,7 @@ func (m *MemoryClient) GetOperation(ctx context.Context, subscriptionID, operati
 	}
 	op := &Operation{}
 	if err := json.Unmarshal(it.body, op); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	op.ETag = it.etag
 	return op, nil
