@@ -20,6 +20,9 @@ const (
 // It is the io.Writer of a slog.TextHandler, which writes one line per
 // record.
 type collector struct {
+	// invocationID marks the line that says how many lines were left out.
+	invocationID string
+
 	mu      sync.Mutex
 	lines   []string
 	size    int
@@ -46,7 +49,8 @@ func (c *collector) Lines() []string {
 	out := make([]string, len(c.lines), len(c.lines)+1)
 	copy(out, c.lines)
 	if c.dropped > 0 {
-		out = append(out, fmt.Sprintf("level=WARN msg=%q", fmt.Sprintf("%d more log lines left out of this response", c.dropped)))
+		out = append(out, fmt.Sprintf("level=WARN msg=%q invocation_id=%q",
+			fmt.Sprintf("%d more log lines left out of this response", c.dropped), c.invocationID))
 	}
 	return out
 }

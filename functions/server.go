@@ -204,7 +204,7 @@ func (s *Server) invoke(name string, h Handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := r.Header.Get(InvocationIDHeader)
-		c := &collector{}
+		c := &collector{invocationID: id}
 		log := invocationLogger(s.logger, c, id, name)
 
 		status, body := s.run(w, r, name, id, h, log, c)

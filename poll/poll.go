@@ -4,9 +4,12 @@ package poll
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/opstatus/opstatus/functions"
@@ -91,7 +94,7 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		log.Debug("message superseded by a later scan; dropped", "superseded_at", msg.SupersededAt)
 		return &functions.Result{ReturnValue: OutcomeSuperseded}, nil
 	}
-	outcome, err := f.Poll(ctx, log, msg, f.Owner+"/"+inv.ID)
+	outcome, err := f.Poll(ctx, log, msg, f.Owner+"/"+ownerSuffix(inv.ID))
 	if err != nil {
 		// Poll turns every problem of the operation's own data into an
 		// outcome, so an error here is a dependency's: the operation is still
@@ -106,6 +109,20 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 	}
 	log.Info("polled", "outcome", outcome)
 	return &functions.Result{ReturnValue: outcome}, nil
+}
+
+// ownerSuffix names an invocation in lock owners: its id when that is a
+// plain GUID-like string, else a short hash of it, so that whatever the
+// header holds, the lock item and request headers stay small and printable.
+func ownerSuffix(invocationID string) string {
+	plain := len(invocationID) <= 64 && !strings.ContainsFunc(invocationID, func(r rune) bool {
+		return !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	})
+	if plain {
+		return invocationID
+	}
+	sum := sha256.Sum256([]byte(invocationID))
+	return "h" + hex.EncodeToString(sum[:8])
 }
 
 // Transient reports whether err may pass by itself: throttling, timeouts,

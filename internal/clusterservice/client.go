@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	sdk "github.com/openshift-online/ocm-sdk-go"
 	arohcp "github.com/openshift-online/ocm-sdk-go/arohcp/v1alpha1"
@@ -201,7 +202,36 @@ func (c *Client) Status(ctx context.Context, id InternalID) (Status, error) {
 	case !found:
 		return Status{}, fmt.Errorf("%s: malformed reply: no state", where)
 	}
-	return st, nil
+	return st.bounded(), nil
+}
+
+// Bounds on the strings of a status. Cluster Service's own are far shorter;
+// longer ones would reach logs, the operation item and ARM as they are.
+const (
+	maxStateBytes   = 64
+	maxCodeBytes    = 128
+	maxMessageBytes = 4 << 10
+)
+
+// bounded cuts every string of st to its bound, on a rune boundary, marking
+// the cut with "…". A cut state matches no known state, so it is unhandled.
+func (st Status) bounded() Status {
+	st.State = truncate(st.State, maxStateBytes)
+	st.ErrorCode = truncate(st.ErrorCode, maxCodeBytes)
+	st.ErrorMessage = truncate(st.ErrorMessage, maxMessageBytes)
+	st.Description = truncate(st.Description, maxMessageBytes)
+	return st
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // get sends the request through the typed client for id. found is false when

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -672,4 +673,22 @@ func TestIsTransient(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, IsTransient(tc.err), "%v", tc.err)
 	}
+}
+
+func TestStatusStringsAreBounded(t *testing.T) {
+	long := strings.Repeat("é", 100_000)
+	st := Status{State: long, ErrorCode: long, ErrorMessage: long, Description: long}.bounded()
+	for name, tc := range map[string]struct {
+		got string
+		max int
+	}{
+		"state": {st.State, maxStateBytes}, "code": {st.ErrorCode, maxCodeBytes},
+		"message": {st.ErrorMessage, maxMessageBytes}, "description": {st.Description, maxMessageBytes},
+	} {
+		require.LessOrEqual(t, len(tc.got), tc.max+len("…"), name)
+		require.True(t, utf8.ValidString(tc.got), name)
+		require.True(t, strings.HasSuffix(tc.got, "…"), name)
+	}
+	short := Status{State: "ready", ErrorCode: "OCM3001", ErrorMessage: "m", Description: "d"}
+	require.Equal(t, short, short.bounded())
 }

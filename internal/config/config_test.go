@@ -1,0 +1,216 @@
+package config
+
+import (
+	"encoding/base64"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Distinctive secret values: no error text may hold them.
+const (
+	cosmosKey    = "c29tZS1jb3Ntb3Mta2V5LVpRN1g5LW5ldmVyLWVjaG9lZA=="
+	clientSecret = "client-secret-K8vR2-never-echoed"
+	urlPassword  = "url-password-W4tP1"
+)
+
+// validEnv is a complete, valid set of settings.
+func validEnv() map[string]string {
+	return map[string]string{
+		"FUNCTIONS_CUSTOMHANDLER_PORT":  "7071",
+		"COSMOS_ENDPOINT":               "https://account.documents.azure.com:443/",
+		"COSMOS_DATABASE":               "opstatus",
+		"COSMOS_KEY":                    cosmosKey,
+		"CLUSTER_SERVICE_URL":           "https://api.example.internal/",
+		"CLUSTER_SERVICE_CLIENT_ID":     "opstatus-client",
+		"CLUSTER_SERVICE_CLIENT_SECRET": clientSecret,
+		"CLUSTER_SERVICE_TOKEN_URL":     "https://sso.example.internal/token",
+	}
+}
+
+func getenv(env map[string]string) func(string) string {
+	return func(name string) string { return env[name] }
+}
+
+// with returns validEnv changed by pairs of name, value; an empty value
+// unsets the setting.
+func with(kv ...string) map[string]string {
+	env := validEnv()
+	for i := 0; i < len(kv); i += 2 {
+		if kv[i+1] == "" {
+			delete(env, kv[i])
+			continue
+		}
+		env[kv[i]] = kv[i+1]
+	}
+	return env
+}
+
+// requireNoSecret checks that an error names no secret in any form.
+func requireNoSecret(t *testing.T, msg string) {
+	t.Helper()
+	for _, s := range []string{cosmosKey, clientSecret, urlPassword} {
+		require.NotContains(t, msg, s)
+		require.NotContains(t, msg, base64.StdEncoding.EncodeToString([]byte(s)))
+	}
+	require.NotContains(t, msg, base64.StdEncoding.EncodeToString([]byte("opstatus-client:"+clientSecret)))
+}
+
+func TestLoadValid(t *testing.T) {
+	c, err := Load(getenv(validEnv()))
+	require.NoError(t, err)
+	require.Equal(t, Config{
+		Port:                       "7071",
+		CosmosEndpoint:             "https://account.documents.azure.com:443",
+		CosmosDatabase:             "opstatus",
+		CosmosKey:                  cosmosKey,
+		OperationsContainer:        "Operations",
+		ResourcesContainer:         "Resources",
+		LocksContainer:             "Locks",
+		ClusterServiceURL:          "https://api.example.internal",
+		ClusterServiceClientID:     "opstatus-client",
+		ClusterServiceClientSecret: clientSecret,
+		ClusterServiceTokenURL:     "https://sso.example.internal/token",
+	}, c)
+}
+
+func TestLoadOptionalSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string
+		check func(t *testing.T, c Config)
+	}{
+		{"no credentials at all", with("CLUSTER_SERVICE_CLIENT_ID", "", "CLUSTER_SERVICE_CLIENT_SECRET", "", "CLUSTER_SERVICE_TOKEN_URL", ""),
+			func(t *testing.T, c Config) {
+				require.Empty(t, c.ClusterServiceClientID)
+				require.Empty(t, c.ClusterServiceClientSecret)
+				require.Empty(t, c.ClusterServiceTokenURL)
+			}},
+		{"no cosmos key means the Azure credential", with("COSMOS_KEY", ""),
+			func(t *testing.T, c Config) { require.Empty(t, c.CosmosKey) }},
+		{"containers", with("COSMOS_OPERATIONS_CONTAINER", "ops", "COSMOS_RESOURCES_CONTAINER", " res ", "COSMOS_LOCKS_CONTAINER", "lk"),
+			func(t *testing.T, c Config) {
+				require.Equal(t, []string{"ops", "res", "lk"}, []string{c.OperationsContainer, c.ResourcesContainer, c.LocksContainer})
+			}},
+		{"blank containers keep the defaults", with("COSMOS_OPERATIONS_CONTAINER", "  ", "COSMOS_LOCKS_CONTAINER", "\t"),
+			func(t *testing.T, c Config) {
+				require.Equal(t, []string{"Operations", "Locks"}, []string{c.OperationsContainer, c.LocksContainer})
+			}},
+		{"bools", with("COSMOS_INSECURE_SKIP_VERIFY", "true", "CLUSTER_SERVICE_INSECURE_SKIP_VERIFY", "TRUE", "NOTIFICATIONS_ALLOW_HTTP", " 1 "),
+			func(t *testing.T, c Config) {
+				require.True(t, c.CosmosInsecureSkipVerify)
+				require.True(t, c.ClusterServiceInsecureSkipVerify)
+				require.True(t, c.NotificationsAllowHTTP)
+			}},
+		{"bools default to false", validEnv(),
+			func(t *testing.T, c Config) {
+				require.False(t, c.CosmosInsecureSkipVerify)
+				require.False(t, c.ClusterServiceInsecureSkipVerify)
+				require.False(t, c.NotificationsAllowHTTP, "notifications are https only unless a local setting says otherwise")
+			}},
+		{"explicit false", with("COSMOS_INSECURE_SKIP_VERIFY", "false", "NOTIFICATIONS_ALLOW_HTTP", "0"),
+			func(t *testing.T, c Config) {
+				require.False(t, c.CosmosInsecureSkipVerify)
+				require.False(t, c.NotificationsAllowHTTP)
+			}},
+		{"plain http URLs for local servers", with("COSMOS_ENDPOINT", "http://127.0.0.1:8081", "CLUSTER_SERVICE_URL", "http://127.0.0.1:8000"),
+			func(t *testing.T, c Config) {
+				require.Equal(t, "http://127.0.0.1:8081", c.CosmosEndpoint)
+				require.Equal(t, "http://127.0.0.1:8000", c.ClusterServiceURL)
+			}},
+		{"port bounds", with("FUNCTIONS_CUSTOMHANDLER_PORT", "65535"),
+			func(t *testing.T, c Config) { require.Equal(t, "65535", c.Port) }},
+		{"port with spaces", with("FUNCTIONS_CUSTOMHANDLER_PORT", " 1 "),
+			func(t *testing.T, c Config) { require.Equal(t, "1", c.Port) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(getenv(tc.env))
+			require.NoError(t, err)
+			tc.check(t, c)
+		})
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string // the setting the error must name
+	}{
+		// Every required setting, missing or blank.
+		{"port missing", with("FUNCTIONS_CUSTOMHANDLER_PORT", ""), "FUNCTIONS_CUSTOMHANDLER_PORT"},
+		{"port blank", with("FUNCTIONS_CUSTOMHANDLER_PORT", "  "), "FUNCTIONS_CUSTOMHANDLER_PORT"},
+		{"cosmos endpoint missing", with("COSMOS_ENDPOINT", ""), "COSMOS_ENDPOINT"},
+		{"cosmos endpoint blank", with("COSMOS_ENDPOINT", " \t"), "COSMOS_ENDPOINT"},
+		{"cosmos database missing", with("COSMOS_DATABASE", ""), "COSMOS_DATABASE"},
+		{"cosmos database blank", with("COSMOS_DATABASE", "\n"), "COSMOS_DATABASE"},
+		{"cluster service URL missing", with("CLUSTER_SERVICE_URL", ""), "CLUSTER_SERVICE_URL"},
+		{"cluster service URL blank", with("CLUSTER_SERVICE_URL", " "), "CLUSTER_SERVICE_URL"},
+
+		// Ports.
+		{"port zero", with("FUNCTIONS_CUSTOMHANDLER_PORT", "0"), "FUNCTIONS_CUSTOMHANDLER_PORT"},
+		{"port too large", with("FUNCTIONS_CUSTOMHANDLER_PORT", "65536"), "FUNCTIONS_CUSTOMHANDLER_PORT"},
+		{"port negative", with("FUNCTIONS_CUSTOMHANDLER_PORT", "-1"), "FUNCTIONS_CUSTOMHANDLER_PORT"},
+		{"port not a number", with("FUNCTIONS_CUSTOMHANDLER_PORT", "http"), "FUNCTIONS_CUSTOMHANDLER_PORT"},
+		{"port with a host", with("FUNCTIONS_CUSTOMHANDLER_PORT", "0.0.0.0:7071"), "FUNCTIONS_CUSTOMHANDLER_PORT"},
+		{"port with a suffix", with("FUNCTIONS_CUSTOMHANDLER_PORT", "7071a"), "FUNCTIONS_CUSTOMHANDLER_PORT"},
+		{"port hexadecimal", with("FUNCTIONS_CUSTOMHANDLER_PORT", "0x1f"), "FUNCTIONS_CUSTOMHANDLER_PORT"},
+
+		// Bools.
+		{"cosmos insecure yes", with("COSMOS_INSECURE_SKIP_VERIFY", "yes"), "COSMOS_INSECURE_SKIP_VERIFY"},
+		{"cluster service insecure maybe", with("CLUSTER_SERVICE_INSECURE_SKIP_VERIFY", "maybe"), "CLUSTER_SERVICE_INSECURE_SKIP_VERIFY"},
+		{"allow http 2", with("NOTIFICATIONS_ALLOW_HTTP", "2"), "NOTIFICATIONS_ALLOW_HTTP"},
+		{"allow http on", with("NOTIFICATIONS_ALLOW_HTTP", "on"), "NOTIFICATIONS_ALLOW_HTTP"},
+
+		// URLs.
+		{"cosmos endpoint not a URL", with("COSMOS_ENDPOINT", "account.documents.azure.com"), "COSMOS_ENDPOINT"},
+		{"cosmos endpoint relative", with("COSMOS_ENDPOINT", "/dbs/opstatus"), "COSMOS_ENDPOINT"},
+		{"cosmos endpoint scheme", with("COSMOS_ENDPOINT", "ftp://account.documents.azure.com"), "COSMOS_ENDPOINT"},
+		{"cosmos endpoint no host", with("COSMOS_ENDPOINT", "https://"), "COSMOS_ENDPOINT"},
+		{"cosmos endpoint unparsable", with("COSMOS_ENDPOINT", "https://[::1"), "COSMOS_ENDPOINT"},
+		{"cosmos endpoint control character", with("COSMOS_ENDPOINT", "https://acc\x7f.example"), "COSMOS_ENDPOINT"},
+		{"cosmos endpoint with credentials", with("COSMOS_ENDPOINT", "https://user:"+urlPassword+"@account.documents.azure.com"), "COSMOS_ENDPOINT"},
+		{"cluster service URL not a URL", with("CLUSTER_SERVICE_URL", "api.example.internal"), "CLUSTER_SERVICE_URL"},
+		{"cluster service URL scheme", with("CLUSTER_SERVICE_URL", "file:///etc/passwd"), "CLUSTER_SERVICE_URL"},
+		{"cluster service URL opaque", with("CLUSTER_SERVICE_URL", "https:api.example.internal"), "CLUSTER_SERVICE_URL"},
+		{"cluster service URL with credentials", with("CLUSTER_SERVICE_URL", "https://ocm:"+urlPassword+"@api.example.internal"), "CLUSTER_SERVICE_URL"},
+		{"token URL scheme", with("CLUSTER_SERVICE_TOKEN_URL", "javascript:alert(1)"), "CLUSTER_SERVICE_TOKEN_URL"},
+		{"token URL relative", with("CLUSTER_SERVICE_TOKEN_URL", "/token"), "CLUSTER_SERVICE_TOKEN_URL"},
+		{"token URL with credentials", with("CLUSTER_SERVICE_TOKEN_URL", "https://id:"+urlPassword+"@sso.example.internal/token"), "CLUSTER_SERVICE_TOKEN_URL"},
+
+		// Client credentials: all three or none.
+		{"only client id", with("CLUSTER_SERVICE_CLIENT_SECRET", "", "CLUSTER_SERVICE_TOKEN_URL", ""), "CLUSTER_SERVICE_CLIENT_SECRET"},
+		{"only client secret", with("CLUSTER_SERVICE_CLIENT_ID", "", "CLUSTER_SERVICE_TOKEN_URL", ""), "CLUSTER_SERVICE_CLIENT_ID"},
+		{"only token URL", with("CLUSTER_SERVICE_CLIENT_ID", "", "CLUSTER_SERVICE_CLIENT_SECRET", ""), "CLUSTER_SERVICE_CLIENT_SECRET"},
+		{"no client id", with("CLUSTER_SERVICE_CLIENT_ID", ""), "CLUSTER_SERVICE_CLIENT_ID"},
+		{"no client secret", with("CLUSTER_SERVICE_CLIENT_SECRET", ""), "CLUSTER_SERVICE_CLIENT_SECRET"},
+		{"no token URL", with("CLUSTER_SERVICE_TOKEN_URL", ""), "CLUSTER_SERVICE_TOKEN_URL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(getenv(tc.env))
+			require.Error(t, err)
+			require.Equal(t, Config{}, c, "no partial configuration on error")
+			msg := err.Error()
+			require.Contains(t, msg, tc.want)
+			require.NotContains(t, msg, "\n", "one line")
+			requireNoSecret(t, msg)
+		})
+	}
+}
+
+// TestLoadNamesTheFirstProblem checks that with several problems the error
+// names one setting, the first in the settings table.
+func TestLoadNamesTheFirstProblem(t *testing.T) {
+	_, err := Load(getenv(with("COSMOS_ENDPOINT", "", "CLUSTER_SERVICE_URL", "", "NOTIFICATIONS_ALLOW_HTTP", "x")))
+	require.Error(t, err)
+	require.True(t, strings.HasPrefix(err.Error(), "COSMOS_ENDPOINT:"), err.Error())
+	require.NotContains(t, err.Error(), "CLUSTER_SERVICE_URL")
+}
+
+// TestLoadEmptyEnvironment is the handler started with nothing set.
+func TestLoadEmptyEnvironment(t *testing.T) {
+	_, err := Load(func(string) string { return "" })
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "FUNCTIONS_CUSTOMHANDLER_PORT")
+}
