@@ -32,6 +32,8 @@ bench: build
 ## fuzz: a short run of every fuzz target (the seed corpora run in `make test`)
 fuzz:
 	$(GO) test ./functions -run '^$$' -fuzz FuzzQueueMessage -fuzztime 30s
+	$(GO) test ./functions -run '^$$' -fuzz FuzzDecodeEnvelope -fuzztime 30s
+	$(GO) test ./poll -run '^$$' -fuzz FuzzMessageValidate -fuzztime 30s
 	$(GO) test ./internal/clusterservice -run '^$$' -fuzz FuzzParseInternalID -fuzztime 30s
 
 clean:
