@@ -44,12 +44,7 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 	} else if timer.IsPastDue {
 		inv.Log.Info("timer is past due")
 	}
-	// The next scan sends a fresher message for every operation still
-	// pending; poll drops the ones it reaches after that.
-	var supersededAt time.Time
-	if timer.Next.After(f.now()) {
-		supersededAt = timer.Next.UTC()
-	}
+	supersededAt := nextScan(timer, f.now())
 	messages := []poll.Message{}
 	for p, err := range f.DB.PendingOperations(ctx) {
 		if errors.Is(err, database.ErrMalformed) {
@@ -67,3 +62,26 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		ReturnValue: len(messages),
 	}, nil
 }
+
+// nextScan returns when the scan after this one is due, or the zero time when
+// the timer payload does not tell. By then that scan has sent a fresher
+// message for every operation still pending, and poll drops older ones.
+//
+// The host builds ScheduleStatus before it records the run it is making:
+// Last is the previous occurrence and Next this one. The one after is a
+// schedule interval later; a payload that says otherwise (first run, a stale
+// status after downtime) gives no expiry.
+func nextScan(timer functions.TimerInfo, now time.Time) time.Time {
+	if timer.Last.IsZero() || !timer.Next.After(timer.Last) {
+		return time.Time{}
+	}
+	next := timer.Next.Add(timer.Next.Sub(timer.Last))
+	if !next.After(now) || next.Sub(now) > maxMessageLife {
+		return time.Time{}
+	}
+	return next.UTC()
+}
+
+// maxMessageLife bounds the interval nextScan trusts: beyond it the status is
+// stale (the app was stopped for a while) rather than the schedule.
+const maxMessageLife = time.Hour

@@ -84,10 +84,15 @@ func TestScanMessagesExpireAtTheNextScan(t *testing.T) {
 		timer string
 		want  time.Time
 	}{
-		"next in the future": {`{"ScheduleStatus":{"Last":"2026-11-30T11:59:50+00:00","Next":"2026-11-30T12:00:10+00:00"},"IsPastDue":false}`,
+		// The host's payload: Last is the previous occurrence, Next this one.
+		"regular run": {`{"ScheduleStatus":{"Last":"2026-11-30T11:59:50+00:00","Next":"2026-11-30T12:00:00+00:00"},"IsPastDue":false}`,
 			now.Add(10 * time.Second)},
+		"first run":          {`{"ScheduleStatus":{"Last":"0001-01-01T00:00:00","Next":"2026-11-30T12:00:00+00:00"},"IsPastDue":false}`, time.Time{}},
 		"no schedule status": {`{"ScheduleStatus":null,"IsPastDue":false}`, time.Time{}},
-		"next already past":  {`{"ScheduleStatus":{"Next":"2026-11-30T11:00:00+00:00"},"IsPastDue":true}`, time.Time{}},
+		"stale status after downtime": {`{"ScheduleStatus":{"Last":"2026-11-29T10:00:00+00:00","Next":"2026-11-30T12:00:00+00:00"},"IsPastDue":true}`,
+			time.Time{}},
+		"late run, next scan already due": {`{"ScheduleStatus":{"Last":"2026-11-30T11:59:30+00:00","Next":"2026-11-30T11:59:40+00:00"},"IsPastDue":true}`,
+			time.Time{}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			inv := &functions.Invocation{Function: "scan", Log: slog.New(slog.DiscardHandler),

@@ -161,13 +161,19 @@ func (h *holding) set(e azcore.ETag) {
 }
 
 // keep renews the lock every third of its TTL until done. The lease is
-// counted from the moment the last successful write was sent; once less than
-// a safety margin of it is left, the work is canceled whatever the store says.
+// counted from the moment the last successful write was sent and ends a
+// safety margin before the TTL would; no renewal may outlast it, and the work
+// is canceled as soon as it ends, whatever the store says.
 func (l *Locker) keep(ctx context.Context, id, owner string, ttl time.Duration, since time.Time,
 	held *holding, done <-chan struct{}, cancel context.CancelCauseFunc, log *slog.Logger) {
 	margin := min(ttl/5, 2*time.Second)
 	interval := ttl / 3
-	expiry := time.NewTimer(time.Until(since.Add(ttl - margin)))
+	leaseEnd := since.Add(ttl - margin)
+	lost := func(err error) {
+		log.Error("subscription lock lost; canceling the work under it", "error", err)
+		cancel(fmt.Errorf("%w: %w", ErrLost, err))
+	}
+	expiry := time.NewTimer(time.Until(leaseEnd))
 	defer expiry.Stop()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -178,25 +184,38 @@ func (l *Locker) keep(ctx context.Context, id, owner string, ttl time.Duration, 
 		case <-ctx.Done():
 			return
 		case <-expiry.C:
-			log.Error("subscription lock not renewed in time; canceling the work under it")
-			cancel(fmt.Errorf("%w: not renewed within %s", ErrLost, ttl-margin))
+			lost(fmt.Errorf("not renewed within %s", ttl-margin))
 			return
 		case <-tick.C:
-			sent := time.Now()
-			rctx, rcancel := context.WithTimeout(ctx, interval)
-			etag, err := l.store.Renew(rctx, id, owner, ttl, held.get())
-			rcancel()
-			switch {
-			case err == nil:
-				held.set(etag)
-				expiry.Reset(sent.Add(ttl - margin).Sub(time.Now()))
-			case errors.Is(err, database.ErrPreconditionFailed) || errors.Is(err, database.ErrNotFound):
-				log.Error("subscription lock taken over; canceling the work under it", "error", err)
-				cancel(fmt.Errorf("%w: %w", ErrLost, err))
-				return
-			default:
-				log.Warn("renewing the subscription lock failed; will retry", "error", err)
-			}
+		}
+		sent := time.Now()
+		if !sent.Before(leaseEnd) { // the tick won a race with the expiry
+			lost(fmt.Errorf("not renewed within %s", ttl-margin))
+			return
+		}
+		rctx, rcancel := context.WithDeadline(ctx, minTime(sent.Add(interval), leaseEnd))
+		etag, err := l.store.Renew(rctx, id, owner, ttl, held.get())
+		rcancel()
+		switch {
+		case err == nil:
+			held.set(etag)
+			leaseEnd = sent.Add(ttl - margin)
+			expiry.Reset(time.Until(leaseEnd))
+		case errors.Is(err, database.ErrPreconditionFailed) || errors.Is(err, database.ErrNotFound):
+			lost(fmt.Errorf("taken over: %w", err))
+			return
+		case !time.Now().Before(leaseEnd):
+			lost(fmt.Errorf("renewal failed past the lease: %w", err))
+			return
+		default:
+			log.Warn("renewing the subscription lock failed; will retry", "error", err)
 		}
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/internal/database"
@@ -160,4 +161,37 @@ func runLockTests(t *testing.T, newEnv func(t *testing.T) env) {
 		err = lock.New(e.store, opts(time.Minute)).Do(cctx, "sub-cancel", "opstatus", func(context.Context) error { return nil })
 		require.ErrorIs(t, err, context.Canceled)
 	})
+}
+
+// hangingRenewals never answers a renewal until its context ends, as a
+// partitioned store would; it records when the lock was created.
+type hangingRenewals struct {
+	database.LockStore
+	created time.Time
+}
+
+func (h *hangingRenewals) Create(ctx context.Context, id, owner string, ttl time.Duration) (azcore.ETag, error) {
+	h.created = time.Now()
+	return h.LockStore.Create(ctx, id, owner, ttl)
+}
+
+func (h *hangingRenewals) Renew(ctx context.Context, _, _ string, _ time.Duration, _ azcore.ETag) (azcore.ETag, error) {
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+
+// A renewal that hangs must not keep the work going past the lease: the work
+// is canceled before the lock item can expire and someone else take it.
+func TestHangingRenewalsCancelTheWorkBeforeTheLeaseEnds(t *testing.T) {
+	const ttl = 3 * time.Second
+	store := &hangingRenewals{LockStore: database.NewMemoryClient(ttl).Locks()}
+	var canceled time.Time
+	err := lock.New(store, lock.Options{Wait: time.Second}).Do(context.Background(), "sub", "opstatus", func(ctx context.Context) error {
+		<-ctx.Done()
+		canceled = time.Now()
+		return context.Cause(ctx)
+	})
+	require.ErrorIs(t, err, lock.ErrLost)
+	require.True(t, canceled.Before(store.created.Add(ttl)),
+		"work canceled %s after the lock was created, at or past its %s TTL", canceled.Sub(store.created), ttl)
 }

@@ -1,0 +1,126 @@
+package chaos
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/internal/database"
+)
+
+// lockTaker is the simulated frontend: it takes subscription locks at
+// random, through the proxy, and holds each for a while, renewing it every
+// third of the TTL as the frontend does while it works. It writes nothing
+// else.
+type lockTaker struct {
+	fe   *frontend.Frontend
+	subs []string
+	ttl  time.Duration
+	// hold bounds how long a lock is kept; some holds outlast opstatus's
+	// 10 s wait for the lock on purpose.
+	minHold, maxHold time.Duration
+	// pause bounds the rest between two attempts.
+	minPause, maxPause time.Duration
+
+	mu  sync.Mutex
+	rng *rand.Rand
+
+	holds, busy, renewals, renewFailures, errors atomic.Int64
+	held                                         atomic.Int64 // nanoseconds held in total
+}
+
+func (l *lockTaker) between(lo, hi time.Duration) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return lo + time.Duration(l.rng.Int64N(int64(hi-lo)+1))
+}
+
+func (l *lockTaker) pick() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.subs[l.rng.IntN(len(l.subs))]
+}
+
+// run takes locks until ctx ends; the lock it holds then is released.
+func (l *lockTaker) run(ctx context.Context) {
+	for sleepCtx(ctx, l.between(l.minPause, l.maxPause)) {
+		l.holdOne(ctx, l.pick())
+	}
+}
+
+func (l *lockTaker) holdOne(ctx context.Context, sub string) {
+	// Every request names its owner, as opstatus's do, so that the
+	// proxy's write log attributes it.
+	octx := database.WithOwner(ctx, frontendOwner)
+	lock, ok, err := l.fe.TryLock(octx, sub, frontendOwner)
+	if err != nil {
+		l.errors.Add(1)
+		return
+	}
+	if !ok {
+		l.busy.Add(1)
+		return
+	}
+	l.holds.Add(1)
+	start := time.Now()
+	until := start.Add(l.between(l.minHold, l.maxHold))
+	for time.Now().Before(until) {
+		if !sleepCtx(ctx, min(l.ttl/3, time.Until(until))) {
+			break
+		}
+		if !time.Now().Before(until) {
+			break
+		}
+		next, err := l.fe.Renew(octx, lock)
+		if err != nil {
+			// The lease may be gone: stop "working" at once.
+			l.renewFailures.Add(1)
+			break
+		}
+		l.renewals.Add(1)
+		lock = next
+	}
+	l.held.Add(int64(time.Since(start)))
+	uctx, cancel := context.WithTimeout(database.WithOwner(context.WithoutCancel(ctx), frontendOwner), 10*time.Second)
+	defer cancel()
+	if err := l.fe.Unlock(uctx, lock); err != nil {
+		l.errors.Add(1)
+	}
+}
+
+// killer sends SIGKILL to the handler at random moments; the host emulator
+// starts a new one each time.
+type killer struct {
+	e        *env
+	min, max time.Duration
+	rng      *rand.Rand
+
+	kills atomic.Int64
+	mu    sync.Mutex
+	at    []time.Time
+}
+
+// run kills until ctx ends, waiting after each kill until the new handler
+// answers.
+func (k *killer) run(ctx context.Context) {
+	for sleepCtx(ctx, k.min+time.Duration(k.rng.Int64N(int64(k.max-k.min)+1))) {
+		in := k.e.s.Host.Instances()[0]
+		pid := in.PID()
+		if pid == 0 {
+			continue
+		}
+		if err := in.Kill(); err != nil {
+			continue
+		}
+		k.kills.Add(1)
+		k.mu.Lock()
+		k.at = append(k.at, time.Now())
+		k.mu.Unlock()
+		waitFor(ctx, time.Minute, 50*time.Millisecond, func() bool {
+			return in.PID() != pid && in.PID() != 0 && in.Port() != 0
+		})
+	}
+}

@@ -1,0 +1,312 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/dev/clustersim"
+	"github.com/opstatus/opstatus/dev/faultproxy"
+	"github.com/opstatus/opstatus/dev/frontend"
+)
+
+// chaosConfig sizes a chaos run.
+type chaosConfig struct {
+	name             string
+	ops, subs        int
+	waves            int           // the operations arrive in this many waves, one per scan interval
+	minLife, maxLife time.Duration // a lifecycle ends this long after its operation arrives
+	chaosFor         time.Duration // the chaos phase ends when everything settled, or after this
+	calmFor          time.Duration // then faults stop; everything must settle within this
+	killMin, killMax time.Duration // pause between two kills of the handler
+	lockTakers       int
+}
+
+// configFromEnv returns the bounded run of make test, or the soak when
+// OPSTATUS_SOAK or -soak asks for it.
+func configFromEnv(t *testing.T) chaosConfig {
+	t.Helper()
+	c := chaosConfig{
+		name: "bounded", ops: 500, subs: 10, waves: 1,
+		minLife: 3 * time.Second, maxLife: 45 * time.Second,
+		chaosFor: 90 * time.Second, calmFor: 60 * time.Second,
+		killMin: 8 * time.Second, killMax: 20 * time.Second,
+		lockTakers: 1,
+	}
+	soak := os.Getenv("OPSTATUS_SOAK")
+	if soak == "" && !*soakFlag {
+		return c
+	}
+	d := 20 * time.Minute
+	if v, err := time.ParseDuration(soak); err == nil && v > 0 {
+		d = v
+	}
+	// Operations keep arriving over most of the soak, so that the chaos
+	// always has work in flight to break.
+	c.waves = max(int(d*8/10/scanInterval), 1)
+	c.name, c.ops = "soak "+d.String(), 25*c.waves
+	c.maxLife = 90 * time.Second
+	c.chaosFor, c.calmFor = d, 3*time.Minute
+	c.lockTakers = 2
+	return c
+}
+
+// The malformed messages queued on purpose: only they may end in the poison
+// queue.
+var malformed = []string{
+	`not json at all`,
+	`{"subscriptionId":"../etc","operationId":"x"}`,
+	`{}`,
+}
+
+// proxyFaults are the Cosmos faults of the chaos phase, on the handler's
+// requests only (its User-Agent starts with opstatus): the simulated
+// frontend's lock traffic passes untouched so that its holds are what it
+// decided.
+func proxyFaults() faultproxy.Faults {
+	return faultproxy.Faults{
+		Rate429: 0.02, Rate503: 0.01, RateTimeout: 0.005, RateDrop: 0.005, RateDropAfterForward: 0.01,
+		Timeout: 3 * time.Second, RetryAfter: 100 * time.Millisecond,
+		Match: func(r faultproxy.Request) bool { return strings.Contains(r.Header.Get("User-Agent"), "opstatus") },
+	}
+}
+
+// simFaults are the Cluster Service faults of the chaos phase: 5xx,
+// timeouts past the client's 10 s, latency and spikes. None of them changes
+// a lifecycle, so none may change a terminal state.
+func simFaults() clustersim.Faults {
+	return clustersim.Faults{
+		Latency: clustersim.Duration(15 * time.Millisecond), LatencyJitter: clustersim.Duration(10 * time.Millisecond),
+		ErrorRate: 0.05, TimeoutRate: 0.01, Timeout: clustersim.Duration(12 * time.Second),
+		SpikeRate: 0.03, Spike: clustersim.Duration(2 * time.Second),
+	}
+}
+
+// TestChaos runs the whole system under Cosmos and Cluster Service faults,
+// handler kills and a frontend taking locks at random, then checks that
+// every operation ended as its script implies, that the Resources items
+// followed, that no write broke a subscription lock, that only malformed
+// messages were poisoned, and that every operation was notified.
+func TestChaos(t *testing.T) {
+	cfg := configFromEnv(t)
+	runSeed := seed(t)
+	t.Logf("chaos run %q, seed %d (OPSTATUS_CHAOS_SEED=%d reproduces the draws)", cfg.name, runSeed, runSeed)
+	rng := rand.New(rand.NewPCG(uint64(runSeed), 1))
+	ctx := context.Background()
+	lockTTL := 5 * time.Second
+
+	e := startEnv(t, envOptions{lockTTL: lockTTL, seed: runSeed})
+	subs := subscriptions(cfg.subs, "chaos")
+	ops := scenario(rng, subs, cfg.ops, cfg.minLife, cfg.maxLife, "x")
+
+	// Faults first, so that the very first scans and polls meet them.
+	e.proxy.SetFaults(proxyFaults())
+	require.NoError(t, e.s.Sim.SetFaults(simFaults()))
+
+	seeded := time.Now()
+	for _, m := range malformed {
+		e.enqueueRaw(ctx, m)
+	}
+	// The first wave now, the others one scan interval apart.
+	perWave := (len(ops) + cfg.waves - 1) / cfg.waves
+	wave := func(i int) []op { return ops[min(i*perWave, len(ops)):min((i+1)*perWave, len(ops))] }
+	require.NoError(t, seedOps(ctx, e.s.Sim, e.s.Frontend, e.s.ARMURL, wave(0)))
+	t.Logf("seeded %d operations over %d subscriptions (%d waves) in %s: %v", len(wave(0)), len(subs), cfg.waves,
+		time.Since(seeded).Round(time.Millisecond), countKinds(ops))
+	allSeeded := make(chan error, 1)
+	go func() {
+		for i := 1; i < cfg.waves; i++ {
+			time.Sleep(time.Until(seeded.Add(time.Duration(i) * scanInterval)))
+			if err := seedOps(ctx, e.s.Sim, e.s.Frontend, e.s.ARMURL, wave(i)); err != nil {
+				allSeeded <- err
+				return
+			}
+		}
+		allSeeded <- nil
+	}()
+	var seedErr error
+	seedingDone := false
+
+	chaosCtx, stopChaos := context.WithCancel(ctx)
+	var actors sync.WaitGroup
+	kill := &killer{e: e, min: cfg.killMin, max: cfg.killMax, rng: rand.New(rand.NewPCG(uint64(runSeed), 2))}
+	actors.Go(func() { kill.run(chaosCtx) })
+	taker := &lockTaker{
+		fe: e.proxiedFrontend(), subs: subs, ttl: lockTTL,
+		minHold: time.Second, maxHold: 12 * time.Second, minPause: time.Second, maxPause: 5 * time.Second,
+		rng: rand.New(rand.NewPCG(uint64(runSeed), 3)),
+	}
+	for range cfg.lockTakers {
+		actors.Go(func() { taker.run(chaosCtx) })
+	}
+
+	// settledNow reads every operation and the poison queue.
+	leftWhen := map[time.Duration]int{}
+	settledNow := func() bool {
+		if !seedingDone {
+			select {
+			case seedErr = <-allSeeded:
+				seedingDone = true
+			default:
+				return false
+			}
+		}
+		if seedErr != nil {
+			return true // reported below
+		}
+		items, err := e.db.operations(ctx)
+		if err != nil {
+			return false
+		}
+		done, left := settled(items, ops)
+		leftWhen[time.Since(seeded).Truncate(10*time.Second)] = left
+		poison, err := e.poisoned(ctx)
+		// The malformed messages reach the poison queue after five tries,
+		// each behind whatever backlog the queue holds.
+		return done && err == nil && len(poison) >= len(malformed)
+	}
+	settledInChaos := waitFor(ctx, cfg.chaosFor, 2*time.Second, settledNow)
+	chaosEnded := time.Now()
+	stopChaos()
+	actors.Wait()
+	e.proxy.SetFaults(faultproxy.Faults{})
+	require.NoError(t, e.s.Sim.SetFaults(clustersim.Faults{}))
+	t.Logf("chaos phase: %s, settled under chaos: %v", chaosEnded.Sub(seeded).Round(time.Second), settledInChaos)
+	require.NoError(t, seedErr)
+
+	settledCalm := settledInChaos || waitFor(ctx, cfg.calmFor, 2*time.Second, settledNow)
+	settledAt := time.Now()
+	// A last scan after everything settled must find nothing pending.
+	lastScan := invocation{Pending: -1}
+	scanned := waitFor(ctx, 2*scanInterval, 500*time.Millisecond, func() bool {
+		for _, inv := range e.inv.all() {
+			if inv.Function == "scan" && inv.At.After(settledAt) && inv.Pending >= 0 {
+				lastScan = inv
+				return true
+			}
+		}
+		return false
+	})
+	elapsed := time.Since(seeded)
+	opItems, err := e.db.operations(ctx)
+	require.NoError(t, err)
+	resItems, err := e.db.resources(ctx)
+	require.NoError(t, err)
+	poison, err := e.poisoned(ctx)
+	require.NoError(t, err)
+	// Stopping the host first completes the write log.
+	require.NoError(t, e.Close())
+	notified := notifications(e)
+	writes := e.proxy.Writes()
+	violations := faultproxy.LockViolations(writes, lockTTL, nil)
+	leases := faultproxy.Leases(writes, lockTTL, nil)
+
+	// The figures come first, so that a failing run still reports them.
+	rep := &report{cfg: cfg, seed: runSeed, ops: ops, elapsed: elapsed, chaosFor: chaosEnded.Sub(seeded),
+		settledInChaos: settledInChaos, env: e, kill: kill, taker: taker, writes: writes, leases: leases,
+		violations: violations, notified: notified, poison: poison, progress: leftWhen}
+	t.Log("\n" + rep.String())
+
+	require.True(t, settledCalm, "every operation ends and is notified within %s of the end of the chaos", cfg.calmFor)
+	require.Empty(t, checkOutcome(ops, opItems, resItems), "final items match the scripted lifecycles")
+	require.Empty(t, violations, "no write to a subscription's items while another owner held its lock, or while its writer held none")
+	require.Empty(t, writeLogProblems(ops, writes), "the write log holds only opstatus's data writes, and only the expected deletes")
+	require.Equal(t, sortedCopy(malformed), poison, "the poison queue holds only the malformed messages")
+	require.Equal(t, int64(len(malformed)), e.s.Host.Counters().MessagesPoisoned, "nothing else was poisoned")
+	require.Zero(t, e.inv.outcomes("poll")["HTTP 500"], "no poll failed unexpectedly (500)")
+	require.Empty(t, notificationProblems(ops, opItems, notified), "every terminal operation notified with its final status")
+	require.True(t, scanned, "a scan ran after everything settled")
+	require.Zero(t, lastScan.Pending, "the scan after settling finds nothing pending")
+	require.Positive(t, kill.kills.Load(), "the handler was killed")
+	require.Positive(t, taker.holds.Load(), "the frontend held locks")
+	require.Positive(t, rep.faultTotal(), "faults were injected")
+}
+
+// notifications groups the ARM notifications by operation (the last path
+// segment of the notification URI).
+func notifications(e *env) map[string][]map[string]any {
+	out := map[string][]map[string]any{}
+	for _, n := range e.s.ARM.Received() {
+		id := n.Path[strings.LastIndex(n.Path, "/")+1:]
+		out[id] = append(out[id], n.Body)
+	}
+	return out
+}
+
+// notificationProblems lists the terminal operations not notified, and the
+// notifications whose status is not the operation's final one.
+func notificationProblems(ops []op, opItems map[string]item, notified map[string][]map[string]any) []string {
+	var bad []string
+	known := map[string]bool{}
+	for _, o := range ops {
+		known[o.ID] = true
+		final := opItems[o.ID].str("status")
+		if !terminal(final) {
+			continue
+		}
+		got := notified[o.ID]
+		if len(got) == 0 {
+			bad = append(bad, o.ID+": never notified")
+		}
+		for _, n := range got {
+			if n["status"] != final || n["name"] != o.ID {
+				bad = append(bad, fmt.Sprintf("%s: notified %v/%v, final status %s", o.ID, n["name"], n["status"], final))
+			}
+		}
+	}
+	for id := range notified {
+		if !known[id] {
+			bad = append(bad, "notification for unknown operation "+id)
+		}
+	}
+	slices.Sort(bad)
+	return bad
+}
+
+// writeLogProblems checks the proxy's write log: every Operations and
+// Resources write carries an opstatus owner (the frontend writes only lock
+// items during the run), no operation item is deleted, and the only
+// Resources deletes are of items a finished delete removes.
+func writeLogProblems(ops []op, writes []faultproxy.Write) []string {
+	removable := map[string]bool{}
+	for _, o := range ops {
+		for _, it := range o.Items {
+			if it.Removed {
+				removable[it.ID] = true
+			}
+		}
+	}
+	var bad []string
+	for _, w := range writes {
+		if w.Container == frontend.LocksContainer {
+			continue
+		}
+		if !strings.HasPrefix(w.Owner, "opstatus/") {
+			bad = append(bad, fmt.Sprintf("%s %s/%s by %q (User-Agent %q)", w.Kind, w.Container, w.ItemID, w.Owner, w.UserAgent))
+		}
+		if w.Kind == faultproxy.KindDelete && (w.Container != frontend.ResourcesContainer || !removable[w.ItemID]) {
+			bad = append(bad, fmt.Sprintf("unexpected delete of %s/%s", w.Container, w.ItemID))
+		}
+	}
+	return bad
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
