@@ -169,10 +169,11 @@ func (l *Locker) keep(ctx context.Context, id, owner string, ttl time.Duration, 
 	margin := min(ttl/5, 2*time.Second)
 	interval := ttl / 3
 	leaseEnd := since.Add(ttl - margin)
-	lost := func(err error) {
-		log.Error("subscription lock lost; canceling the work under it", "error", err)
+	lost := func(msg string, err error) {
+		log.Error(msg+"; canceling the work under it", "error", err)
 		cancel(fmt.Errorf("%w: %w", ErrLost, err))
 	}
+	late := fmt.Errorf("not renewed within %s", ttl-margin)
 	expiry := time.NewTimer(time.Until(leaseEnd))
 	defer expiry.Stop()
 	tick := time.NewTicker(interval)
@@ -184,13 +185,13 @@ func (l *Locker) keep(ctx context.Context, id, owner string, ttl time.Duration, 
 		case <-ctx.Done():
 			return
 		case <-expiry.C:
-			lost(fmt.Errorf("not renewed within %s", ttl-margin))
+			lost("subscription lock not renewed in time", late)
 			return
 		case <-tick.C:
 		}
 		sent := time.Now()
 		if !sent.Before(leaseEnd) { // the tick won a race with the expiry
-			lost(fmt.Errorf("not renewed within %s", ttl-margin))
+			lost("subscription lock not renewed in time", late)
 			return
 		}
 		rctx, rcancel := context.WithDeadline(ctx, minTime(sent.Add(interval), leaseEnd))
@@ -202,10 +203,10 @@ func (l *Locker) keep(ctx context.Context, id, owner string, ttl time.Duration, 
 			leaseEnd = sent.Add(ttl - margin)
 			expiry.Reset(time.Until(leaseEnd))
 		case errors.Is(err, database.ErrPreconditionFailed) || errors.Is(err, database.ErrNotFound):
-			lost(fmt.Errorf("taken over: %w", err))
+			lost("subscription lock taken over", err)
 			return
 		case !time.Now().Before(leaseEnd):
-			lost(fmt.Errorf("renewal failed past the lease: %w", err))
+			lost("subscription lock not renewed in time", fmt.Errorf("%w: %w", late, err))
 			return
 		default:
 			log.Warn("renewing the subscription lock failed; will retry", "error", err)
