@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/opstatus/opstatus/functions"
@@ -56,6 +57,10 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		}
 		messages = append(messages, poll.Message{SubscriptionID: p.PartitionKey, OperationID: p.ID, SupersededAt: supersededAt})
 	}
+	// When polls cannot keep up, the messages still queued at the next scan
+	// are dropped as superseded; a fresh order each scan keeps that from
+	// always falling on the same operations at the end of the listing.
+	rand.Shuffle(len(messages), func(i, j int) { messages[i], messages[j] = messages[j], messages[i] })
 	inv.Log.Info("scanned", "pending", len(messages))
 	return &functions.Result{
 		Outputs:     map[string]any{OutputBinding: messages},
