@@ -41,6 +41,12 @@ type Locker struct {
 
 	ttlOnce sync.Mutex
 	ttl     time.Duration
+
+	// turns queues this process's own callers per subscription, so that
+	// they take the Cosmos lock one after another instead of each meeting a
+	// 409 and sleeping a retry interval. Entries are one small channel per
+	// subscription this process has written to.
+	turns sync.Map // lowercase subscription ID -> chan struct{} (capacity 1)
 }
 
 // New returns a Locker; the lock TTL is read from the store on first use.
@@ -85,7 +91,13 @@ func (l *Locker) Do(ctx context.Context, subscriptionID, owner string, fn func(c
 	id := strings.ToLower(subscriptionID)
 	log := l.opts.Logger.With("subscription_id", id, "lock_owner", owner)
 
-	etag, acquired, err := l.acquire(ctx, id, owner, ttl)
+	deadline := time.Now().Add(l.opts.Wait)
+	release, err := l.takeTurn(ctx, id, deadline)
+	if err != nil {
+		return err
+	}
+	defer release()
+	etag, acquired, err := l.acquire(ctx, id, owner, ttl, deadline)
 	if err != nil {
 		return err
 	}
@@ -119,10 +131,27 @@ func (l *Locker) Do(ctx context.Context, subscriptionID, owner string, fn func(c
 	return workErr
 }
 
-// acquire creates the lock item, retrying while someone else holds it. It
-// returns when the successful create was sent: the lease runs from there.
-func (l *Locker) acquire(ctx context.Context, id, owner string, ttl time.Duration) (azcore.ETag, time.Time, error) {
-	deadline := time.Now().Add(l.opts.Wait)
+// takeTurn waits until no other caller in this process holds or waits on
+// id's lock ahead of this one, or until deadline.
+func (l *Locker) takeTurn(ctx context.Context, id string, deadline time.Time) (release func(), err error) {
+	v, _ := l.turns.LoadOrStore(id, make(chan struct{}, 1))
+	turn := v.(chan struct{})
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case turn <- struct{}{}:
+		return func() { <-turn }, nil
+	case <-timer.C:
+		return nil, fmt.Errorf("%w (waited %s behind this process's other work on it)", ErrHeld, l.opts.Wait)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("acquire lock: %w", context.Cause(ctx))
+	}
+}
+
+// acquire creates the lock item, retrying while someone else holds it, until
+// deadline. It returns when the successful create was sent: the lease runs
+// from there.
+func (l *Locker) acquire(ctx context.Context, id, owner string, ttl time.Duration, deadline time.Time) (azcore.ETag, time.Time, error) {
 	for {
 		sent := time.Now()
 		etag, err := l.store.Create(ctx, id, owner, ttl)

@@ -3,6 +3,8 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -194,4 +196,38 @@ func TestHangingRenewalsCancelTheWorkBeforeTheLeaseEnds(t *testing.T) {
 	require.ErrorIs(t, err, lock.ErrLost)
 	require.True(t, canceled.Before(store.created.Add(ttl)),
 		"work canceled %s after the lock was created, at or past its %s TTL", canceled.Sub(store.created), ttl)
+}
+
+// Callers in one process take turns locally: none of them meets a 409 and
+// sleeps a retry interval, and the work never overlaps.
+func TestCallersInOneProcessTakeTurns(t *testing.T) {
+	m := database.NewMemoryClient(5 * time.Second)
+	var creates atomic.Int64
+	m.Hook = func(call string) error {
+		if call == "Lock.Create" {
+			creates.Add(1)
+		}
+		return nil
+	}
+	l := lock.New(m.Locks(), lock.Options{Wait: 10 * time.Second, RetryInterval: time.Second})
+	var inside, overlaps atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := l.Do(context.Background(), "sub", fmt.Sprint("owner-", i), func(context.Context) error {
+				if inside.Add(1) > 1 {
+					overlaps.Add(1)
+				}
+				time.Sleep(5 * time.Millisecond)
+				inside.Add(-1)
+				return nil
+			})
+			require.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	require.Zero(t, overlaps.Load())
+	require.Equal(t, int64(20), creates.Load(), "every caller created the lock item once, none met a 409")
 }
