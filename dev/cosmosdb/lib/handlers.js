@@ -354,6 +354,34 @@ const patchDocument = handler(async (account, req, res, params) => {
   return written(req, res, 200, result.body);
 });
 
+// Query results by continuation token. The stock engine re-reads every item
+// of the container for each page, so paging through N items cost O(N^2); a
+// query's full result is computed once, on its first page, and later pages
+// are sliced from it (like Cosmos, a query is not a snapshot across pages
+// anyway). Entries expire after a minute.
+const queryPages = new Map(); // token -> { items, expires }
+const QUERY_PAGE_TTL_MS = 60 * 1000;
+
+function pageOf(token, offset, maxItemCount) {
+  const now = Date.now();
+  for (const [key, entry] of queryPages) {
+    if (entry.expires < now) queryPages.delete(key);
+  }
+  const entry = queryPages.get(token);
+  if (!entry) {
+    throw badRequest("The continuation token has expired or is not valid.");
+  }
+  const size = maxItemCount > 0 ? maxItemCount : entry.items.length;
+  const result = entry.items.slice(offset, offset + size);
+  const next = offset + result.length;
+  if (next >= entry.items.length) {
+    queryPages.delete(token);
+    return { result, continuation: null };
+  }
+  entry.expires = now + QUERY_PAGE_TTL_MS;
+  return { result, continuation: { opstatusQuery: token, offset: next } };
+}
+
 // Queries run over the live items of the request's partition, or of all
 // partitions for a cross-partition query.
 const queryDocuments = handler((account, req, res, params) =>
@@ -361,6 +389,9 @@ const queryDocuments = handler((account, req, res, params) =>
     const body = await readJSON(req);
     if (!body || typeof body.query !== "string") {
       throw badRequest("The query is missing.");
+    }
+    if (continuation && typeof continuation.opstatusQuery === "string") {
+      return pageOf(continuation.opstatusQuery, continuation.offset | 0, maxItemCount);
     }
     const container = containerOf(account, params);
     const { documents } = container;
@@ -380,18 +411,22 @@ const queryDocuments = handler((account, req, res, params) =>
       }
     }
 
+    let all;
     try {
-      return query.exec(items, {
+      all = query.exec(items, {
         parameters: body.parameters,
         udf: documents._userDefinedFunctions(),
-        maxItemCount,
-        continuation,
+        maxItemCount: null,
+        continuation: null,
         compositeIndexes:
           (container.props.indexingPolicy || {}).compositeIndexes || []
       });
     } catch (err) {
       throw badRequest(err.message);
     }
+    const token = randomUUID();
+    queryPages.set(token, { items: all.result, expires: Date.now() + QUERY_PAGE_TTL_MS });
+    return pageOf(token, 0, maxItemCount);
   })
 );
 
