@@ -13,11 +13,12 @@ import (
 type Message struct {
 	SubscriptionID string `json:"subscriptionId"`
 	OperationID    string `json:"operationId"`
-	// SupersededAt, when set, is the next scheduled scan: by then a fresher
-	// message for the operation is on its way, so a poll that starts later
-	// drops this one. It keeps a backlog from costing more than one Cluster
-	// Service call per operation per scan interval.
-	SupersededAt time.Time `json:"supersededAt,omitzero"`
+	// ScanInterval, when set, is the scan schedule's interval in seconds.
+	// A message that has waited in the queue longer than that has been
+	// superseded by a fresher one from the next scan, and poll drops it: a
+	// backlog then costs no more than one Cluster Service call per operation
+	// per interval, and the queue stays bounded.
+	ScanInterval int `json:"scanInterval,omitempty"`
 }
 
 // maxIDLength bounds ids well above any GUID or Cosmos id the frontend writes.
@@ -27,6 +28,9 @@ const maxIDLength = 255
 func (m Message) Validate() error {
 	if err := checkID("subscriptionId", m.SubscriptionID); err != nil {
 		return err
+	}
+	if m.ScanInterval < 0 {
+		return fmt.Errorf("scanInterval %d is negative", m.ScanInterval)
 	}
 	return checkID("operationId", m.OperationID)
 }
@@ -49,4 +53,11 @@ func checkID(field, v string) error {
 		return fmt.Errorf("%s %q holds a control or space character", field, v)
 	}
 	return nil
+}
+
+// superseded reports whether a message inserted into the queue at inserted
+// has waited longer than its scan interval by now.
+func (m Message) superseded(inserted, now time.Time) bool {
+	return m.ScanInterval > 0 && !inserted.IsZero() &&
+		now.Sub(inserted) > time.Duration(m.ScanInterval)*time.Second
 }

@@ -90,8 +90,8 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		return nil, functions.BadRequest(fmt.Errorf("queue message: %w", err))
 	}
 	log := inv.Log.With("subscription_id", msg.SubscriptionID, "operation_id", msg.OperationID)
-	if !msg.SupersededAt.IsZero() && f.now().After(msg.SupersededAt) {
-		log.Debug("message superseded by a later scan; dropped", "superseded_at", msg.SupersededAt)
+	if inserted := inv.QueueMetadata().InsertionTime; msg.superseded(inserted, f.now()) {
+		log.Debug("message superseded by a later scan; dropped", "inserted", inserted)
 		return &functions.Result{ReturnValue: OutcomeSuperseded}, nil
 	}
 	outcome, err := f.Poll(ctx, log, msg, f.Owner+"/"+ownerSuffix(inv.ID))

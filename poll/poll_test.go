@@ -515,18 +515,37 @@ func TestSupersededMessagesAreDroppedWithoutWork(t *testing.T) {
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
 	f.cs.set(clusterCS, 200, clusterStatus("installing"))
 	f.resetCounts()
-	stale := f.now.Add(-time.Second).Format(time.RFC3339)
-	res, err := f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"op","supersededAt":"`+stale+`"}`)
+	deliver := func(msg string, inserted time.Time) (*functions.Result, error) {
+		inv := &functions.Invocation{
+			ID: "inv-2", Function: "poll", Log: slog.New(slog.DiscardHandler),
+			Data: map[string]json.RawMessage{"operation": json.RawMessage(msg)},
+			// As the host sends them: quoted strings, a string count.
+			Metadata: map[string]json.RawMessage{
+				"InsertionTime": json.RawMessage(`"` + inserted.Format(time.RFC3339) + `"`),
+				"DequeueCount":  json.RawMessage(`"1"`),
+			},
+		}
+		return f.fn.Handle(context.Background(), inv)
+	}
+	msg := `{"subscriptionId":"` + sub + `","operationId":"op","scanInterval":10}`
+
+	res, err := deliver(msg, f.now.Add(-11*time.Second))
 	require.NoError(t, err)
-	require.Equal(t, poll.OutcomeSuperseded, res.ReturnValue)
+	require.Equal(t, poll.OutcomeSuperseded, res.ReturnValue, "waited longer than a scan interval")
 	require.Zero(t, f.cs.calls())
 	require.Zero(t, f.count("GetOperation"))
 
-	fresh := f.now.Add(time.Second).Format(time.RFC3339)
-	res, err = f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"op","supersededAt":"`+fresh+`"}`)
+	res, err = deliver(`{"subscriptionId":"`+sub+`","operationId":"op"}`, f.now.Add(-time.Hour))
 	require.NoError(t, err)
-	require.Equal(t, poll.OutcomeUpdated, res.ReturnValue)
+	require.Equal(t, poll.OutcomeUpdated, res.ReturnValue, "without scanInterval a message never expires")
 
-	_, err = f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"op","supersededAt":"soon"}`)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
+	res, err = deliver(msg, f.now.Add(-9*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, poll.OutcomeUpdated, res.ReturnValue, "younger than a scan interval")
+
+	_, err = deliver(`{"subscriptionId":"`+sub+`","operationId":"op","scanInterval":"soon"}`, f.now)
+	require.Equal(t, http.StatusBadRequest, functions.StatusOf(err))
+	_, err = deliver(`{"subscriptionId":"`+sub+`","operationId":"op","scanInterval":-5}`, f.now)
 	require.Equal(t, http.StatusBadRequest, functions.StatusOf(err))
 }

@@ -23,15 +23,6 @@ const (
 // Function scans for pending operations.
 type Function struct {
 	DB database.DBClient
-	// Now is the clock; default time.Now.
-	Now func() time.Time
-}
-
-func (f *Function) now() time.Time {
-	if f.Now != nil {
-		return f.Now()
-	}
-	return time.Now()
 }
 
 // Handle is the functions.Handler of scan. It answers 500 if the listing
@@ -45,7 +36,7 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 	} else if timer.IsPastDue {
 		inv.Log.Info("timer is past due")
 	}
-	supersededAt := nextScan(timer, f.now())
+	interval := scanInterval(timer)
 	messages := []poll.Message{}
 	for p, err := range f.DB.PendingOperations(ctx) {
 		if errors.Is(err, database.ErrMalformed) {
@@ -55,7 +46,7 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		if err != nil {
 			return nil, fmt.Errorf("list pending operations: %w", err)
 		}
-		messages = append(messages, poll.Message{SubscriptionID: p.PartitionKey, OperationID: p.ID, SupersededAt: supersededAt})
+		messages = append(messages, poll.Message{SubscriptionID: p.PartitionKey, OperationID: p.ID, ScanInterval: interval})
 	}
 	// When polls cannot keep up, the messages still queued at the next scan
 	// are dropped as superseded; a fresh order each scan keeps that from
@@ -68,25 +59,22 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 	}, nil
 }
 
-// nextScan returns when the scan after this one is due, or the zero time when
-// the timer payload does not tell. By then that scan has sent a fresher
-// message for every operation still pending, and poll drops older ones.
-//
-// The host builds ScheduleStatus before it records the run it is making:
-// Last is the previous occurrence and Next this one. The one after is a
-// schedule interval later; a payload that says otherwise (first run, a stale
-// status after downtime) gives no expiry.
-func nextScan(timer functions.TimerInfo, now time.Time) time.Time {
+// scanInterval returns the schedule's interval in whole seconds, or 0 when
+// the timer payload does not tell. The host builds ScheduleStatus before it
+// records the run it is making: Last is the previous occurrence and Next this
+// one. A first run (no Last), or a status left stale by downtime, gives 0:
+// the messages are then never dropped as superseded.
+func scanInterval(timer functions.TimerInfo) int {
 	if timer.Last.IsZero() || !timer.Next.After(timer.Last) {
-		return time.Time{}
+		return 0
 	}
-	next := timer.Next.Add(timer.Next.Sub(timer.Last))
-	if !next.After(now) || next.Sub(now) > maxMessageLife {
-		return time.Time{}
+	interval := timer.Next.Sub(timer.Last)
+	if interval > maxScanInterval {
+		return 0
 	}
-	return next.UTC()
+	return int((interval + time.Second - 1) / time.Second)
 }
 
-// maxMessageLife bounds the interval nextScan trusts: beyond it the status is
-// stale (the app was stopped for a while) rather than the schedule.
-const maxMessageLife = time.Hour
+// maxScanInterval bounds the interval scanInterval trusts: beyond it the
+// status is stale (the app was stopped for a while) rather than the schedule.
+const maxScanInterval = time.Hour

@@ -80,24 +80,20 @@ func TestScanFailsWhenTheListingFails(t *testing.T) {
 	require.True(t, errors.Is(err, database.ErrUnavailable))
 }
 
-func TestScanMessagesExpireAtTheNextScan(t *testing.T) {
+func TestScanMessagesCarryTheScheduleInterval(t *testing.T) {
 	db := database.NewMemoryClient(time.Second)
 	db.PutOperation(&database.Operation{ID: "1", PartitionKey: "s", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	fn := &scan.Function{DB: db, Now: func() time.Time { return now }}
+	fn := &scan.Function{DB: db}
 	for name, tc := range map[string]struct {
 		timer string
-		want  time.Time
+		want  int
 	}{
 		// The host's payload: Last is the previous occurrence, Next this one.
-		"regular run": {`{"ScheduleStatus":{"Last":"2026-11-30T11:59:50+00:00","Next":"2026-11-30T12:00:00+00:00"},"IsPastDue":false}`,
-			now.Add(10 * time.Second)},
-		"first run":          {`{"ScheduleStatus":{"Last":"0001-01-01T00:00:00","Next":"2026-11-30T12:00:00+00:00"},"IsPastDue":false}`, time.Time{}},
-		"no schedule status": {`{"ScheduleStatus":null,"IsPastDue":false}`, time.Time{}},
-		"stale status after downtime": {`{"ScheduleStatus":{"Last":"2026-11-29T10:00:00+00:00","Next":"2026-11-30T12:00:00+00:00"},"IsPastDue":true}`,
-			time.Time{}},
-		"late run, next scan already due": {`{"ScheduleStatus":{"Last":"2026-11-30T11:59:30+00:00","Next":"2026-11-30T11:59:40+00:00"},"IsPastDue":true}`,
-			time.Time{}},
+		"regular run":                    {`{"ScheduleStatus":{"Last":"2026-11-30T11:59:50+00:00","Next":"2026-11-30T12:00:00+00:00"},"IsPastDue":false}`, 10},
+		"first run":                      {`{"ScheduleStatus":{"Last":"0001-01-01T00:00:00","Next":"2026-11-30T12:00:00+00:00"},"IsPastDue":false}`, 0},
+		"no schedule status":             {`{"ScheduleStatus":null,"IsPastDue":false}`, 0},
+		"stale status after downtime":    {`{"ScheduleStatus":{"Last":"2026-11-29T10:00:00+00:00","Next":"2026-11-30T12:00:00+00:00"},"IsPastDue":true}`, 0},
+		"fraction of a second rounds up": {`{"ScheduleStatus":{"Last":"2026-11-30T11:59:59.5+00:00","Next":"2026-11-30T12:00:00+00:00"}}`, 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			inv := &functions.Invocation{Function: "scan", Log: slog.New(slog.DiscardHandler),
@@ -106,7 +102,7 @@ func TestScanMessagesExpireAtTheNextScan(t *testing.T) {
 			require.NoError(t, err)
 			msgs := res.Outputs[scan.OutputBinding].([]poll.Message)
 			require.Len(t, msgs, 1)
-			require.Equal(t, tc.want, msgs[0].SupersededAt)
+			require.Equal(t, tc.want, msgs[0].ScanInterval)
 		})
 	}
 }
