@@ -122,6 +122,9 @@ func (s *Sim) beginStatusCall(w http.ResponseWriter, r *http.Request, kind strin
 		s.writeOCMError(w, http.StatusMethodNotAllowed, fmt.Sprintf("Method '%s' is not allowed", r.Method))
 		return false
 	}
+	if s.recordCalls {
+		s.callLog.record(r.URL.Path, s.clock.Now())
+	}
 	status, reason := s.injectFaults(r.Context())
 	switch status {
 	case 0:

@@ -34,6 +34,9 @@ type Options struct {
 	Defaults Script
 	// Faults is the fault configuration at start.
 	Faults Faults
+	// RecordCalls keeps the arrival time of every status call, for Calls.
+	// Off by default: a long run would keep them all.
+	RecordCalls bool
 }
 
 // Sim is a simulated Cluster Service. It is an http.Handler and is safe for
@@ -52,6 +55,9 @@ type Sim struct {
 	rng     *rand.Rand
 
 	stats *statCounters
+
+	recordCalls bool
+	callLog     callLog
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -95,6 +101,8 @@ func New(opts Options) *Sim {
 		rng:      rand.New(rand.NewPCG(uint64(opts.Seed), 0x636c757374657273)),
 		stats:    newStatCounters(),
 		closed:   make(chan struct{}),
+
+		recordCalls: opts.RecordCalls,
 	}
 	if s.clock == nil {
 		s.clock = realClock{}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/opstatus/opstatus/internal/arm"
+	"github.com/opstatus/opstatus/internal/clusterservice"
+	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/lock"
+)
+
+// The replaced design's schedule: it lists the operations every 30 s and
+// starts a pass over them every 10 s, or at once when a pass overruns.
+const (
+	baselineListEvery = 30 * time.Second
+	baselinePassEvery = 10 * time.Second
+)
+
+// baseline is the design opstatus replaces: one process, one serial loop.
+// It uses the project's own Cosmos client, Cluster Service client and lock,
+// so that the comparison isolates the design, not the clients.
+type baseline struct {
+	db     *database.CosmosClient
+	list   *azcosmos.ContainerClient
+	cs     *clusterservice.Client
+	locker *lock.Locker
+	owner  string
+	now    func() time.Time
+}
+
+// newBaseline connects to database db at cosmosURL and to Cluster Service
+// at csURL.
+func newBaseline(ctx context.Context, cosmosURL, key, db, csURL string) (*baseline, error) {
+	client, err := database.NewCosmosClient(database.CosmosConfig{
+		Endpoint: cosmosURL, Database: db, Key: key, InsecureSkipVerify: true,
+		OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks",
+	})
+	if err != nil {
+		return nil, err
+	}
+	listClient, err := cosmosClient(cosmosURL, key)
+	if err != nil {
+		return nil, err
+	}
+	list, err := listClient.NewContainer(db, "Operations")
+	if err != nil {
+		return nil, err
+	}
+	cs, err := clusterservice.NewClient(ctx, clusterservice.Config{URL: csURL})
+	if err != nil {
+		return nil, err
+	}
+	return &baseline{
+		db: client, list: list, cs: cs,
+		locker: lock.New(client.Locks(), lock.Options{Logger: slog.New(slog.DiscardHandler)}),
+		owner:  "baseline",
+		now:    func() time.Time { return time.Now().UTC() },
+	}, nil
+}
+
+func (b *baseline) close() { _ = b.cs.Close() }
+
+// listActive is the replaced design's scan: a plain query of every
+// operation, filtered on the client.
+func (b *baseline) listActive(ctx context.Context) ([]*database.Operation, error) {
+	pager := b.list.NewQueryItemsPager("SELECT * FROM c", azcosmos.NewPartitionKey(), nil)
+	var active []*database.Operation
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing operations: %w", err)
+		}
+		for _, raw := range page.Items {
+			op := &database.Operation{}
+			if err := json.Unmarshal(raw, op); err != nil {
+				continue
+			}
+			if !op.Status.IsTerminal() {
+				active = append(active, op)
+			}
+		}
+	}
+	return active, nil
+}
+
+// check is one update check of the replaced design: the Cluster Service
+// call, then under the subscription lock a fresh read of the operation, the
+// comparison, a write if it changed, and the resource item, which it read
+// on every check and wrote when it had to follow the operation.
+func (b *baseline) check(ctx context.Context, op *database.Operation) (changed bool, err error) {
+	id, err := clusterservice.ParseInternalID(op.InternalID)
+	if err != nil {
+		return false, err
+	}
+	st, csErr := b.cs.Status(ctx, id)
+	gone := errors.Is(csErr, clusterservice.ErrNotFound) && op.Request == arm.RequestDelete
+	if csErr != nil && !gone {
+		return false, fmt.Errorf("cluster service: %w", csErr)
+	}
+	err = b.locker.Do(ctx, op.PartitionKey, b.owner, func(ctx context.Context) error {
+		cur, err := b.db.GetOperation(ctx, op.PartitionKey, op.ID)
+		if err != nil {
+			return err
+		}
+		d := clusterservice.Decision{State: arm.ProvisioningStateSucceeded, Change: cur.Status != arm.ProvisioningStateSucceeded}
+		if !gone {
+			d = clusterservice.Decide(id.Kind, st, cur.Request, cur.Status)
+		}
+		if d.Change && d.Problem == "" && !cur.Status.IsTerminal() {
+			next := *cur
+			next.Status, next.Error = d.State, d.Error
+			if d.State != cur.Status {
+				next.LastTransitionTime = b.now()
+			}
+			if _, err := b.db.ReplaceOperation(ctx, &next); err != nil {
+				return err
+			}
+			changed = true
+			cur = &next
+		}
+		r, err := b.db.GetResource(ctx, cur.PartitionKey, cur.ExternalID)
+		if errors.Is(err, database.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if r.ActiveOperationID != cur.ID || (r.ProvisioningState == cur.Status && !cur.Status.IsTerminal()) {
+			return nil
+		}
+		r.ProvisioningState = cur.Status
+		if cur.Status.IsTerminal() {
+			r.ActiveOperationID = ""
+		}
+		_, err = b.db.ReplaceResource(ctx, r)
+		return err
+	})
+	return changed, err
+}
+
+// passResult is one pass of the serial loop.
+type passResult struct {
+	Start, End time.Time
+	// Done is how many operations were checked, Changed how many were
+	// written, Errors how many checks failed.
+	Done, Changed, Errors int
+	// Truncated is set when the budget ran out before the end of the list.
+	Truncated bool
+}
+
+// pass checks ops in order, stopping early once budget (if > 0) has run out.
+func (b *baseline) pass(ctx context.Context, ops []*database.Operation, budget time.Duration) passResult {
+	r := passResult{Start: time.Now()}
+	for _, op := range ops {
+		if ctx.Err() != nil || (budget > 0 && time.Since(r.Start) >= budget) {
+			r.Truncated = r.Done < len(ops)
+			break
+		}
+		changed, err := b.check(ctx, op)
+		r.Done++
+		switch {
+		case err != nil:
+			r.Errors++
+		case changed:
+			r.Changed++
+		}
+	}
+	r.End = time.Now()
+	return r
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
+
+	"github.com/opstatus/opstatus/dev/clustersim"
+	"github.com/opstatus/opstatus/dev/faultproxy"
+	"github.com/opstatus/opstatus/dev/testenv"
+)
+
+// lockTTL is the Locks container's DefaultTimeToLive, as in make run.
+const lockTTL = 10 * time.Second
+
+// queueName is the queue of scan/function.json and poll/function.json.
+const queueName = "operations"
+
+// env is what every scenario shares: the Cosmos-protocol server, Azurite,
+// and one HTTP endpoint in front of the current Cluster Service simulator.
+// Each run gets a database, a simulator and a counting proxy of its own.
+type env struct {
+	root string
+	// app is the staged copy of the function app (see stageApp); handler
+	// is its binary and handlerSum the binary's SHA-256.
+	app        string
+	handler    string
+	handlerSum string
+	commit     string
+	cosmos     *testenv.Cosmos
+	// queue is Azurite's queue service (see queueServer for why the
+	// harness starts its own).
+	queue  *queueServer
+	queues *azqueue.ServiceClient
+	// direct is the harness's own Cosmos client, not through any proxy:
+	// seeding and reading results are not counted.
+	direct *azcosmos.Client
+
+	sim    atomic.Pointer[clustersim.Sim]
+	simURL string
+	simSrv *http.Server
+
+	log     io.Writer // handler and host output
+	logPath string
+
+	runs atomic.Int64
+}
+
+// startEnv starts the servers; inMemoryQueue keeps Azurite's messages in
+// memory, as dev/testenv does.
+func startEnv(ctx context.Context, logPath string, inMemoryQueue bool) (_ *env, err error) {
+	e := &env{}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	if e.root, err = testenv.RepoRoot(); err != nil {
+		return nil, err
+	}
+	if e.app, e.handlerSum, err = stageApp(e.root); err != nil {
+		return nil, err
+	}
+	e.handler = filepath.Join(e.app, "handler")
+	e.commit = gitCommit(e.root)
+	if logPath == "" {
+		f, err := os.CreateTemp("", "opstatus-bench-*.log")
+		if err != nil {
+			return nil, err
+		}
+		e.log, e.logPath = f, f.Name()
+	} else {
+		f, err := os.Create(logPath)
+		if err != nil {
+			return nil, err
+		}
+		e.log, e.logPath = f, logPath
+	}
+
+	var wg sync.WaitGroup
+	var azErr, cosErr error
+	wg.Go(func() { e.queue, azErr = startQueueServer(ctx, inMemoryQueue, e.log) })
+	// Plain HTTP behind the counting proxy, which serves the clients TLS:
+	// the single-threaded server spends no CPU on TLS that neither design
+	// would cost a real Cosmos DB account.
+	wg.Go(func() { e.cosmos, cosErr = testenv.StartCosmos(ctx, testenv.CosmosOptions{PlainHTTP: true}) })
+	wg.Wait()
+	if err := errors.Join(azErr, cosErr); err != nil {
+		return nil, err
+	}
+	if e.queues, err = azqueue.NewServiceClientFromConnectionString(e.queue.ConnectionString, nil); err != nil {
+		return nil, err
+	}
+	if e.direct, err = cosmosClient(e.cosmos.Endpoint, e.cosmos.Key); err != nil {
+		return nil, err
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	e.simURL = "http://" + ln.Addr().String()
+	e.sim.Store(clustersim.New(clustersim.Options{}))
+	e.simSrv = &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.sim.Load().ServeHTTP(w, r) }),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() { _ = e.simSrv.Serve(ln) }()
+	return e, nil
+}
+
+// close stops everything startEnv started.
+func (e *env) close() {
+	if e.simSrv != nil {
+		e.sim.Load().Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = e.simSrv.Shutdown(ctx)
+		cancel()
+	}
+	if e.cosmos != nil {
+		_ = e.cosmos.Stop()
+	}
+	if e.queue != nil {
+		e.queue.stop()
+	}
+	if c, ok := e.log.(io.Closer); ok {
+		_ = c.Close()
+	}
+	if e.app != "" {
+		_ = os.RemoveAll(e.app)
+	}
+}
+
+// newSim installs a fresh simulator, recording every call, with the given
+// latency on every status call.
+func (e *env) newSim(latency time.Duration) (*clustersim.Sim, error) {
+	sim := clustersim.New(clustersim.Options{RecordCalls: true})
+	if err := sim.SetFaults(clustersim.Faults{Latency: clustersim.Duration(latency)}); err != nil {
+		return nil, err
+	}
+	if old := e.sim.Swap(sim); old != nil {
+		old.Close()
+	}
+	return sim, nil
+}
+
+// newProxy starts a counting proxy (no faults) in front of the Cosmos server.
+func (e *env) newProxy() (*faultproxy.Proxy, error) {
+	p, err := faultproxy.New(e.cosmos.Endpoint, faultproxy.Options{TLS: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Start(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// newDatabase names a database for one run.
+func (e *env) newDatabase(label string) string {
+	return fmt.Sprintf("bench-%d-%s", e.runs.Add(1), label)
+}
+
+// dropDatabase deletes a run's database so that the server's memory does
+// not grow from run to run.
+func (e *env) dropDatabase(ctx context.Context, name string) {
+	if db, err := e.direct.NewDatabase(name); err == nil {
+		_, _ = db.Delete(ctx, nil)
+	}
+}
+
+// clearQueues empties the operations queue and its poison queue.
+func (e *env) clearQueues(ctx context.Context) error {
+	for _, name := range []string{queueName, queueName + "-poison"} {
+		_, err := e.queues.NewQueueClient(name).ClearMessages(ctx, nil)
+		if err != nil && !queueerror.HasCode(err, queueerror.QueueNotFound) {
+			return fmt.Errorf("clearing queue %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// queueLength returns the approximate number of messages in the queue.
+func (e *env) queueLength(ctx context.Context) (int, error) {
+	props, err := e.queues.NewQueueClient(queueName).GetProperties(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	if props.ApproximateMessagesCount == nil {
+		return 0, nil
+	}
+	return int(*props.ApproximateMessagesCount), nil
+}
+
+// cosmosClient is a client for a local server with a self-signed certificate.
+func cosmosClient(endpoint, key string) (*azcosmos.Client, error) {
+	cred, err := azcosmos.NewKeyCredential(key)
+	if err != nil {
+		return nil, err
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // local test server
+	transport.MaxIdleConnsPerHost = 32
+	return azcosmos.NewClientWithKey(endpoint, cred, &azcosmos.ClientOptions{
+		ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: transport}},
+	})
+}
+
+// handlerSettings are the app settings the handler needs, for database db
+// reached at cosmosURL.
+func (e *env) handlerSettings(cosmosURL, db string) map[string]string {
+	return map[string]string{
+		"FUNCTIONS_WORKER_RUNTIME":    "custom",
+		"AzureWebJobsStorage":         e.queue.ConnectionString,
+		"COSMOS_ENDPOINT":             cosmosURL,
+		"COSMOS_DATABASE":             db,
+		"COSMOS_KEY":                  e.cosmos.Key,
+		"COSMOS_INSECURE_SKIP_VERIFY": "true",
+		"CLUSTER_SERVICE_URL":         e.simURL,
+		"NOTIFICATIONS_ALLOW_HTTP":    "true",
+	}
+}

@@ -1,0 +1,333 @@
+// Command bench is `make bench`: it runs the design opstatus replaces (one
+// serial polling loop) and opstatus itself (scan → queue → poll through the
+// built handler under the host emulator) on the same data and the same
+// local servers, and prints throughput, freshness and cost side by side.
+// It ends with one name=value line per headline figure and draws a PNG
+// plot. BENCHMARKS.md records a run. It never ships.
+//
+// Every figure is measured on the machine it runs on, with the harness,
+// the Node.js servers and the handlers sharing its cores: they are
+// figures to compare, not assertions.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/opstatus/opstatus/dev/testenv"
+)
+
+// config is the command line.
+type config struct {
+	latency        time.Duration
+	ns             []int
+	instances      []int
+	idealN         []int
+	only           map[string]bool
+	baselineFull   int
+	baselineBudget time.Duration
+	opsPerSub      int
+	passTimeout    time.Duration
+	freshTimeout   time.Duration
+	warmupMax      int
+	coldRuns       int
+	scanTimes      int
+
+	backlogN         int
+	backlogInstances int
+	backlogLatency   time.Duration
+	backlogSlow      time.Duration
+	backlogRecover   time.Duration
+
+	inMemoryQueue bool
+
+	plotPath, jsonPath, logPath string
+	replot                      string
+	command                     string
+	// progress receives progress lines (stdout).
+	progress io.Writer
+}
+
+// Where a full run writes its plot and results, relative to the repository
+// root.
+const (
+	defaultPlot = "dev/bench/bench.png"
+	defaultJSON = "dev/bench/results.json"
+)
+
+// scenarios that -only can name.
+var scenarios = []string{"coldstart", "scan", "opstatus", "ideal", "baseline", "backlog"}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(strings.ReplaceAll(f, "_", ""))
+		if f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("empty list")
+	}
+	return out, nil
+}
+
+func parseFlags(args []string) (config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var cfg config
+	var ns, instances, idealN, only string
+	var quick bool
+	fs.DurationVar(&cfg.latency, "latency", 50*time.Millisecond, "Cluster Service simulator latency on every status call")
+	fs.StringVar(&ns, "n", "100,1000,10000", "numbers of active operations, comma-separated")
+	fs.BoolVar(&quick, "quick", false, "N = 100,1000 only, for iteration (overrides -n)")
+	fs.StringVar(&instances, "instances", "1,4", "host instances for opstatus, comma-separated")
+	fs.StringVar(&idealN, "ideal-n", "1000", "N values that also run opstatus ×1 with an ideal in-process queue instead of Azurite")
+	fs.StringVar(&only, "only", "", "run only these scenarios, comma-separated: "+strings.Join(scenarios, ", ")+" (default all)")
+	fs.IntVar(&cfg.baselineFull, "baseline-full", 1000, "largest N whose baseline passes run in full; above it each pass stops after -baseline-budget and is extrapolated")
+	fs.DurationVar(&cfg.baselineBudget, "baseline-budget", 30*time.Second, "time budget of one baseline pass above -baseline-full")
+	fs.IntVar(&cfg.opsPerSub, "ops-per-sub", 4, "operations per subscription (they share its lock)")
+	fs.DurationVar(&cfg.passTimeout, "pass-timeout", 3*time.Minute, "stop waiting for an opstatus pass after this; the pass time is then a lower bound (≥)")
+	fs.DurationVar(&cfg.freshTimeout, "fresh-timeout", 2*time.Minute, "stop waiting for every operation to be Succeeded after the flip; the operations still pending make the freshness a lower bound (≥)")
+	fs.IntVar(&cfg.warmupMax, "warmup-max", 1000, "largest N whose opstatus runs start with a warm-up pass (above it the first pass is measured)")
+	fs.IntVar(&cfg.coldRuns, "cold-runs", 11, "cold starts to time (the median is reported)")
+	fs.IntVar(&cfg.scanTimes, "scan-times", 3, "standalone scans to time per N")
+	fs.IntVar(&cfg.backlogN, "backlog-n", 300, "operations in the backlog scenario")
+	fs.IntVar(&cfg.backlogInstances, "backlog-instances", 1, "host instances in the backlog scenario")
+	fs.DurationVar(&cfg.backlogLatency, "backlog-latency", 2*time.Second, "Cluster Service latency during the slow phase of the backlog scenario")
+	fs.DurationVar(&cfg.backlogSlow, "backlog-slow", 60*time.Second, "length of the slow phase")
+	fs.DurationVar(&cfg.backlogRecover, "backlog-recover", 30*time.Second, "length of the recovery phase (latency back to -latency)")
+	fs.StringVar(&cfg.plotPath, "plot", "", "write the PNG plot here (default dev/bench/bench.png for a full run, none with -only)")
+	fs.StringVar(&cfg.jsonPath, "json", "", "write every result as JSON here (default dev/bench/results.json for a full run, none with -only)")
+	fs.BoolVar(&cfg.inMemoryQueue, "azurite-in-memory", false, "keep Azurite's messages in memory as dev/testenv does (its garbage collector then stalls the queue for tens of seconds every minute)")
+	fs.StringVar(&cfg.replot, "replot", "", "run nothing: read the results JSON of an earlier run from this file, print its summary and draw its plot (-plot, default dev/bench/bench.png)")
+	fs.StringVar(&cfg.logPath, "log", "", "handler and host log file (default a temporary file)")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if quick {
+		ns = "100,1000"
+	}
+	if cfg.ns, err = parseInts(ns); err != nil {
+		return cfg, fmt.Errorf("-n: %w", err)
+	}
+	if cfg.instances, err = parseInts(instances); err != nil {
+		return cfg, fmt.Errorf("-instances: %w", err)
+	}
+	if cfg.idealN, err = parseInts(idealN); err != nil {
+		return cfg, fmt.Errorf("-ideal-n: %w", err)
+	}
+	cfg.only = map[string]bool{}
+	if only == "" {
+		for _, s := range scenarios {
+			cfg.only[s] = true
+		}
+		if cfg.plotPath == "" && !quick {
+			cfg.plotPath = defaultPlot
+		}
+		if cfg.jsonPath == "" && !quick {
+			cfg.jsonPath = defaultJSON
+		}
+	} else {
+		for s := range strings.SplitSeq(only, ",") {
+			s = strings.TrimSpace(s)
+			if !slices.Contains(scenarios, s) {
+				return cfg, fmt.Errorf("-only: unknown scenario %q (want %s)", s, strings.Join(scenarios, ", "))
+			}
+			cfg.only[s] = true
+		}
+	}
+	if cfg.latency < 0 || cfg.backlogLatency < 0 || cfg.opsPerSub < 1 || cfg.coldRuns < 1 || cfg.scanTimes < 1 {
+		return cfg, fmt.Errorf("negative latency, or a count below 1")
+	}
+	cfg.progress = os.Stdout
+	cfg.command = "go run ./dev/bench"
+	if len(args) > 0 {
+		cfg.command += " " + strings.Join(args, " ")
+	}
+	return cfg, nil
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config) error {
+	out := os.Stdout
+	if cfg.replot != "" {
+		return replot(out, cfg)
+	}
+	res := &results{Command: cfg.command, Started: time.Now(), Machine: readMachine(), Latency: cfg.latency,
+		OpsPerSub: cfg.opsPerSub, BaselineFull: cfg.baselineFull, BaselineBudget: cfg.baselineBudget}
+	fmt.Fprintf(out, "opstatus benchmarks: %s\n", cfg.command)
+	res.Machine.print(out)
+	fmt.Fprintf(out, "Cluster Service latency %s · N %v · opstatus instances %v · %d operations per subscription\n\n",
+		cfg.latency, cfg.ns, cfg.instances, cfg.opsPerSub)
+
+	e, err := startEnv(ctx, cfg.logPath, cfg.inMemoryQueue)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	res.Commit, res.HandlerSHA256 = e.commit, e.handlerSum
+	fmt.Fprintf(out, "servers up · handler and host log: %s\n", e.logPath)
+	fmt.Fprintf(out, "handler: sha256 %s, copied at start (repository HEAD %s; uncommitted changes are not shown)\n", e.handlerSum, e.commit)
+	if st, err := os.Stat(e.handler); err == nil {
+		res.BinaryBytes = st.Size()
+	}
+
+	if cfg.only["coldstart"] {
+		runs, err := coldStart(ctx, e, cfg.coldRuns)
+		if err != nil {
+			return fmt.Errorf("cold start: %w", err)
+		}
+		res.Cold = runs
+		fmt.Fprintf(out, "cold start (exec → first 2xx on GET /), %d runs: median %s, min %s, max %s\n",
+			len(runs), ms(median(runs)), ms(slices.Min(runs)), ms(slices.Max(runs)))
+	}
+	for _, n := range cfg.ns {
+		// The scan is timed on the data of the first opstatus run, when
+		// there is one, to save seeding the operations again.
+		if cfg.only["scan"] && !cfg.only["opstatus"] {
+			r, err := runScan(ctx, e, cfg, n)
+			if err != nil {
+				return fmt.Errorf("scan N=%d: %w", n, err)
+			}
+			res.Scans = append(res.Scans, r)
+			printScan(out, r)
+		}
+		if cfg.only["opstatus"] {
+			for i, k := range cfg.instances {
+				fmt.Fprintf(out, "\nopstatus ×%d, N=%d …\n", k, n)
+				r, err := runHost(ctx, e, cfg, n, k, cfg.only["scan"] && i == 0, false)
+				if err != nil {
+					return fmt.Errorf("opstatus ×%d N=%d: %w", k, n, err)
+				}
+				if r.Scan != nil {
+					res.Scans = append(res.Scans, *r.Scan)
+					printScan(out, *r.Scan)
+				}
+				res.Opstatus = append(res.Opstatus, r)
+				printHost(out, r)
+			}
+		}
+		if cfg.only["ideal"] && slices.Contains(cfg.idealN, n) {
+			fmt.Fprintf(out, "\nopstatus ×1 with an ideal queue (in-process, no Azurite), N=%d …\n", n)
+			r, err := runHost(ctx, e, cfg, n, 1, false, true)
+			if err != nil {
+				return fmt.Errorf("opstatus ideal N=%d: %w", n, err)
+			}
+			res.Ideal = append(res.Ideal, r)
+			printHost(out, r)
+		}
+		if cfg.only["baseline"] {
+			fmt.Fprintf(out, "\nbaseline, N=%d …\n", n)
+			r, err := runBaseline(ctx, e, cfg, n)
+			if err != nil {
+				return fmt.Errorf("baseline N=%d: %w", n, err)
+			}
+			res.Baseline = append(res.Baseline, r)
+			printBaseline(out, r)
+		}
+	}
+	if cfg.only["backlog"] {
+		fmt.Fprintf(out, "\nbacklog: N=%d, ×%d, Cluster Service at %s for %s, then %s for %s …\n",
+			cfg.backlogN, cfg.backlogInstances, cfg.backlogLatency, cfg.backlogSlow, cfg.latency, cfg.backlogRecover)
+		r, err := runBacklog(ctx, e, cfg)
+		if err != nil {
+			return fmt.Errorf("backlog: %w", err)
+		}
+		res.Backlog = &r
+		printBacklog(out, r)
+	}
+	res.Finished = time.Now()
+	res.Machine.LoadEnd = readLoad()
+	res.report(out)
+	for _, p := range []*string{&cfg.plotPath, &cfg.jsonPath} {
+		if *p != "" && !filepath.IsAbs(*p) && (*p == defaultPlot || *p == defaultJSON) {
+			*p = filepath.Join(e.root, *p)
+		}
+	}
+	if cfg.plotPath != "" {
+		if err := writePlot(cfg.plotPath, res); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "plot: %s\n", cfg.plotPath)
+	}
+	if cfg.jsonPath != "" {
+		if err := res.writeJSON(cfg.jsonPath); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "results: %s\n", cfg.jsonPath)
+	}
+	return nil
+}
+
+// runScan seeds n operations and times scans on a handler of its own.
+func runScan(ctx context.Context, e *env, cfg config, n int) (scanResult, error) {
+	sim, err := e.newSim(cfg.latency)
+	if err != nil {
+		return scanResult{}, err
+	}
+	label := fmt.Sprintf("scan-n%d", n)
+	db := e.newDatabase(label)
+	defer e.dropDatabase(context.WithoutCancel(ctx), db)
+	if err := e.seed(ctx, db, newDataset(label, n, cfg.opsPerSub), sim); err != nil {
+		return scanResult{}, err
+	}
+	return scanBench(ctx, e, db, n, cfg.scanTimes)
+}
+
+// replot prints the summary of a results file and draws its plot again.
+func replot(out io.Writer, cfg config) error {
+	b, err := os.ReadFile(cfg.replot)
+	if err != nil {
+		return err
+	}
+	var res results
+	if err := json.Unmarshal(b, &res); err != nil {
+		return fmt.Errorf("%s: %w", cfg.replot, err)
+	}
+	res.report(out)
+	path := cfg.plotPath
+	if path == "" {
+		path = defaultPlot
+		if root, err := testenv.RepoRoot(); err == nil {
+			path = filepath.Join(root, defaultPlot)
+		}
+	}
+	if err := writePlot(path, &res); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "plot: %s\n", path)
+	return nil
+}

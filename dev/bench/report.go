@@ -1,0 +1,263 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// machine describes where the benchmark ran.
+type machine struct {
+	CPUs      int
+	CPUModel  string
+	MemTotal  string
+	GoVersion string
+	OS        string
+	LoadStart string
+	LoadEnd   string
+}
+
+func readMachine() machine {
+	m := machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, LoadStart: readLoad()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if name, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				m.MemTotal = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return m
+}
+
+// readLoad returns the 1, 5 and 15 minute load averages.
+func readLoad() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func (m machine) print(w io.Writer) {
+	fmt.Fprintf(w, "machine: %d CPUs (%s), %s memory, %s, %s; load average %s\n",
+		m.CPUs, m.CPUModel, m.MemTotal, m.GoVersion, m.OS, m.LoadStart)
+}
+
+// results is everything one invocation measured.
+type results struct {
+	Command        string
+	Commit         string
+	HandlerSHA256  string
+	Started        time.Time
+	Finished       time.Time
+	Machine        machine
+	Latency        time.Duration
+	OpsPerSub      int
+	BaselineFull   int
+	BaselineBudget time.Duration
+	BinaryBytes    int64
+	Cold           []time.Duration
+	Scans          []scanResult
+	Opstatus       []hostResult
+	Ideal          []hostResult
+	Baseline       []baselineResult
+	Backlog        *backlogResult
+	Headline       []headline
+	Targets        []target
+}
+
+type headline struct {
+	Name  string
+	Value string
+}
+
+type target struct {
+	What    string
+	Reached string
+	Met     bool
+	Known   bool // false when the figure was not measured in this run
+}
+
+func (r *results) writeJSON(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// Formatting.
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+func secs(d time.Duration) string {
+	switch {
+	case d >= 100*time.Second:
+		return fmt.Sprintf("%.0f s", d.Seconds())
+	case d >= 10*time.Second:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	default:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
+}
+
+// fresh formats a freshness quantile, "≥" when it is a lower bound.
+func fresh(d time.Duration, atLeast bool) string {
+	if atLeast {
+		return "≥" + secs(d)
+	}
+	return secs(d)
+}
+
+// triple is p50 / p99 / max.
+func (d dist) triple() string {
+	return fmt.Sprintf("%s / %s / %s", fresh(d.P50, d.P50AtLeast), fresh(d.P99, d.P99AtLeast), fresh(d.Max, d.MaxAtLeast))
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+func rate(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+func outcomes(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (p perOp) String() string {
+	return fmt.Sprintf("CS %.2f · Cosmos %.2f (reads %.2f, queries %.3f, writes %.2f, lock %.2f)",
+		p.CS, p.Cosmos, p.Reads, p.Queries, p.Writes, p.LockOps)
+}
+
+// cpuPerPoll is the handlers' CPU time per poll in the unchanged window.
+func (h hostResult) cpuPerPoll() time.Duration {
+	if h.UnchangedPolls == 0 {
+		return 0
+	}
+	return h.HandlerCPU / time.Duration(h.UnchangedPolls)
+}
+
+func printScan(w io.Writer, r scanResult) {
+	fmt.Fprintf(w, "scan (standalone handler, direct to Cosmos) N=%d: %s · %d messages, %s response · handler CPU %s per scan · RSS idle %s, peak %s\n",
+		r.N, durList(r.Durations), r.Messages, mib(int64(r.Bytes)), ms(r.CPU/time.Duration(max(len(r.Durations), 1))), mib(r.IdleRSS), mib(r.HWM))
+}
+
+func durList(ds []time.Duration) string {
+	var parts []string
+	for _, d := range ds {
+		parts = append(parts, ms(d))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func printHost(w io.Writer, r hostResult) {
+	mode := "queue drained between passes"
+	if !r.Quiescent {
+		mode = "BACKLOG: the queue never drained; windows end at pass completion"
+	}
+	fmt.Fprintf(w, "  seeded in %s · pass %s (%.0f polls/s) · scan under the host (queue writes included) %s · %s\n",
+		secs(r.SeedTime), fresh(r.Pass, r.PassAtLeast), rate(r.N, r.Pass), secs(r.ScanHost), mode)
+	fmt.Fprintf(w, "  unchanged: %d polls [%s] · per poll %s · lock conflicts %d\n",
+		r.UnchangedPolls, outcomes(r.UnchangedOut), r.Unchanged.per(r.UnchangedPolls), r.Unchanged.LockConflicts)
+	fmt.Fprintf(w, "  changed: %d polls [%s] · per update %s · lock conflicts %d\n",
+		r.ChangedPolls, outcomes(r.ChangedOut), r.Changed.per(r.Updated), r.Changed.LockConflicts)
+	fmt.Fprintf(w, "  freshness after the flip (p50 / p99 / max): %s (%d Succeeded, %d not when the harness stopped waiting) · updates over %s (%.0f/s)\n",
+		r.Freshness.triple(), r.N-r.Missing, r.Missing, secs(r.UpdateSpan), rate(r.N-r.Missing, r.UpdateSpan))
+	fmt.Fprintf(w, "  handlers: peak RSS %s · CPU %s per 1,000 unchanged polls (%s per poll) · Cosmos server %s, Azurite %s, harness %s per 1,000 polls\n",
+		mib(r.HWM), ms(r.cpuPerPoll()*1000), ms(r.cpuPerPoll()),
+		ms(per1000(r.NodeCPU["cosmos"], r.UnchangedPolls)), ms(per1000(r.NodeCPU["azurite"], r.UnchangedPolls)),
+		ms(per1000(r.SelfCPU, r.UnchangedPolls)))
+	fmt.Fprintf(w, "  queue max %d · failures %d, poisoned %d, handler restarts %d · run took %s\n",
+		r.MaxQueue, r.Failures, r.Poisoned, r.Restarts, secs(r.Elapsed))
+}
+
+func per1000(d time.Duration, n int64) time.Duration {
+	if n == 0 {
+		return 0
+	}
+	return d * 1000 / time.Duration(n)
+}
+
+// unchangedPerOp is the baseline's requests per operation in an unchanged
+// pass: its checks and its share of the listings.
+func (b baselineResult) unchangedPerOp() perOp {
+	return b.Unchanged.per(int64(b.Done1)).plus(b.Lists.per(int64(b.N) * int64(max(b.Listings, 1))))
+}
+
+func (b baselineResult) changedPerOp() perOp { return b.Changed.per(int64(b.Done2)) }
+
+func (p perOp) plus(o perOp) perOp {
+	return perOp{CS: p.CS + o.CS, Reads: p.Reads + o.Reads, Queries: p.Queries + o.Queries,
+		Writes: p.Writes + o.Writes, LockOps: p.LockOps + o.LockOps, Cosmos: p.Cosmos + o.Cosmos}
+}
+
+func printBaseline(w io.Writer, r baselineResult) {
+	label := "measured"
+	if r.Extrapolated {
+		label = fmt.Sprintf("EXTRAPOLATED from %d operations in %s", r.Done1, r.Done1Time())
+	}
+	fmt.Fprintf(w, "  seeded in %s · listing %s · pass %s (%s, %.1f checks/s) · errors %d\n",
+		secs(r.SeedTime), secs(r.List), secs(r.Pass), label, rate(r.N, r.Pass), r.Errors)
+	fmt.Fprintf(w, "  unchanged per check (listing included): %s\n", r.unchangedPerOp())
+	fmt.Fprintf(w, "  changed: %d checks, %d written · per check %s\n", r.Done2, r.Changed2, r.changedPerOp())
+	fl := "measured from lastTransitionTime"
+	if r.Extrapolated {
+		fl = fmt.Sprintf("EXTRAPOLATED: wait %s + position × %s per check", secs(r.Wait), ms(r.ChangedPass/time.Duration(r.N)))
+	}
+	fmt.Fprintf(w, "  freshness after the flip: p50 %s, p99 %s, max %s (%s) · changed pass %s · run took %s\n",
+		secs(r.Freshness.P50), secs(r.Freshness.P99), secs(r.Freshness.Max), fl, secs(r.ChangedPass), secs(r.Elapsed))
+}
+
+// Done1Time is the measured part of an extrapolated unchanged pass.
+func (b baselineResult) Done1Time() string {
+	return secs(time.Duration(float64(b.Pass) * float64(b.Done1) / float64(b.N)))
+}
+
+func printBacklog(w io.Writer, r backlogResult) {
+	fmt.Fprintf(w, "  %d scans, %d polls [%s], %d Cluster Service calls\n", r.Scans, r.Polls, outcomes(r.Outcomes), r.CSCalls)
+	fmt.Fprintf(w, "  queue length: max %d, %d when Cluster Service recovered, %d at the end; growing by %.1f messages/s over the second half of the slow phase\n",
+		r.QueueMax, r.QueueAtSlowEnd, r.QueueAtEnd, r.Growth)
+	var series []string
+	for _, s := range r.Queue {
+		if int(s.At.Round(time.Second)/time.Second)%5 == 0 {
+			series = append(series, fmt.Sprintf("%ds:%d", int(s.At.Round(time.Second).Seconds()), s.Length))
+		}
+	}
+	fmt.Fprintf(w, "  queue every 5 s: %s\n", strings.Join(series, " "))
+	fmt.Fprintf(w, "  Cluster Service calls per operation per scan interval: max %d overall; slow phase max %d (%d of %d operation-intervals above 1); recovery max %d (%d of %d above 1)\n",
+		r.MaxCalls, r.SlowMaxCalls, r.SlowOver1, r.SlowPairs, r.RecMaxCalls, r.RecOver1, r.RecPairs)
+}
