@@ -5,16 +5,16 @@ package frontend
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 // Containers of the contract, with the settings production has.
@@ -35,16 +35,7 @@ type Frontend struct {
 // New connects to database at endpoint (self-signed certificates accepted:
 // test servers only).
 func New(endpoint, key, database string) (*Frontend, error) {
-	cred, err := azcosmos.NewKeyCredential(key)
-	if err != nil {
-		return nil, err
-	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // test servers only
-	transport.MaxIdleConnsPerHost = 32
-	client, err := azcosmos.NewClientWithKey(endpoint, cred, &azcosmos.ClientOptions{
-		ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: transport}},
-	})
+	client, err := testenv.NewCosmosClient(endpoint, key)
 	if err != nil {
 		return nil, err
 	}
@@ -66,36 +57,12 @@ func New(endpoint, key, database string) (*Frontend, error) {
 // CreateSchema creates the database's three containers as production has them;
 // the Locks container expires items after lockTTL.
 func CreateSchema(ctx context.Context, endpoint, key, database string, lockTTL time.Duration) error {
-	cred, err := azcosmos.NewKeyCredential(key)
-	if err != nil {
-		return err
-	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // test servers only
-	client, err := azcosmos.NewClientWithKey(endpoint, cred, &azcosmos.ClientOptions{
-		ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: transport}},
-	})
-	if err != nil {
-		return err
-	}
-	if _, err := client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: database}, nil); err != nil {
-		return fmt.Errorf("create database %s: %w", database, err)
-	}
-	db, err := client.NewDatabase(database)
-	if err != nil {
-		return err
-	}
 	ttl := int32(lockTTL / time.Second)
-	for _, p := range []azcosmos.ContainerProperties{
-		{ID: OperationsContainer, PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/partitionKey"}}},
-		{ID: ResourcesContainer, PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/partitionKey"}}},
-		{ID: LocksContainer, PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/id"}}, DefaultTimeToLive: &ttl},
-	} {
-		if _, err := db.CreateContainer(ctx, p, nil); err != nil {
-			return fmt.Errorf("create container %s: %w", p.ID, err)
-		}
-	}
-	return nil
+	return testenv.CreateDatabase(ctx, endpoint, key, database,
+		testenv.ContainerSpec{Name: OperationsContainer, PartitionKeyPath: "/partitionKey"},
+		testenv.ContainerSpec{Name: ResourcesContainer, PartitionKeyPath: "/partitionKey"},
+		testenv.ContainerSpec{Name: LocksContainer, PartitionKeyPath: "/id", DefaultTTL: &ttl},
+	)
 }
 
 // Operation is an operation item as the frontend writes it. Extra holds

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
@@ -86,7 +88,7 @@ type ContainerSpec struct {
 // CreateDatabase creates database name with the given containers at a Cosmos
 // DB endpoint. It skips certificate verification, for test servers only.
 func CreateDatabase(ctx context.Context, endpoint, key, name string, containers ...ContainerSpec) error {
-	client, err := newCosmosClient(endpoint, key)
+	client, err := NewCosmosClient(endpoint, key)
 	if err != nil {
 		return fmt.Errorf("creating database %s: %w", name, err)
 	}
@@ -113,16 +115,36 @@ func CreateDatabase(ctx context.Context, endpoint, key, name string, containers 
 	return nil
 }
 
-// newCosmosClient returns a client for a test server, whose certificate is
+// NewCosmosClient returns a client for a test server, whose certificate is
 // self-signed.
-func newCosmosClient(endpoint, key string) (*azcosmos.Client, error) {
+func NewCosmosClient(endpoint, key string) (*azcosmos.Client, error) {
 	cred, err := azcosmos.NewKeyCredential(key)
 	if err != nil {
 		return nil, err
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // local test server
+	transport.MaxIdleConnsPerHost = 32
 	return azcosmos.NewClientWithKey(endpoint, cred, &azcosmos.ClientOptions{
 		ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: transport}},
 	})
+}
+
+// RunWithCosmos is a TestMain body: it starts a Cosmos test server, stores it
+// in *server, runs the tests, stops the server and returns the exit code.
+func RunWithCosmos(m interface{ Run() int }, server **Cosmos) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	c, err := StartCosmos(ctx, CosmosOptions{})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start cosmos:", err)
+		return 1
+	}
+	*server = c
+	defer func() {
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop cosmos:", err)
+		}
+	}()
+	return m.Run()
 }

@@ -25,12 +25,6 @@ var TerminalStates = []ProvisioningState{
 	ProvisioningStateSucceeded, ProvisioningStateFailed, ProvisioningStateCanceled,
 }
 
-// NonTerminalStates are the states of an operation still in progress.
-var NonTerminalStates = []ProvisioningState{
-	ProvisioningStateAccepted, ProvisioningStateProvisioning,
-	ProvisioningStateUpdating, ProvisioningStateDeleting,
-}
-
 // IsTerminal reports whether s is Succeeded, Failed or Canceled.
 func (s ProvisioningState) IsTerminal() bool {
 	switch s {

@@ -16,6 +16,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/opstatus/opstatus/internal/arm"
 )
 
 // CosmosConfig says where the containers are and how to reach them.
@@ -100,8 +102,17 @@ func NewCosmosClient(cfg CosmosConfig) (*CosmosClient, error) {
 
 // pendingQuery keeps the filter on the server and projects only what a queue
 // message needs.
-const pendingQuery = "SELECT c.id, c.partitionKey FROM c WHERE c.status NOT IN (" + terminalStatusList + ")" +
+var pendingQuery = "SELECT c.id, c.partitionKey FROM c WHERE c.status NOT IN (" + quoted(arm.TerminalStates) + ")" +
 	" OR (IS_STRING(c.notificationUri) AND LENGTH(c.notificationUri) > 0)"
+
+// quoted lists states as SQL string literals: 'Succeeded','Failed',...
+func quoted(states []arm.ProvisioningState) string {
+	parts := make([]string, len(states))
+	for i, st := range states {
+		parts[i] = "'" + string(st) + "'"
+	}
+	return strings.Join(parts, ",")
+}
 
 // PendingOperations pages through one cross-partition query.
 func (c *CosmosClient) PendingOperations(ctx context.Context) iter.Seq2[PendingOperation, error] {

@@ -20,19 +20,7 @@ import (
 
 var cosmos *testenv.Cosmos
 
-func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	var err error
-	cosmos, err = testenv.StartCosmos(ctx, testenv.CosmosOptions{})
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start cosmos:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = cosmos.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunWithCosmos(m, &cosmos)) }
 
 var dbSeq int
 

@@ -69,9 +69,6 @@ type LockStore interface {
 	Delete(ctx context.Context, id string, etag azcore.ETag) error
 }
 
-// terminal lists the terminal statuses for queries.
-const terminalStatusList = "'Succeeded','Failed','Canceled'"
-
 // OwnerHeader names the lock owner on every Cosmos request made with a
 // context from WithOwner, so that a proxy or a request log can tell whose
 // lock covered each write. Cosmos DB ignores it.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
+	"github.com/opstatus/opstatus/internal/arm"
 )
 
 // MemoryClient is an in-memory DBClient with the semantics of the Cosmos one
@@ -19,7 +21,6 @@ import (
 // JSON so unknown fields round-trip as they do through Cosmos.
 type MemoryClient struct {
 	mu         sync.Mutex
-	now        func() time.Time
 	seq        int
 	operations map[string]memItem // partition/id
 	resources  map[string]memItem
@@ -42,19 +43,11 @@ var _ DBClient = (*MemoryClient)(nil)
 // NewMemoryClient returns an empty store whose lock container has lockTTL.
 func NewMemoryClient(lockTTL time.Duration) *MemoryClient {
 	return &MemoryClient{
-		now:        time.Now,
 		operations: map[string]memItem{},
 		resources:  map[string]memItem{},
 		locks:      map[string]memItem{},
 		lockTTL:    lockTTL,
 	}
-}
-
-// SetClock replaces time.Now, for lock expiry in tests.
-func (m *MemoryClient) SetClock(now func() time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.now = now
 }
 
 func key(partition, id string) string { return strings.ToLower(partition) + "/" + id }
@@ -81,7 +74,7 @@ func (m *MemoryClient) put(items map[string]memItem, k string, v any) (azcore.ET
 		return "", nil, err
 	}
 	fields["_etag"], _ = json.Marshal(string(etag))
-	fields["_ts"], _ = json.Marshal(m.now().Unix())
+	fields["_ts"], _ = json.Marshal(time.Now().Unix())
 	body, _ = json.Marshal(fields)
 	items[k] = memItem{body: body, etag: etag}
 	return etag, body, nil
@@ -147,7 +140,7 @@ func (m *MemoryClient) PendingOperations(ctx context.Context) iter.Seq2[PendingO
 			}
 			status, _ := fields.Status.(string)
 			uri, _ := fields.NotificationURI.(string)
-			terminal := status == "Succeeded" || status == "Failed" || status == "Canceled"
+			terminal := arm.ProvisioningState(status).IsTerminal()
 			if (fields.Status != nil && !terminal) || uri != "" {
 				pending = append(pending, PendingOperation{ID: fields.ID, PartitionKey: fields.PartitionKey})
 			}
@@ -295,7 +288,7 @@ func (m *MemoryClient) deleteLocked(items map[string]memItem, k string, etag azc
 }
 
 func (m *MemoryClient) expired(it memItem) bool {
-	return !it.expires.IsZero() && !m.now().Before(it.expires)
+	return !it.expires.IsZero() && !time.Now().Before(it.expires)
 }
 
 // Locks returns the in-memory lock store.
@@ -341,7 +334,7 @@ func (l memLocks) write(id, owner string, ttl time.Duration) (azcore.ETag, error
 		return "", err
 	}
 	it := l.m.locks[id]
-	it.expires = l.m.now().Add(ttl)
+	it.expires = time.Now().Add(ttl)
 	l.m.locks[id] = it
 	return etag, nil
 }
