@@ -208,24 +208,33 @@ func (s *Server) invoke(name string, h Handler) http.HandlerFunc {
 		log := invocationLogger(s.logger, c, id, name)
 
 		status, body := s.run(w, r, name, id, h, log, c)
-		writeBody(w, status, body)
+		err := body.writeTo(w, status)
 
-		s.logger.LogAttrs(r.Context(), slog.LevelInfo, "invocation",
+		level, attrs := slog.LevelInfo, []slog.Attr{
 			slog.String("invocation_id", id),
 			slog.String("function", name),
 			slog.Int("status", status),
 			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
-		)
+		}
+		if err != nil {
+			level, attrs = slog.LevelError, append(attrs, slog.String("error", "response aborted: "+err.Error()))
+		}
+		s.logger.LogAttrs(r.Context(), level, "invocation", attrs...)
+		if err != nil {
+			// The status has gone out: only a broken response keeps the
+			// host from taking a truncated one as the function's output.
+			panic(http.ErrAbortHandler)
+		}
 	}
 }
 
-// run reads the envelope, calls the handler and renders the answer.
-func (s *Server) run(w http.ResponseWriter, r *http.Request, name, id string, h Handler, log *slog.Logger, c *collector) (int, []byte) {
-	fail := func(status int, err error) (int, []byte) {
+// run reads the envelope, calls the handler and prepares the answer.
+func (s *Server) run(w http.ResponseWriter, r *http.Request, name, id string, h Handler, log *slog.Logger, c *collector) (int, *body) {
+	fail := func(status int, err error) (int, *body) {
 		log.LogAttrs(r.Context(), slog.LevelError, "invocation failed",
 			slog.Int("status", status), slog.String("error", err.Error()))
-		body, _ := encodeResponse(nil, c.Lines(), nil)
-		return status, body
+		b, _ := newBody(nil, c.Lines(), nil) // strings and null always encode
+		return status, b
 	}
 
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBodyBytes))
@@ -249,11 +258,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, name, id string, h 
 	if res == nil {
 		res = &Result{}
 	}
-	body, err := encodeResponse(res.Outputs, c.Lines(), res.ReturnValue)
+	b, err := newBody(res.Outputs, c.Lines(), res.ReturnValue)
 	if err != nil {
 		return fail(http.StatusInternalServerError, err)
 	}
-	return http.StatusOK, body
+	return http.StatusOK, b
 }
 
 // panicError is a handler's panic turned into an error.

@@ -43,9 +43,8 @@ type env struct {
 	handlerSum string
 	commit     string
 	cosmos     *testenv.Cosmos
-	// queue is Azurite's queue service (see queueServer for why the
-	// harness starts its own).
-	queue  *queueServer
+	// queue is Azurite's queue service alone.
+	queue  *testenv.Azurite
 	queues *azqueue.ServiceClient
 	// direct is the harness's own Cosmos client, not through any proxy:
 	// seeding and reading results are not counted.
@@ -61,9 +60,8 @@ type env struct {
 	runs atomic.Int64
 }
 
-// startEnv starts the servers; inMemoryQueue keeps Azurite's messages in
-// memory, as dev/testenv does.
-func startEnv(ctx context.Context, logPath string, inMemoryQueue bool) (_ *env, err error) {
+// startEnv starts the servers.
+func startEnv(ctx context.Context, logPath string) (_ *env, err error) {
 	e := &env{}
 	defer func() {
 		if err != nil {
@@ -94,7 +92,7 @@ func startEnv(ctx context.Context, logPath string, inMemoryQueue bool) (_ *env, 
 
 	var wg sync.WaitGroup
 	var azErr, cosErr error
-	wg.Go(func() { e.queue, azErr = startQueueServer(ctx, inMemoryQueue, e.log) })
+	wg.Go(func() { e.queue, azErr = testenv.StartAzuriteQueue(ctx) })
 	// Plain HTTP behind the counting proxy, which serves the clients TLS:
 	// the single-threaded server spends no CPU on TLS that neither design
 	// would cost a real Cosmos DB account.
@@ -136,7 +134,7 @@ func (e *env) close() {
 		_ = e.cosmos.Stop()
 	}
 	if e.queue != nil {
-		e.queue.stop()
+		_ = e.queue.Stop()
 	}
 	if c, ok := e.log.(io.Closer); ok {
 		_ = c.Close()

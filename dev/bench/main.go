@@ -50,8 +50,6 @@ type config struct {
 	backlogSlow      time.Duration
 	backlogRecover   time.Duration
 
-	inMemoryQueue bool
-
 	plotPath, jsonPath, logPath string
 	replot                      string
 	command                     string
@@ -114,7 +112,6 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.backlogRecover, "backlog-recover", 30*time.Second, "length of the recovery phase (latency back to -latency)")
 	fs.StringVar(&cfg.plotPath, "plot", "", "write the PNG plot here (default dev/bench/bench.png for a full run, none with -only)")
 	fs.StringVar(&cfg.jsonPath, "json", "", "write every result as JSON here (default dev/bench/results.json for a full run, none with -only)")
-	fs.BoolVar(&cfg.inMemoryQueue, "azurite-in-memory", false, "keep Azurite's messages in memory as dev/testenv does (its garbage collector then stalls the queue for tens of seconds every minute)")
 	fs.StringVar(&cfg.replot, "replot", "", "run nothing: read the results JSON of an earlier run from this file, print its summary and draw its plot (-plot, default dev/bench/bench.png)")
 	fs.StringVar(&cfg.logPath, "log", "", "handler and host log file (default a temporary file)")
 	if err := fs.Parse(args); err != nil {
@@ -193,7 +190,7 @@ func run(ctx context.Context, cfg config) error {
 	fmt.Fprintf(out, "Cluster Service latency %s · N %v · opstatus instances %v · %d operations per subscription\n\n",
 		cfg.latency, cfg.ns, cfg.instances, cfg.opsPerSub)
 
-	e, err := startEnv(ctx, cfg.logPath, cfg.inMemoryQueue)
+	e, err := startEnv(ctx, cfg.logPath)
 	if err != nil {
 		return err
 	}

@@ -188,6 +188,9 @@ type hostResult struct {
 	HandlerCPU time.Duration
 	NodeCPU    map[string]time.Duration
 	SelfCPU    time.Duration
+	// ChangedCPU is every process's CPU time from the flip until every
+	// operation was updated, by "handler", "cosmos", "azurite", "harness".
+	ChangedCPU map[string]time.Duration
 	// HWM is the largest handler VmHWM at the end of the run.
 	HWM       int64
 	MaxQueue  int
@@ -362,6 +365,10 @@ func runHost(ctx context.Context, e *env, cfg config, n, instances int, scan, id
 	res.Changed = c.Req.sub(b.Req)
 	res.ChangedOut = diffOutcomes(c.Outcomes, b.Outcomes)
 	res.Updated = res.ChangedOut["updated"]
+	res.ChangedCPU = map[string]time.Duration{"handler": c.HandlerCPU - b.HandlerCPU, "harness": c.SelfCPU - b.SelfCPU}
+	for k, v := range c.NodeCPU {
+		res.ChangedCPU[k] = v - b.NodeCPU[k]
+	}
 
 	for _, pid := range h.drv.PIDs() {
 		if s, err := readProc(pid); err == nil {

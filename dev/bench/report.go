@@ -201,6 +201,9 @@ func printHost(w io.Writer, r hostResult) {
 		mib(r.HWM), ms(r.cpuPerPoll()*1000), ms(r.cpuPerPoll()),
 		ms(per1000(r.NodeCPU["cosmos"], r.UnchangedPolls)), ms(per1000(r.NodeCPU["azurite"], r.UnchangedPolls)),
 		ms(per1000(r.SelfCPU, r.UnchangedPolls)))
+	fmt.Fprintf(w, "  changed window CPU per 1,000 updates: handlers %s · Cosmos server %s, Azurite %s, harness %s\n",
+		ms(per1000(r.ChangedCPU["handler"], r.Updated)), ms(per1000(r.ChangedCPU["cosmos"], r.Updated)),
+		ms(per1000(r.ChangedCPU["azurite"], r.Updated)), ms(per1000(r.ChangedCPU["harness"], r.Updated)))
 	fmt.Fprintf(w, "  queue max %d · failures %d, poisoned %d, handler restarts %d · run took %s\n",
 		r.MaxQueue, r.Failures, r.Poisoned, r.Restarts, secs(r.Elapsed))
 }

@@ -31,8 +31,8 @@ func TestLoadProjectApp(t *testing.T) {
 
 	cfg := h.Config()
 	require.Equal(t, QueuesConfig{
-		BatchSize:          16,
-		NewBatchThreshold:  8,
+		BatchSize:          32,
+		NewBatchThreshold:  32,
 		MaxDequeueCount:    5,
 		VisibilityTimeout:  5 * time.Second,
 		MaxPollingInterval: 2 * time.Second,

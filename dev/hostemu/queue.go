@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 )
@@ -33,10 +35,14 @@ type queueKey struct {
 	name string
 }
 
-// queueClients caches one client per queue.
+// queueClients caches one client per queue. They share one connection
+// pool sized for the host's concurrency: the SDK's default keeps few idle
+// connections per host, so most of a batch's deletes would each open and
+// close a connection, which the host's pool does not do.
 type queueClients struct {
 	mu      sync.Mutex
 	clients map[queueKey]*azqueue.QueueClient
+	http    *http.Client
 }
 
 func (c *queueClients) get(conn, name string) (*azqueue.QueueClient, error) {
@@ -46,7 +52,14 @@ func (c *queueClients) get(conn, name string) (*azqueue.QueueClient, error) {
 	if q, ok := c.clients[k]; ok {
 		return q, nil
 	}
-	q, err := azqueue.NewQueueClientFromConnectionString(conn, name, nil)
+	if c.http == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConns = 1024
+		t.MaxIdleConnsPerHost = 1024
+		c.http = &http.Client{Transport: t}
+	}
+	q, err := azqueue.NewQueueClientFromConnectionString(conn, name,
+		&azqueue.ClientOptions{ClientOptions: policy.ClientOptions{Transport: c.http}})
 	if err != nil {
 		// The SDK's message quotes no part of the connection string.
 		return nil, fmt.Errorf("queue %s: %w", name, err)

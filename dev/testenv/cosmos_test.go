@@ -83,6 +83,67 @@ func TestQueriesArePartitionScoped(t *testing.T) {
 	}
 }
 
+// The server keeps an index of each partition's items for scoped queries:
+// every kind of write and expiry must keep it true.
+func TestPartitionScopedQueriesFollowWrites(t *testing.T) {
+	t.Parallel()
+	db := newDatabase(t, cosmos, operations, ContainerSpec{Name: "Expiring", PartitionKeyPath: "/partitionKey", DefaultTTL: ptr[int32](1)})
+	c := db.Containers["Operations"]
+	scoped := func(partition string) []string {
+		items, _ := queryAll(t, c, "SELECT * FROM c", pk(partition), nil)
+		return ids(items)
+	}
+	body := func(id, partition string, n int) []byte {
+		b, err := json.Marshal(map[string]any{"id": id, "partitionKey": partition, "n": n})
+		require.NoError(t, err)
+		return b
+	}
+	for _, id := range []string{"a1", "a2", "a3"} {
+		create(t, c, "a", map[string]any{"id": id, "partitionKey": "a"})
+	}
+	create(t, c, "b", map[string]any{"id": "a1", "partitionKey": "b"}) // the same id in another partition
+	require.Equal(t, []string{"a1", "a2", "a3"}, scoped("a"))
+
+	// A replace keeps the item in its partition.
+	_, err := c.ReplaceItem(t.Context(), pk("a"), "a1", body("a1", "a", 1), nil)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"a1", "a2", "a3"}, scoped("a"))
+	items, _ := queryAll(t, c, "SELECT * FROM c WHERE c.n = 1", pk("a"), nil)
+	require.Equal(t, []string{"a1"}, ids(items))
+
+	// Upserts: one replaces, one creates.
+	_, err = c.UpsertItem(t.Context(), pk("a"), body("a2", "a", 2), nil)
+	require.NoError(t, err)
+	_, err = c.UpsertItem(t.Context(), pk("a"), body("a4", "a", 4), nil)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"a1", "a2", "a3", "a4"}, scoped("a"))
+
+	// Deletes leave the other partition's item of the same id alone.
+	for _, id := range []string{"a1", "a3"} {
+		_, err = c.DeleteItem(t.Context(), pk("a"), id, nil)
+		require.NoError(t, err)
+	}
+	require.ElementsMatch(t, []string{"a2", "a4"}, scoped("a"))
+	require.Equal(t, []string{"a1"}, scoped("b"))
+	for _, id := range []string{"a2", "a4"} {
+		_, err = c.DeleteItem(t.Context(), pk("a"), id, nil)
+		require.NoError(t, err)
+	}
+	require.Empty(t, scoped("a"))
+	create(t, c, "a", map[string]any{"id": "a1", "partitionKey": "a"})
+	require.Equal(t, []string{"a1"}, scoped("a"))
+
+	// Expired items leave the partition too.
+	e := db.Containers["Expiring"]
+	create(t, e, "a", map[string]any{"id": "x", "partitionKey": "a"})
+	items, _ = queryAll(t, e, "SELECT * FROM c", pk("a"), nil)
+	require.Equal(t, []string{"x"}, ids(items))
+	require.Eventually(t, func() bool {
+		items, _ := queryAll(t, e, "SELECT * FROM c", pk("a"), nil)
+		return len(items) == 0
+	}, 10*time.Second, 100*time.Millisecond)
+}
+
 func TestQueryPaging(t *testing.T) {
 	t.Parallel()
 	c := newDatabase(t, cosmos, operations).Containers["Operations"]

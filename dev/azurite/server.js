@@ -1,0 +1,88 @@
+#!/usr/bin/env node
+"use strict";
+
+// Azurite for opstatus tests and benchmarks: the pinned npm package with
+// fixes to its metadata store (LokiJS) that keep a queue of thousands of
+// messages fast. Queue semantics are unchanged (dev/testenv's tests).
+//
+// Usage: node dev/azurite/server.js <azurite|azurite-queue> [azurite flags]
+//
+// 1. LokiJS rebuilds every index of a collection (a sort of the whole
+//    collection per index) whenever it removes an array of documents, even
+//    an empty one. Azurite removes an array of expired messages, usually
+//    none, on every queue request, and its garbage collector removes each
+//    extent as an array: each request cost O(N log N) in the messages held,
+//    a garbage collection O(N² log N).
+// 2. Azurite indexes messages by account and queue name (one value each)
+//    and by a field they do not have, so every lookup by message id or
+//    expiry scanned every message. Messages are indexed by id, expiry and
+//    visibility instead, and a query evaluates its indexed fields first.
+//
+// Measured with 2,000 messages (enqueued one at a time, then dequeued 16 at
+// a time and deleted): Azurite's CPU 21.5 s stock, 8.2 s with these fixes;
+// dequeue and delete 8.2 ms a message stock, 1.6 ms with them.
+
+const Loki = require("lokijs");
+
+// Fix 1: remove small batches one document at a time, which updates the
+// indexes in place.
+const removeBatch = Loki.Collection.prototype.removeBatch;
+
+// batchLimit is the largest batch removed one document at a time; above it
+// the stock rebuild (O(N log N) once) is cheaper than per-document splices.
+const batchLimit = 64;
+
+Loki.Collection.prototype.removeBatch = function (batch) {
+  if (batch.length === 0) {
+    return;
+  }
+  if (batch.length > batchLimit) {
+    removeBatch.call(this, batch);
+    return;
+  }
+  for (const item of batch) {
+    const doc = typeof item === "object" ? item : this.get(item);
+    if (doc) this.remove(doc);
+  }
+};
+
+// Fix 2: the messages' indexes.
+const addCollection = Loki.prototype.addCollection;
+Loki.prototype.addCollection = function (name, options) {
+  if (name === "$MESSAGES_COLLECTION$" && options && options.indices) {
+    options = { ...options, indices: ["messageId", "expirationTime", "timeNextVisible"] };
+  }
+  return addCollection.call(this, name, options);
+};
+
+// A query object with several fields is an AND evaluated in field order,
+// and only the first can use an index: evaluate indexed fields first, so
+// that a lookup by message id no longer scans every message.
+const find = Loki.Resultset.prototype.find;
+Loki.Resultset.prototype.find = function (query, firstOnly) {
+  if (query && typeof query === "object" && !this.filterInitialized) {
+    const keys = Object.keys(query);
+    const indexed = keys.filter((k) => Object.hasOwn(this.collection.binaryIndices, k));
+    if (keys.length > 1 && indexed.length > 0 && indexed.length < keys.length && keys[0] !== indexed[0]) {
+      const ordered = {};
+      for (const k of indexed) ordered[k] = query[k];
+      for (const k of keys) if (!Object.hasOwn(ordered, k)) ordered[k] = query[k];
+      query = ordered;
+    }
+  }
+  return find.call(this, query, firstOnly);
+};
+
+const mains = {
+  azurite: "azurite/dist/src/azurite.js",
+  "azurite-queue": "azurite/dist/src/queue/main.js",
+};
+
+const which = process.argv[2];
+if (!Object.hasOwn(mains, which)) {
+  process.stderr.write("usage: node dev/azurite/server.js <azurite|azurite-queue> [azurite flags]\n");
+  process.exit(2);
+}
+// Azurite reads its flags from process.argv.
+process.argv.splice(2, 1);
+require(mains[which]);

@@ -1,0 +1,101 @@
+package functions
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// upper is a slice type with a marshaling method of its own.
+type upper []string
+
+func (u upper) MarshalJSON() ([]byte, error) {
+	return json.Marshal(strings.ToUpper(strings.Join(u, ",")))
+}
+
+type entry struct {
+	ID   string `json:"id"`
+	Note string `json:"note,omitempty"`
+}
+
+// A streamed body must be the very bytes encodeResponse renders.
+func TestBodyMatchesEncodeResponse(t *testing.T) {
+	many := make([]entry, 5000)
+	for i := range many {
+		many[i] = entry{ID: strings.Repeat("x", i%50)}
+	}
+	tests := []struct {
+		name    string
+		outputs map[string]any
+		logs    []string
+		ret     any
+	}{
+		{name: "nothing"},
+		{name: "empty slice", outputs: map[string]any{"operations": []entry{}}, ret: 0},
+		{name: "nil slice", outputs: map[string]any{"operations": []entry(nil)}},
+		{name: "one", outputs: map[string]any{"operations": []entry{{ID: "a"}}}, logs: []string{"l1"}, ret: 1},
+		{name: "html is not escaped", outputs: map[string]any{"o": []entry{{ID: "<a&b>", Note: "\u2028"}}}, ret: "<&>"},
+		{name: "several outputs in name order", outputs: map[string]any{"b": []int{1, 2}, "a": map[string]int{"z": 1, "y": 2}, "c": "s"}},
+		{name: "bytes stay base64", outputs: map[string]any{"raw": []byte("hello")}},
+		{name: "raw JSON stays as it is", outputs: map[string]any{"raw": json.RawMessage(`{"k":[1,2]}`)}},
+		{name: "a slice type's own marshaler", outputs: map[string]any{"u": upper{"a", "b"}}},
+		{name: "slice of any", outputs: map[string]any{"mixed": []any{1, "two", nil, []string{"x"}, map[string]any{"k": true}}}},
+		{name: "many", outputs: map[string]any{"operations": many}, logs: []string{"a", "b"}, ret: len(many)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want, err := encodeResponse(tt.outputs, tt.logs, tt.ret)
+			require.NoError(t, err)
+			b, err := newBody(tt.outputs, tt.logs, tt.ret)
+			require.NoError(t, err)
+			rec := httptest.NewRecorder()
+			require.NoError(t, b.writeTo(rec, http.StatusOK))
+			require.Equal(t, string(want), rec.Body.String())
+			require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+		})
+	}
+}
+
+// An element that cannot be encoded is only found on the way out, after
+// the status: the response is cut off so that the host sees a failed
+// invocation, never a shortened output.
+func TestUnencodableElementAbortsTheResponse(t *testing.T) {
+	items := make([]any, 10000)
+	for i := range items {
+		items[i] = map[string]any{"id": strings.Repeat("i", 40)}
+	}
+	items[len(items)-1] = math.NaN()
+	var process safeBuffer
+	s := NewServer(slog.New(slog.NewJSONHandler(&process, nil)), map[string]Handler{
+		"scan": func(context.Context, *Invocation) (*Result, error) {
+			return &Result{Outputs: map[string]any{"operations": items}}, nil
+		},
+	})
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+
+	r := send(ts.URL+"/scan", `{"Data":{},"Metadata":{}}`, InvocationIDHeader, "inv-nan")
+	require.NoError(t, r.err)
+	defer r.resp.Body.Close()
+	_, err := io.ReadAll(r.resp.Body)
+	require.Error(t, err, "the body must not end as if complete")
+
+	var found bool
+	for _, rec := range process.records(t) {
+		if rec["msg"] == "invocation" && rec["invocation_id"] == "inv-nan" {
+			found = true
+			require.Equal(t, "ERROR", rec["level"])
+			require.Contains(t, rec["error"], "response aborted")
+			require.Contains(t, rec["error"], "element 9999")
+		}
+	}
+	require.True(t, found, "no invocation line")
+}
