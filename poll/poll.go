@@ -107,7 +107,13 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		log.Log(ctx, level, "operation left unchanged; the next scan retries it", "error", err)
 		return &functions.Result{ReturnValue: OutcomeDeferred}, nil
 	}
-	log.Info("polled", "outcome", outcome)
+	// Most polls change nothing: those are Debug, so that the log at Info
+	// is the record of what opstatus did (the ReturnValue has every outcome).
+	level := slog.LevelDebug
+	if outcome == OutcomeUpdated || outcome == OutcomeDeleted || outcome == OutcomeNotified {
+		level = slog.LevelInfo
+	}
+	log.Log(ctx, level, "polled", "outcome", outcome)
 	return &functions.Result{ReturnValue: outcome}, nil
 }
 

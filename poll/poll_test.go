@@ -104,7 +104,7 @@ type fixture struct {
 	now    time.Time
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{
 		db:    database.NewMemoryClient(5 * time.Second),
@@ -179,7 +179,7 @@ func (f *fixture) op(t *testing.T, id string) *database.Operation {
 }
 
 // invoke runs the handler as the host would, with msg as the queue message.
-func (f *fixture) invoke(t *testing.T, msg string) (*functions.Result, error) {
+func (f *fixture) invoke(t testing.TB, msg string) (*functions.Result, error) {
 	t.Helper()
 	inv := &functions.Invocation{
 		ID:       "inv-1",
@@ -191,7 +191,7 @@ func (f *fixture) invoke(t *testing.T, msg string) (*functions.Result, error) {
 	return f.fn.Handle(context.Background(), inv)
 }
 
-func (f *fixture) poll(t *testing.T, opID string) poll.Outcome {
+func (f *fixture) poll(t testing.TB, opID string) poll.Outcome {
 	t.Helper()
 	res, err := f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"`+opID+`"}`)
 	require.NoError(t, err)
@@ -242,6 +242,21 @@ func TestNothingToDoCallsNoOne(t *testing.T) {
 	require.Zero(t, f.cs.calls())
 	require.Zero(t, f.writes())
 	require.Zero(t, f.lockOps())
+}
+
+// BenchmarkUnchangedPoll is the handler's side of the common case, the
+// in-memory DBClient standing in for Cosmos: where its CPU and allocations
+// go (go test -bench UnchangedPoll -benchmem -cpuprofile cpu.out ./poll).
+func BenchmarkUnchangedPoll(b *testing.B) {
+	f := newFixture(b)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
+	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	b.ReportAllocs()
+	for b.Loop() {
+		if got := f.poll(b, "op"); got != poll.OutcomeUnchanged {
+			b.Fatalf("outcome %s", got)
+		}
+	}
 }
 
 func TestUnchangedStatusCostsOneReadAndOneCall(t *testing.T) {

@@ -1,6 +1,7 @@
 package database
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -34,7 +35,7 @@ type Operation struct {
 	// ETag is the item's _etag when it was read; writes send it as If-Match.
 	ETag azcore.ETag `json:"-"`
 
-	extra map[string]json.RawMessage
+	raw []byte // the item as read, for the fields opstatus does not know
 }
 
 // SubscriptionID returns the subscription the operation belongs to.
@@ -43,19 +44,22 @@ func (o *Operation) SubscriptionID() string { return o.PartitionKey }
 // MarshalJSON writes the known fields over the fields the item was read with.
 func (o Operation) MarshalJSON() ([]byte, error) {
 	type plain Operation
-	return marshalWithExtra(plain(o), o.extra)
+	return marshalOver(plain(o), o.raw)
 }
 
-// UnmarshalJSON reads the known fields and keeps the others.
+// UnmarshalJSON reads the known fields and _etag, and keeps the item's JSON
+// for a later write.
 func (o *Operation) UnmarshalJSON(b []byte) error {
 	type plain Operation
-	var p plain
-	extra, etag, err := unmarshalWithExtra(b, &p)
-	if err != nil {
+	var p struct {
+		plain
+		ETag azcore.ETag `json:"_etag"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
 		return fmt.Errorf("operation item: %w", err)
 	}
-	*o = Operation(p)
-	o.extra, o.ETag = extra, etag
+	*o = Operation(p.plain)
+	o.ETag, o.raw = p.ETag, bytes.Clone(b)
 	return nil
 }
 
@@ -88,25 +92,28 @@ type Resource struct {
 	// ETag is the item's _etag when it was read; writes send it as If-Match.
 	ETag azcore.ETag `json:"-"`
 
-	extra map[string]json.RawMessage
+	raw []byte // the item as read, for the fields opstatus does not know
 }
 
 // MarshalJSON writes the known fields over the fields the item was read with.
 func (r Resource) MarshalJSON() ([]byte, error) {
 	type plain Resource
-	return marshalWithExtra(plain(r), r.extra)
+	return marshalOver(plain(r), r.raw)
 }
 
-// UnmarshalJSON reads the known fields and keeps the others.
+// UnmarshalJSON reads the known fields and _etag, and keeps the item's JSON
+// for a later write.
 func (r *Resource) UnmarshalJSON(b []byte) error {
 	type plain Resource
-	var p plain
-	extra, etag, err := unmarshalWithExtra(b, &p)
-	if err != nil {
+	var p struct {
+		plain
+		ETag azcore.ETag `json:"_etag"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
 		return fmt.Errorf("resource item: %w", err)
 	}
-	*r = Resource(p)
-	r.extra, r.ETag = extra, etag
+	*r = Resource(p.plain)
+	r.ETag, r.raw = p.ETag, bytes.Clone(b)
 	return nil
 }
 
@@ -130,23 +137,31 @@ type PendingOperation struct {
 	PartitionKey string `json:"partitionKey"`
 }
 
-// marshalWithExtra marshals v and lays its fields over extra, so that fields
-// the frontend wrote and opstatus does not know survive a replace.
-func marshalWithExtra(v any, extra map[string]json.RawMessage) ([]byte, error) {
+// marshalOver marshals v, a struct, over raw, the item it was read as: the
+// fields the frontend wrote and opstatus does not declare survive a replace.
+// Cosmos system fields (_rid, _ts, ...) are dropped: the server owns them.
+// Unknown fields are decoded here, at a write, not at every read.
+func marshalOver(v any, raw []byte) ([]byte, error) {
 	known, err := json.Marshal(v)
-	if err != nil {
+	if err != nil || len(raw) == 0 {
+		return known, err
+	}
+	var merged map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &merged); err != nil {
 		return nil, err
 	}
-	if len(extra) == 0 {
+	declared := jsonNames(reflect.TypeOf(v))
+	for k := range merged {
+		if declared[k] || strings.HasPrefix(k, "_") {
+			delete(merged, k)
+		}
+	}
+	if len(merged) == 0 {
 		return known, nil
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(known, &fields); err != nil {
 		return nil, err
-	}
-	merged := make(map[string]json.RawMessage, len(extra)+len(fields))
-	for k, val := range extra {
-		merged[k] = val
 	}
 	for k, val := range fields {
 		merged[k] = val
@@ -154,35 +169,7 @@ func marshalWithExtra(v any, extra map[string]json.RawMessage) ([]byte, error) {
 	return json.Marshal(merged)
 }
 
-// unmarshalWithExtra decodes b into v and returns _etag and the fields v
-// does not declare. Cosmos system fields (_rid, _ts, ...) are dropped: the
-// server owns them.
-func unmarshalWithExtra(b []byte, v any) (map[string]json.RawMessage, azcore.ETag, error) {
-	if err := json.Unmarshal(b, v); err != nil {
-		return nil, "", err
-	}
-	var all map[string]json.RawMessage
-	if err := json.Unmarshal(b, &all); err != nil {
-		return nil, "", err
-	}
-	var etag azcore.ETag
-	if raw, ok := all["_etag"]; ok {
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			etag = azcore.ETag(s)
-		}
-	}
-	declared := jsonNames(reflect.TypeOf(v).Elem())
-	for k := range all {
-		if declared[k] || strings.HasPrefix(k, "_") {
-			delete(all, k)
-		}
-	}
-	return all, etag, nil
-}
-
 var jsonNamesCache sync.Map // reflect.Type -> map[string]bool
-
 // jsonNames returns the JSON field names a struct type declares.
 func jsonNames(t reflect.Type) map[string]bool {
 	if names, ok := jsonNamesCache.Load(t); ok {
