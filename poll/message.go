@@ -19,6 +19,12 @@ type Message struct {
 	// backlog then costs no more than one Cluster Service call per operation
 	// per interval, and the queue stays bounded.
 	ScanInterval int `json:"scanInterval,omitempty"`
+	// ScannedAt, when set, is the scheduled time of the scan that wrote the
+	// message. The message is superseded once a scan interval has passed
+	// since then, when the next scan is due: so an operation gets at most one
+	// Cluster Service call per interval even though a scan's messages reach
+	// the queue over seconds. Without it, the queue's InsertionTime counts.
+	ScannedAt time.Time `json:"scannedAt,omitzero"`
 }
 
 // maxIDLength bounds ids well above any GUID or Cosmos id the frontend writes.
@@ -55,9 +61,14 @@ func checkID(field, v string) error {
 	return nil
 }
 
-// superseded reports whether a message inserted into the queue at inserted
-// has waited longer than its scan interval by now.
+// superseded reports whether a scan interval has passed by now since the
+// message's scan started (ScannedAt), or else since it was inserted into
+// the queue at inserted.
 func (m Message) superseded(inserted, now time.Time) bool {
-	return m.ScanInterval > 0 && !inserted.IsZero() &&
-		now.Sub(inserted) > time.Duration(m.ScanInterval)*time.Second
+	since := m.ScannedAt
+	if since.IsZero() {
+		since = inserted
+	}
+	return m.ScanInterval > 0 && !since.IsZero() &&
+		now.Sub(since) > time.Duration(m.ScanInterval)*time.Second
 }

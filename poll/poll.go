@@ -173,6 +173,12 @@ func (f *Function) Poll(ctx context.Context, log *slog.Logger, msg Message, owne
 		log.Error("internalId is not a Cluster Service path; left as it is", "error", err)
 		return OutcomeInvalid, nil
 	}
+	// Checked again just before the call: the read may have waited past the
+	// next scan's start (only ScannedAt counts here; the insertion time was
+	// checked on arrival).
+	if msg.superseded(time.Time{}, f.now()) {
+		return OutcomeSuperseded, nil
+	}
 	st, err := f.Cluster.Status(ctx, id)
 	if errors.Is(err, clusterservice.ErrNotFound) {
 		if op.Request != arm.RequestDelete {

@@ -559,8 +559,42 @@ func TestSupersededMessagesAreDroppedWithoutWork(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, poll.OutcomeUpdated, res.ReturnValue, "younger than a scan interval")
 
+	// scannedAt, when there, counts instead of the insertion time: a message
+	// queued late in a long scan is still dropped once the next scan began.
+	scanned := func(at time.Time) string {
+		return `{"subscriptionId":"` + sub + `","operationId":"op","scanInterval":10,"scannedAt":"` + at.Format(time.RFC3339Nano) + `"}`
+	}
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
+	calls := f.cs.calls()
+	res, err = deliver(scanned(f.now.Add(-10500*time.Millisecond)), f.now.Add(-2*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, poll.OutcomeSuperseded, res.ReturnValue, "its scan started more than an interval ago")
+	require.Equal(t, calls, f.cs.calls())
+	res, err = deliver(scanned(f.now.Add(-9*time.Second)), f.now.Add(-30*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, poll.OutcomeUpdated, res.ReturnValue, "its scan started less than an interval ago")
+
 	_, err = deliver(`{"subscriptionId":"`+sub+`","operationId":"op","scanInterval":"soon"}`, f.now)
 	require.Equal(t, http.StatusBadRequest, functions.StatusOf(err))
 	_, err = deliver(`{"subscriptionId":"`+sub+`","operationId":"op","scanInterval":-5}`, f.now)
 	require.Equal(t, http.StatusBadRequest, functions.StatusOf(err))
+}
+
+// A message whose next scan comes due while its operation is read is
+// dropped before the Cluster Service call, not after.
+func TestMessageSupersededDuringTheReadMakesNoCall(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
+	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	f.db.Hook = func(call string) error {
+		if call == "GetOperation" {
+			f.now = f.now.Add(2 * time.Second) // a slow read
+		}
+		return nil
+	}
+	scanned := f.now.Add(-9 * time.Second)
+	res, err := f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"op","scanInterval":10,"scannedAt":"`+scanned.Format(time.RFC3339Nano)+`"}`)
+	require.NoError(t, err)
+	require.Equal(t, poll.OutcomeSuperseded, res.ReturnValue)
+	require.Zero(t, f.cs.calls())
 }

@@ -37,6 +37,10 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		inv.Log.Info("timer is past due")
 	}
 	interval := scanInterval(timer)
+	var scannedAt time.Time // this run's scheduled time: the interval's start
+	if interval > 0 {
+		scannedAt = timer.Next.UTC()
+	}
 	messages := []poll.Message{}
 	for p, err := range f.DB.PendingOperations(ctx) {
 		if errors.Is(err, database.ErrMalformed) {
@@ -46,7 +50,7 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		if err != nil {
 			return nil, fmt.Errorf("list pending operations: %w", err)
 		}
-		messages = append(messages, poll.Message{SubscriptionID: p.PartitionKey, OperationID: p.ID, ScanInterval: interval})
+		messages = append(messages, poll.Message{SubscriptionID: p.PartitionKey, OperationID: p.ID, ScanInterval: interval, ScannedAt: scannedAt})
 	}
 	// When polls cannot keep up, the messages still queued at the next scan
 	// are dropped as superseded; a fresh order each scan keeps that from

@@ -80,7 +80,7 @@ func TestScanFailsWhenTheListingFails(t *testing.T) {
 	require.True(t, errors.Is(err, database.ErrUnavailable))
 }
 
-func TestScanMessagesCarryTheScheduleInterval(t *testing.T) {
+func TestScanMessagesCarryTheScheduleIntervalAndScanTime(t *testing.T) {
 	db := database.NewMemoryClient(time.Second)
 	db.PutOperation(&database.Operation{ID: "1", PartitionKey: "s", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
 	fn := &scan.Function{DB: db}
@@ -103,6 +103,11 @@ func TestScanMessagesCarryTheScheduleInterval(t *testing.T) {
 			msgs := res.Outputs[scan.OutputBinding].([]poll.Message)
 			require.Len(t, msgs, 1)
 			require.Equal(t, tc.want, msgs[0].ScanInterval)
+			if tc.want == 0 {
+				require.True(t, msgs[0].ScannedAt.IsZero(), "no interval, no scan time")
+			} else {
+				require.Equal(t, time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), msgs[0].ScannedAt, "the schedule's Next: this run")
+			}
 		})
 	}
 }
