@@ -20,11 +20,17 @@ type Message struct {
 	// per interval, and the queue stays bounded.
 	ScanInterval int `json:"scanInterval,omitempty"`
 	// ScannedAt, when set, is the scheduled time of the scan that wrote the
-	// message. The message is superseded once a scan interval has passed
-	// since then, when the next scan is due: so an operation gets at most one
-	// Cluster Service call per interval even though a scan's messages reach
-	// the queue over seconds. Without it, the queue's InsertionTime counts.
+	// message. The message is superseded when the next scan is due, an
+	// interval after ScannedAt, rather than an interval after it reached the
+	// queue: a scan's messages reach the queue over seconds, and the late
+	// ones would otherwise outlive the next scan's start and give their
+	// operation two Cluster Service calls in one interval. A message written
+	// after that (the scan overran its interval, so the next one starts only
+	// when it ends) expires an interval after its insertion, as one without
+	// ScannedAt does.
 	ScannedAt time.Time `json:"scannedAt,omitzero"`
+
+	inserted time.Time // the queue's InsertionTime, from the invocation
 }
 
 // maxIDLength bounds ids well above any GUID or Cosmos id the frontend writes.
@@ -61,14 +67,19 @@ func checkID(field, v string) error {
 	return nil
 }
 
-// superseded reports whether a scan interval has passed by now since the
-// message's scan started (ScannedAt), or else since it was inserted into
-// the queue at inserted.
-func (m Message) superseded(inserted, now time.Time) bool {
-	since := m.ScannedAt
-	if since.IsZero() {
-		since = inserted
+// superseded reports whether, by now, a later scan may have sent a fresher
+// message for the same operation.
+func (m Message) superseded(now time.Time) bool {
+	if m.ScanInterval <= 0 {
+		return false
 	}
-	return m.ScanInterval > 0 && !since.IsZero() &&
-		now.Sub(since) > time.Duration(m.ScanInterval)*time.Second
+	interval := time.Duration(m.ScanInterval) * time.Second
+	if m.ScannedAt.IsZero() {
+		return !m.inserted.IsZero() && now.Sub(m.inserted) > interval
+	}
+	next := m.ScannedAt.Add(interval)
+	if m.inserted.After(next) {
+		next = m.inserted.Add(interval)
+	}
+	return now.After(next)
 }

@@ -90,8 +90,9 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		return nil, functions.BadRequest(fmt.Errorf("queue message: %w", err))
 	}
 	log := inv.Log.With("subscription_id", msg.SubscriptionID, "operation_id", msg.OperationID)
-	if inserted := inv.QueueMetadata().InsertionTime; msg.superseded(inserted, f.now()) {
-		log.Debug("message superseded by a later scan; dropped", "inserted", inserted)
+	msg.inserted = inv.QueueMetadata().InsertionTime
+	if msg.superseded(f.now()) {
+		log.Debug("message superseded by a later scan; dropped", "inserted", msg.inserted, "scanned_at", msg.ScannedAt)
 		return &functions.Result{ReturnValue: OutcomeSuperseded}, nil
 	}
 	outcome, err := f.Poll(ctx, log, msg, f.Owner+"/"+ownerSuffix(inv.ID))
@@ -174,9 +175,8 @@ func (f *Function) Poll(ctx context.Context, log *slog.Logger, msg Message, owne
 		return OutcomeInvalid, nil
 	}
 	// Checked again just before the call: the read may have waited past the
-	// next scan's start (only ScannedAt counts here; the insertion time was
-	// checked on arrival).
-	if msg.superseded(time.Time{}, f.now()) {
+	// next scan's start.
+	if msg.superseded(f.now()) {
 		return OutcomeSuperseded, nil
 	}
 	st, err := f.Cluster.Status(ctx, id)

@@ -570,9 +570,19 @@ func TestSupersededMessagesAreDroppedWithoutWork(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, poll.OutcomeSuperseded, res.ReturnValue, "its scan started more than an interval ago")
 	require.Equal(t, calls, f.cs.calls())
-	res, err = deliver(scanned(f.now.Add(-9*time.Second)), f.now.Add(-30*time.Second))
+	res, err = deliver(scanned(f.now.Add(-9*time.Second)), f.now.Add(-8*time.Second))
 	require.NoError(t, err)
 	require.Equal(t, poll.OutcomeUpdated, res.ReturnValue, "its scan started less than an interval ago")
+
+	// A scan that overran its interval: the next one starts when it ends,
+	// so its late messages expire an interval after their insertion.
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
+	res, err = deliver(scanned(f.now.Add(-25*time.Second)), f.now.Add(-12*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, poll.OutcomeSuperseded, res.ReturnValue, "inserted at scan + 13 s, expired at scan + 23 s")
+	res, err = deliver(scanned(f.now.Add(-25*time.Second)), f.now.Add(-2*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, poll.OutcomeUpdated, res.ReturnValue, "inserted at scan + 23 s: kept until scan + 33 s")
 
 	_, err = deliver(`{"subscriptionId":"`+sub+`","operationId":"op","scanInterval":"soon"}`, f.now)
 	require.Equal(t, http.StatusBadRequest, functions.StatusOf(err))
