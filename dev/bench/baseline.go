@@ -10,6 +10,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
+	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
@@ -45,7 +46,7 @@ func newBaseline(ctx context.Context, cosmosURL, key, db, csURL string) (*baseli
 	if err != nil {
 		return nil, err
 	}
-	listClient, err := cosmosClient(cosmosURL, key)
+	listClient, err := testenv.NewCosmosClient(cosmosURL, key)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
@@ -104,7 +102,7 @@ func startEnv(ctx context.Context, logPath string) (_ *env, err error) {
 	if e.queues, err = azqueue.NewServiceClientFromConnectionString(e.queue.ConnectionString, nil); err != nil {
 		return nil, err
 	}
-	if e.direct, err = cosmosClient(e.cosmos.Endpoint, e.cosmos.Key); err != nil {
+	if e.direct, err = testenv.NewCosmosClient(e.cosmos.Endpoint, e.cosmos.Key); err != nil {
 		return nil, err
 	}
 
@@ -203,20 +201,6 @@ func (e *env) queueLength(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	return int(*props.ApproximateMessagesCount), nil
-}
-
-// cosmosClient is a client for a local server with a self-signed certificate.
-func cosmosClient(endpoint, key string) (*azcosmos.Client, error) {
-	cred, err := azcosmos.NewKeyCredential(key)
-	if err != nil {
-		return nil, err
-	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // local test server
-	transport.MaxIdleConnsPerHost = 32
-	return azcosmos.NewClientWithKey(endpoint, cred, &azcosmos.ClientOptions{
-		ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: transport}},
-	})
 }
 
 // handlerSettings are the app settings the handler needs, for database db
