@@ -9,40 +9,14 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
-	"strconv"
 )
 
-// response is the body of every answer: the host reads the output bindings
-// from Outputs, forwards Logs to its own log and keeps ReturnValue for a
-// $return binding.
-type response struct {
-	Outputs     map[string]any `json:"Outputs"`
-	Logs        []string       `json:"Logs"`
-	ReturnValue any            `json:"ReturnValue"`
-}
-
-// encodeResponse renders a response body; Outputs is always an object and
-// Logs always an array.
-func encodeResponse(outputs map[string]any, logs []string, ret any) ([]byte, error) {
-	if outputs == nil {
-		outputs = map[string]any{}
-	}
-	if logs == nil {
-		logs = []string{}
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(response{Outputs: outputs, Logs: logs, ReturnValue: ret}); err != nil {
-		return nil, fmt.Errorf("encoding response: %w", err)
-	}
-	return buf.Bytes(), nil
-}
-
-// body is a response ready to send. Every part is encoded except the
-// elements of outputs that are plain slices: those are encoded as they are
-// written, so that a large output (scan's messages) is never held in memory
-// a second time as JSON.
+// body is the body of every answer, ready to send: the host reads the
+// output bindings from Outputs, forwards Logs to its own log and keeps
+// ReturnValue for a $return binding; Outputs is always an object and Logs an
+// array. Every part is encoded except the elements of outputs that are plain
+// slices: those are encoded as they are written, so that a large output
+// (scan's messages) is never held in memory a second time as JSON.
 type body struct {
 	outputs []encodedOutput // by name, as encoding/json orders map keys
 	logs    []byte
@@ -107,7 +81,8 @@ func streamable(v reflect.Value) bool {
 		!reflect.PointerTo(t).Implements(jsonMarshaler) && !reflect.PointerTo(t).Implements(textMarshaler)
 }
 
-// marshal is json.Marshal without HTML escaping, as encodeResponse writes.
+// marshal is json.Marshal without HTML escaping, which the host's logs
+// and messages need no more than JSON does.
 func marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -165,16 +140,8 @@ func (b *body) writeTo(w http.ResponseWriter, status int) error {
 // writeLogsOnly answers status with empty Outputs, the given Logs and a null
 // ReturnValue; such a body always encodes.
 func writeLogsOnly(w http.ResponseWriter, status int, logs []string) {
-	body, _ := encodeResponse(nil, logs, nil)
-	writeBody(w, status, body)
-}
-
-// writeBody sends a rendered response body as application/json.
-func writeBody(w http.ResponseWriter, status int, body []byte) {
-	setJSONHeaders(w)
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body) // The caller has gone if this fails; nothing to do.
+	b, _ := newBody(nil, logs, nil)
+	_ = b.writeTo(w, status) // the caller has gone if this fails; nothing to do
 }
 
 func setJSONHeaders(w http.ResponseWriter) {

@@ -1,6 +1,7 @@
 package functions
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -26,7 +27,27 @@ type entry struct {
 	Note string `json:"note,omitempty"`
 }
 
-// A streamed body must be the very bytes encodeResponse renders.
+// encodeResponse is the reference: encoding/json's rendering of a whole
+// response in one go.
+func encodeResponse(outputs map[string]any, logs []string, ret any) ([]byte, error) {
+	if outputs == nil {
+		outputs = map[string]any{}
+	}
+	if logs == nil {
+		logs = []string{}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(struct {
+		Outputs     map[string]any `json:"Outputs"`
+		Logs        []string       `json:"Logs"`
+		ReturnValue any            `json:"ReturnValue"`
+	}{outputs, logs, ret})
+	return buf.Bytes(), err
+}
+
+// A streamed body must be the very bytes encoding/json renders at once.
 func TestBodyMatchesEncodeResponse(t *testing.T) {
 	many := make([]entry, 5000)
 	for i := range many {
