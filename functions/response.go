@@ -3,82 +3,69 @@ package functions
 import (
 	"bufio"
 	"bytes"
-	"encoding"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"net/http"
-	"reflect"
+	"runtime/debug"
 	"slices"
 )
 
-// body is the body of every answer, ready to send: the host reads the
-// output bindings from Outputs, forwards Logs to its own log and keeps
-// ReturnValue for a $return binding; Outputs is always an object and Logs an
-// array. Every part is encoded except the elements of outputs that are plain
-// slices: those are encoded as they are written, so that a large output
-// (scan's messages) is never held in memory a second time as JSON.
+// Stream is an output binding's array whose elements are produced while the
+// answer is written, so that a large output (scan's messages) is never held
+// in memory. Each element is encoded as JSON in turn.
+//
+// The answer's Logs and ReturnValue are encoded after every stream has
+// ended: a stream may log through the invocation's Log, and a ReturnValue
+// given as a pointer is read then. A stream that yields an error (or
+// panics) fails the invocation. The first holdBack bytes of an answer are
+// held back, so a stream that fails early gets a plain error answer
+// (StatusOf(err), the error in Logs); one that fails after that has its
+// response aborted, so that the host never takes a partial output.
+type Stream iter.Seq2[any, error]
+
+// holdBack is how much of an answer is kept before its status goes out.
+const holdBack = 32 << 10
+
+// body is the body of every answer: the host reads the output bindings from
+// Outputs, forwards Logs to its own log and keeps ReturnValue for a $return
+// binding; Outputs is always an object and Logs an array.
 type body struct {
-	outputs []encodedOutput // by name, as encoding/json orders map keys
-	logs    []byte
-	ret     []byte
+	outputs []output // by name, as encoding/json orders map keys
+	logs    func() []string
+	ret     any
 }
 
-// encodedOutput is one output binding: value is its JSON, or nil when the
-// elements of slice are to be encoded on the way out.
-type encodedOutput struct {
-	name  []byte
-	value []byte
-	slice reflect.Value
+// output is one output binding: value is its JSON, or stream produces it.
+type output struct {
+	name   []byte
+	value  []byte
+	stream Stream
 }
 
-// newBody encodes a response's parts, failing before anything is sent.
-func newBody(outputs map[string]any, logs []string, ret any) (*body, error) {
-	if logs == nil {
-		logs = []string{}
-	}
-	b := &body{}
-	var err error
-	if b.logs, err = marshal(logs); err != nil {
-		return nil, fmt.Errorf("encoding response logs: %w", err)
-	}
-	if b.ret, err = marshal(ret); err != nil {
-		return nil, fmt.Errorf("encoding response return value: %w", err)
-	}
+// newBody encodes every output but the streams, failing before anything
+// is sent. logs is called once the outputs are written.
+func newBody(outputs map[string]any, logs func() []string, ret any) (*body, error) {
+	b := &body{logs: logs, ret: ret}
 	names := make([]string, 0, len(outputs))
 	for name := range outputs {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		o := encodedOutput{}
+		o := output{}
+		var err error
 		if o.name, err = marshal(name); err != nil {
 			return nil, fmt.Errorf("encoding output name: %w", err)
 		}
-		if v := reflect.ValueOf(outputs[name]); streamable(v) {
-			o.slice = v
+		if s, ok := outputs[name].(Stream); ok {
+			o.stream, o.value = s, []byte("null") // the value of a nil stream
 		} else if o.value, err = marshal(outputs[name]); err != nil {
 			return nil, fmt.Errorf("encoding output %s: %w", name, err)
 		}
 		b.outputs = append(b.outputs, o)
 	}
 	return b, nil
-}
-
-var (
-	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
-	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
-)
-
-// streamable reports whether v is a non-nil slice that encoding/json would
-// write as an array of its elements: not bytes (base64) and not a type with
-// a marshaling method of its own.
-func streamable(v reflect.Value) bool {
-	if v.Kind() != reflect.Slice || v.IsNil() || v.Type().Elem().Kind() == reflect.Uint8 {
-		return false
-	}
-	t := v.Type()
-	return !t.Implements(jsonMarshaler) && !t.Implements(textMarshaler) &&
-		!reflect.PointerTo(t).Implements(jsonMarshaler) && !reflect.PointerTo(t).Implements(textMarshaler)
 }
 
 // marshal is json.Marshal without HTML escaping, which the host's logs
@@ -93,14 +80,12 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// writeTo sends the body with status. An element that fails to encode
-// part way returns an error after the status has gone out: the caller must
-// then abort the response, so that the host sees a failed invocation rather
-// than a truncated output.
-func (b *body) writeTo(w http.ResponseWriter, status int) error {
-	setJSONHeaders(w)
-	w.WriteHeader(status)
-	bw := bufio.NewWriterSize(w, 32<<10)
+// writeTo sends the body with status. On error, sent tells whether the
+// status has gone out: if not, the caller may still answer otherwise; if
+// so, it must abort the response.
+func (b *body) writeTo(w http.ResponseWriter, status int) (sent bool, err error) {
+	hw := &heldWriter{w: w, status: status}
+	bw := bufio.NewWriterSize(hw, holdBack)
 	var elem bytes.Buffer
 	enc := json.NewEncoder(&elem)
 	enc.SetEscapeHTML(false)
@@ -112,36 +97,91 @@ func (b *body) writeTo(w http.ResponseWriter, status int) error {
 		}
 		bw.Write(o.name)
 		bw.WriteByte(':')
-		if o.value != nil {
+		if o.stream == nil {
 			bw.Write(o.value)
 			continue
 		}
 		bw.WriteByte('[')
-		for j := range o.slice.Len() {
+		err := drain(o.stream, func(j int, v any) error {
 			if j > 0 {
 				bw.WriteByte(',')
 			}
 			elem.Reset()
-			if err := enc.Encode(o.slice.Index(j).Interface()); err != nil {
-				return fmt.Errorf("encoding element %d of output %s: %w", j, o.name, err)
+			if err := enc.Encode(v); err != nil {
+				return fmt.Errorf("encoding element %d: %w", j, err)
 			}
-			bw.Write(bytes.TrimSuffix(elem.Bytes(), []byte("\n")))
+			_, err := bw.Write(bytes.TrimSuffix(elem.Bytes(), []byte("\n")))
+			return err
+		})
+		if err != nil {
+			return hw.sent, fmt.Errorf("output %s: %w", o.name, err)
 		}
 		bw.WriteByte(']')
 	}
+	var logs []string
+	if b.logs != nil {
+		logs = b.logs()
+	}
+	if logs == nil {
+		logs = []string{}
+	}
+	encoded, err := marshal(logs)
+	if err != nil {
+		return hw.sent, fmt.Errorf("encoding response logs: %w", err)
+	}
 	bw.WriteString(`},"Logs":`)
-	bw.Write(b.logs)
+	bw.Write(encoded)
+	if encoded, err = marshal(b.ret); err != nil {
+		return hw.sent, fmt.Errorf("encoding response return value: %w", err)
+	}
 	bw.WriteString(`,"ReturnValue":`)
-	bw.Write(b.ret)
+	bw.Write(encoded)
 	bw.WriteString("}\n")
-	return bw.Flush()
+	return true, bw.Flush()
+}
+
+// drain calls f with each element of s until s or f fails. A panic in s
+// is an error too: s is a handler's code, running outside its invocation.
+func drain(s Stream, f func(int, any) error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{value: v, stack: debug.Stack()}
+		}
+	}()
+	i := 0
+	for v, serr := range s {
+		if serr != nil {
+			return serr
+		}
+		if err := f(i, v); err != nil {
+			return err
+		}
+		i++
+	}
+	return nil
+}
+
+// heldWriter sends the headers and status with the first bytes of the body.
+type heldWriter struct {
+	w      http.ResponseWriter
+	status int
+	sent   bool
+}
+
+func (h *heldWriter) Write(p []byte) (int, error) {
+	if !h.sent {
+		h.sent = true
+		setJSONHeaders(h.w)
+		h.w.WriteHeader(h.status)
+	}
+	return h.w.Write(p)
 }
 
 // writeLogsOnly answers status with empty Outputs, the given Logs and a null
 // ReturnValue; such a body always encodes.
 func writeLogsOnly(w http.ResponseWriter, status int, logs []string) {
-	b, _ := newBody(nil, logs, nil)
-	_ = b.writeTo(w, status) // the caller has gone if this fails; nothing to do
+	b := &body{logs: func() []string { return logs }}
+	_, _ = b.writeTo(w, status) // the caller has gone if this fails; nothing to do
 }
 
 func setJSONHeaders(w http.ResponseWriter) {

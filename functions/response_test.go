@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"math"
@@ -47,7 +48,19 @@ func encodeResponse(outputs map[string]any, logs []string, ret any) ([]byte, err
 	return buf.Bytes(), err
 }
 
-// A streamed body must be the very bytes encoding/json renders at once.
+// streamOf streams xs, as a handler would stream items it reads.
+func streamOf[T any](xs []T) Stream {
+	return func(yield func(any, error) bool) {
+		for _, x := range xs {
+			if !yield(x, nil) {
+				return
+			}
+		}
+	}
+}
+
+// A body must be the very bytes encoding/json renders at once, a stream
+// rendering as the array of its elements.
 func TestBodyMatchesEncodeResponse(t *testing.T) {
 	many := make([]entry, 5000)
 	for i := range many {
@@ -55,7 +68,8 @@ func TestBodyMatchesEncodeResponse(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		outputs map[string]any
+		outputs map[string]any // what the handler returns
+		want    map[string]any // what encoding/json is given; outputs when nil
 		logs    []string
 		ret     any
 	}{
@@ -68,55 +82,154 @@ func TestBodyMatchesEncodeResponse(t *testing.T) {
 		{name: "bytes stay base64", outputs: map[string]any{"raw": []byte("hello")}},
 		{name: "raw JSON stays as it is", outputs: map[string]any{"raw": json.RawMessage(`{"k":[1,2]}`)}},
 		{name: "a slice type's own marshaler", outputs: map[string]any{"u": upper{"a", "b"}}},
-		{name: "slice of any", outputs: map[string]any{"mixed": []any{1, "two", nil, []string{"x"}, map[string]any{"k": true}}}},
 		{name: "many", outputs: map[string]any{"operations": many}, logs: []string{"a", "b"}, ret: len(many)},
+		{name: "empty stream", outputs: map[string]any{"operations": streamOf([]entry{})}, want: map[string]any{"operations": []entry{}}},
+		{name: "nil stream is null", outputs: map[string]any{"operations": Stream(nil)}, want: map[string]any{"operations": nil}},
+		{
+			name:    "stream of many",
+			outputs: map[string]any{"operations": streamOf(many), "other": 1},
+			want:    map[string]any{"operations": many, "other": 1},
+			logs:    []string{"a"}, ret: len(many),
+		},
+		{
+			name:    "stream of mixed values",
+			outputs: map[string]any{"mixed": streamOf([]any{1, "<two>", nil, []string{"x"}, map[string]any{"k": true}, upper{"u"}})},
+			want:    map[string]any{"mixed": []any{1, "<two>", nil, []string{"x"}, map[string]any{"k": true}, upper{"u"}}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			want, err := encodeResponse(tt.outputs, tt.logs, tt.ret)
+			if tt.want == nil {
+				tt.want = tt.outputs
+			}
+			want, err := encodeResponse(tt.want, tt.logs, tt.ret)
 			require.NoError(t, err)
-			b, err := newBody(tt.outputs, tt.logs, tt.ret)
+			b, err := newBody(tt.outputs, func() []string { return tt.logs }, tt.ret)
 			require.NoError(t, err)
 			rec := httptest.NewRecorder()
-			require.NoError(t, b.writeTo(rec, http.StatusOK))
+			sent, err := b.writeTo(rec, http.StatusOK)
+			require.NoError(t, err)
+			require.True(t, sent)
 			require.Equal(t, string(want), rec.Body.String())
 			require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
 		})
 	}
 }
 
-// An element that cannot be encoded is only found on the way out, after
-// the status: the response is cut off so that the host sees a failed
-// invocation, never a shortened output.
-func TestUnencodableElementAbortsTheResponse(t *testing.T) {
-	items := make([]any, 10000)
-	for i := range items {
-		items[i] = map[string]any{"id": strings.Repeat("i", 40)}
-	}
-	items[len(items)-1] = math.NaN()
-	var process safeBuffer
-	s := NewServer(slog.New(slog.NewJSONHandler(&process, nil)), map[string]Handler{
-		"scan": func(context.Context, *Invocation) (*Result, error) {
-			return &Result{Outputs: map[string]any{"operations": items}}, nil
+// Logs and ReturnValue are read after the streams: a stream's log lines
+// and a count it fills in reach the answer.
+func TestStreamLogsAndCountReachTheAnswer(t *testing.T) {
+	s := NewServer(nil, map[string]Handler{
+		"scan": func(_ context.Context, inv *Invocation) (*Result, error) {
+			n := new(int)
+			stream := func(yield func(any, error) bool) {
+				for i := range 3 {
+					*n++
+					if !yield(i, nil) {
+						return
+					}
+				}
+				inv.Log.Info("streamed", "count", *n)
+			}
+			return &Result{Outputs: map[string]any{"operations": Stream(stream)}, ReturnValue: n}, nil
 		},
 	})
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 
-	r := send(ts.URL+"/scan", `{"Data":{},"Metadata":{}}`, InvocationIDHeader, "inv-nan")
-	require.NoError(t, r.err)
-	defer r.resp.Body.Close()
-	_, err := io.ReadAll(r.resp.Body)
-	require.Error(t, err, "the body must not end as if complete")
+	a := post(t, ts.URL+"/scan", "inv-1", `{"Data":{},"Metadata":{}}`)
+	require.Equal(t, http.StatusOK, a.Status)
+	require.Equal(t, []any{0.0, 1.0, 2.0}, a.Outputs["operations"])
+	require.Equal(t, 3.0, a.ReturnValue)
+	requireLogsContain(t, a.Logs, "msg=streamed")
+	requireLogsContain(t, a.Logs, "count=3")
+}
 
-	var found bool
-	for _, rec := range process.records(t) {
-		if rec["msg"] == "invocation" && rec["invocation_id"] == "inv-nan" {
-			found = true
-			require.Equal(t, "ERROR", rec["level"])
-			require.Contains(t, rec["error"], "response aborted")
-			require.Contains(t, rec["error"], "element 9999")
-		}
+// A stream that fails is a failed invocation, never a shortened output: a
+// plain error answer while nothing has gone out, an aborted response after.
+func TestFailingStream(t *testing.T) {
+	item := map[string]any{"id": strings.Repeat("i", 40)}
+	errListing := errors.New("listing broke")
+	tests := []struct {
+		name     string
+		at       int  // the element that fails
+		panics   bool // by panicking rather than yielding an error
+		nan      bool // by being unencodable
+		aborted  bool // the status had gone out
+		errorLog string
+	}{
+		{name: "error before anything went out", at: 10, errorLog: "listing broke"},
+		{name: "panic before anything went out", at: 10, panics: true, errorLog: "handler panicked: boom"},
+		{name: "unencodable before anything went out", at: 10, nan: true, errorLog: "encoding element 10"},
+		{name: "error after the status went out", at: 10000, aborted: true, errorLog: "listing broke"},
+		{name: "panic after the status went out", at: 10000, panics: true, aborted: true, errorLog: "handler panicked: boom"},
+		{name: "unencodable after the status went out", at: 9999, nan: true, aborted: true, errorLog: "encoding element 9999"},
 	}
-	require.True(t, found, "no invocation line")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stream := func(yield func(any, error) bool) {
+				for i := 0; ; i++ {
+					switch {
+					case i < tt.at:
+						if !yield(item, nil) {
+							return
+						}
+						continue
+					case tt.panics:
+						panic("boom")
+					case tt.nan:
+						yield(math.NaN(), nil)
+					default:
+						yield(nil, BadRequest(errListing))
+					}
+					return
+				}
+			}
+			var process safeBuffer
+			s := NewServer(slog.New(slog.NewJSONHandler(&process, nil)), map[string]Handler{
+				"scan": func(context.Context, *Invocation) (*Result, error) {
+					return &Result{Outputs: map[string]any{"operations": Stream(stream)}}, nil
+				},
+			})
+			ts := httptest.NewServer(s.Handler())
+			t.Cleanup(ts.Close)
+
+			r := send(ts.URL+"/scan", `{"Data":{},"Metadata":{}}`, InvocationIDHeader, "inv-x")
+			require.NoError(t, r.err)
+			if tt.aborted {
+				defer r.resp.Body.Close()
+				_, err := io.ReadAll(r.resp.Body)
+				require.Error(t, err, "the body must not end as if complete")
+			} else {
+				a := readAnswer(t, r.resp)
+				want := http.StatusInternalServerError
+				if !tt.panics && !tt.nan {
+					want = http.StatusBadRequest // StatusOf the stream's error
+				}
+				require.Equal(t, want, a.Status)
+				require.Empty(t, a.Outputs, "no partial output")
+				requireLogsContain(t, a.Logs, tt.errorLog)
+			}
+
+			var invocation map[string]any
+			var stack bool
+			for _, rec := range process.records(t) {
+				if rec["msg"] == "invocation" && rec["invocation_id"] == "inv-x" {
+					invocation = rec
+				}
+				if rec["msg"] == "handler panicked" {
+					stack = strings.Contains(rec["stack"].(string), "response_test.go")
+				}
+			}
+			require.NotNil(t, invocation, "no invocation line")
+			if tt.aborted {
+				require.Equal(t, "ERROR", invocation["level"])
+				require.Contains(t, invocation["error"], "response aborted")
+				require.Contains(t, invocation["error"], tt.errorLog)
+			} else {
+				require.Equal(t, "INFO", invocation["level"])
+			}
+			require.Equal(t, tt.panics, stack, "a panic is logged with its stack")
+		})
+	}
 }

@@ -208,7 +208,15 @@ func (s *Server) invoke(name string, h Handler) http.HandlerFunc {
 		log := invocationLogger(s.logger, c, id, name)
 
 		status, body := s.run(w, r, name, id, h, log, c)
-		err := body.writeTo(w, status)
+		sent, err := body.writeTo(w, status)
+		if pe, ok := errors.AsType[*panicError](err); ok {
+			pe.log(r.Context(), log)
+		}
+		if err != nil && !sent {
+			// Nothing has gone out yet: answer a plain failure instead.
+			status, body = failed(r.Context(), log, c, StatusOf(err), err)
+			sent, err = body.writeTo(w, status)
+		}
 
 		level, attrs := slog.LevelInfo, []slog.Attr{
 			slog.String("invocation_id", id),
@@ -230,12 +238,7 @@ func (s *Server) invoke(name string, h Handler) http.HandlerFunc {
 
 // run reads the envelope, calls the handler and prepares the answer.
 func (s *Server) run(w http.ResponseWriter, r *http.Request, name, id string, h Handler, log *slog.Logger, c *collector) (int, *body) {
-	fail := func(status int, err error) (int, *body) {
-		log.LogAttrs(r.Context(), slog.LevelError, "invocation failed",
-			slog.Int("status", status), slog.String("error", err.Error()))
-		b, _ := newBody(nil, c.Lines(), nil) // strings and null always encode
-		return status, b
-	}
+	fail := func(status int, err error) (int, *body) { return failed(r.Context(), log, c, status, err) }
 
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBodyBytes))
 	if err != nil {
@@ -258,11 +261,18 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, name, id string, h 
 	if res == nil {
 		res = &Result{}
 	}
-	b, err := newBody(res.Outputs, c.Lines(), res.ReturnValue)
+	b, err := newBody(res.Outputs, c.Lines, res.ReturnValue)
 	if err != nil {
 		return fail(http.StatusInternalServerError, err)
 	}
 	return http.StatusOK, b
+}
+
+// failed logs why an invocation failed and returns the answer that says so.
+func failed(ctx context.Context, log *slog.Logger, c *collector, status int, err error) (int, *body) {
+	log.LogAttrs(ctx, slog.LevelError, "invocation failed",
+		slog.Int("status", status), slog.String("error", err.Error()))
+	return status, &body{logs: c.Lines}
 }
 
 // panicError is a handler's panic turned into an error.
@@ -273,14 +283,19 @@ type panicError struct {
 
 func (p *panicError) Error() string { return fmt.Sprintf("handler panicked: %v", p.value) }
 
+// log records the panic with its stack.
+func (p *panicError) log(ctx context.Context, log *slog.Logger) {
+	log.LogAttrs(ctx, slog.LevelError, "handler panicked",
+		slog.String("panic", fmt.Sprint(p.value)), slog.String("stack", string(p.stack)))
+}
+
 // call runs h, turning a panic into an error (logged with its stack) so that
 // one bad invocation does not stop the process.
 func call(ctx context.Context, h Handler, inv *Invocation) (res *Result, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			pe := &panicError{value: v, stack: debug.Stack()}
-			inv.Log.LogAttrs(ctx, slog.LevelError, "handler panicked",
-				slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(pe.stack)))
+			pe.log(ctx, inv.Log)
 			res, err = nil, pe
 		}
 	}()

@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/opstatus/opstatus/functions"
@@ -20,14 +22,19 @@ const (
 	OutputBinding = "operations"
 )
 
-// Function scans for pending operations.
+// Function scans for pending operations. It keeps, between scans, how many
+// operations the last one listed; use it through a pointer.
 type Function struct {
 	DB database.DBClient
+
+	listed atomic.Int64 // by the last scan: the range of the next start point
 }
 
-// Handle is the functions.Handler of scan. It answers 500 if the listing
-// fails part way: the messages of a partial listing are not sent, and the
-// next timer tick tries again.
+// Handle is the functions.Handler of scan. The messages are streamed from
+// the listing as the answer is written. A listing that fails part way fails
+// the invocation (a 500, or an aborted response once the first messages
+// have gone out): the host sends none of its messages, and the next timer
+// tick tries again.
 func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*functions.Result, error) {
 	timer, err := inv.Timer(TimerBinding)
 	if err != nil {
@@ -41,26 +48,95 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 	if interval > 0 {
 		scannedAt = timer.Next.UTC()
 	}
-	messages := []poll.Message{}
-	for p, err := range f.DB.PendingOperations(ctx) {
-		if errors.Is(err, database.ErrMalformed) {
-			inv.Log.Error("skipping an operation item", "error", err)
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list pending operations: %w", err)
-		}
-		messages = append(messages, poll.Message{SubscriptionID: p.PartitionKey, OperationID: p.ID, ScanInterval: interval, ScannedAt: scannedAt})
-	}
-	// When polls cannot keep up, the messages still queued at the next scan
-	// are dropped as superseded; a fresh order each scan keeps that from
-	// always falling on the same operations at the end of the listing.
-	rand.Shuffle(len(messages), func(i, j int) { messages[i], messages[j] = messages[j], messages[i] })
-	inv.Log.Info("scanned", "pending", len(messages))
+	sent := new(int)
+	messages := f.messages(ctx, inv.Log, sent, func(p database.PendingOperation) poll.Message {
+		return poll.Message{SubscriptionID: p.PartitionKey, OperationID: p.ID, ScanInterval: interval, ScannedAt: scannedAt}
+	})
 	return &functions.Result{
 		Outputs:     map[string]any{OutputBinding: messages},
-		ReturnValue: len(messages),
+		ReturnValue: sent,
 	}, nil
+}
+
+// shuffleWindow is how many operations scan holds to send them in a random
+// order: the operations of one subscription, next to each other in the
+// listing, then rarely meet at its lock.
+const shuffleWindow = 1000
+
+// messages yields a message per pending operation, counting them in sent.
+//
+// When polls cannot keep up, the messages still queued at the next scan are
+// dropped as superseded; starting each scan at a random point of the
+// listing, and wrapping around, keeps that from always falling on the same
+// operations. The listing is read twice, from the start point to its end
+// and then from its beginning up to the start point, so that memory stays
+// one window whatever the number of operations. The second read stops at
+// the first operation the first one took, or after as many positions as the
+// first read skipped: operations created or finished between the two reads
+// can shift that point, so such a scan may miss one (or, if the first one
+// finished, send one twice), and the next scan makes up for it.
+func (f *Function) messages(ctx context.Context, log *slog.Logger, sent *int, message func(database.PendingOperation) poll.Message) functions.Stream {
+	return func(yield func(any, error) bool) {
+		start := 0
+		if last := f.listed.Load(); last > 0 {
+			start = rand.IntN(int(last))
+		}
+		window := make([]database.PendingOperation, 0, shuffleWindow)
+		flush := func() bool {
+			rand.Shuffle(len(window), func(i, j int) { window[i], window[j] = window[j], window[i] })
+			for _, p := range window {
+				*sent++
+				if !yield(message(p), nil) {
+					return false
+				}
+			}
+			window = window[:0]
+			return true
+		}
+		var first *database.PendingOperation // where the second read ends
+		// read goes through the listing, sending what it finds from position
+		// from on, and stops before position to (if to >= 0) or at first. It
+		// returns how many positions it went through, and false if the
+		// stream is over.
+		read := func(from, to int) (int, bool) {
+			pos := 0
+			for p, err := range f.DB.PendingOperations(ctx) {
+				if err != nil && !errors.Is(err, database.ErrMalformed) {
+					yield(nil, fmt.Errorf("list pending operations: %w", err))
+					return pos, false
+				}
+				if pos == to || err == nil && first != nil && p == *first {
+					break
+				}
+				pos++
+				switch {
+				case pos <= from:
+					// The other read sends it, or logs it if malformed.
+				case err != nil:
+					log.Error("skipping an operation item", "error", err)
+				default:
+					if first == nil {
+						first = &p
+					}
+					if window = append(window, p); len(window) == shuffleWindow && !flush() {
+						return pos, false
+					}
+				}
+			}
+			return pos, flush()
+		}
+		listed, ok := read(start, -1)
+		if !ok {
+			return
+		}
+		if start > 0 {
+			if _, ok := read(0, start); !ok {
+				return
+			}
+		}
+		f.listed.Store(int64(listed))
+		log.Info("scanned", "pending", *sent)
+	}
 }
 
 // scanInterval returns the schedule's interval in whole seconds, or 0 when

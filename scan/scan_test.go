@@ -3,9 +3,9 @@ package scan_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,13 +20,62 @@ import (
 
 func invoke(t *testing.T, db database.DBClient, timer string) (*functions.Result, error) {
 	t.Helper()
+	return invokeFn(t, &scan.Function{DB: db}, timer)
+}
+
+func invokeFn(t *testing.T, fn *scan.Function, timer string) (*functions.Result, error) {
+	t.Helper()
 	inv := &functions.Invocation{
 		ID: "inv", Function: "scan",
 		Data:     map[string]json.RawMessage{"timer": json.RawMessage(timer)},
 		Metadata: map[string]json.RawMessage{},
 		Log:      slog.New(slog.DiscardHandler),
 	}
-	return (&scan.Function{DB: db}).Handle(context.Background(), inv)
+	return fn.Handle(context.Background(), inv)
+}
+
+// collect runs a scan's stream of messages as the answer's writer does,
+// then reads the count it returns.
+func collect(t *testing.T, res *functions.Result) ([]poll.Message, error) {
+	t.Helper()
+	stream, ok := res.Outputs[scan.OutputBinding].(functions.Stream)
+	require.True(t, ok, "scan streams its messages: %T", res.Outputs[scan.OutputBinding])
+	var msgs []poll.Message
+	for v, err := range stream {
+		if err != nil {
+			return msgs, err
+		}
+		msgs = append(msgs, v.(poll.Message))
+	}
+	require.Equal(t, len(msgs), *res.ReturnValue.(*int), "ReturnValue counts the messages")
+	return msgs, nil
+}
+
+// scanAll scans with fn and returns the messages.
+func scanAll(t *testing.T, fn *scan.Function) []poll.Message {
+	t.Helper()
+	res, err := invokeFn(t, fn, timer)
+	require.NoError(t, err)
+	msgs, err := collect(t, res)
+	require.NoError(t, err)
+	return msgs
+}
+
+// finish makes an operation terminal: no longer pending.
+func finish(db *database.MemoryClient, sub, id string) {
+	db.PutOperation(&database.Operation{ID: id, PartitionKey: sub, Request: arm.RequestCreate, Status: arm.ProvisioningStateSucceeded})
+}
+
+func ids(msgs []poll.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.OperationID
+	}
+	return out
+}
+
+func putPending(db *database.MemoryClient, sub, id string) {
+	db.PutOperation(&database.Operation{ID: id, PartitionKey: sub, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
 }
 
 const timer = `{"Schedule":{"AdjustForDST":true},"ScheduleStatus":null,"IsPastDue":false}`
@@ -45,39 +94,71 @@ func TestScanListsPendingOperationsAcrossSubscriptions(t *testing.T) {
 
 	res, err := invoke(t, db, timer)
 	require.NoError(t, err)
+	msgs, err := collect(t, res)
+	require.NoError(t, err)
 	require.ElementsMatch(t, []poll.Message{
 		{SubscriptionID: "sub-a", OperationID: "1"},
 		{SubscriptionID: "sub-b", OperationID: "3"},
 		{SubscriptionID: "sub-b", OperationID: "4"},
 		{SubscriptionID: "sub-c", OperationID: "6"},
-	}, res.Outputs[scan.OutputBinding])
-	require.Equal(t, 4, res.ReturnValue)
+	}, msgs)
 
 	// Messages go out as JSON objects, never as strings the host could
 	// mistake for base64.
-	b, err := json.Marshal(res.Outputs)
-	require.NoError(t, err)
-	var out struct{ Operations []map[string]any }
-	require.NoError(t, json.Unmarshal(b, &out))
-	require.Len(t, out.Operations, 4)
-	for _, m := range out.Operations {
-		require.Len(t, m, 2, "objects with subscriptionId and operationId only: %v", m)
+	for _, m := range msgs {
+		b, err := json.Marshal(m)
+		require.NoError(t, err)
+		var fields map[string]any
+		require.NoError(t, json.Unmarshal(b, &fields))
+		require.Len(t, fields, 2, "objects with subscriptionId and operationId only: %s", b)
 	}
 }
 
-func TestScanWithNothingPendingOutputsAnEmptyArray(t *testing.T) {
+func TestScanWithNothingPendingSendsNoMessage(t *testing.T) {
 	res, err := invoke(t, database.NewMemoryClient(time.Second), `"not even a timer"`)
 	require.NoError(t, err, "an odd timer payload does not stop the scan")
-	b, err := json.Marshal(res.Outputs)
+	msgs, err := collect(t, res)
 	require.NoError(t, err)
-	require.JSONEq(t, `{"operations":[]}`, string(b))
+	require.Empty(t, msgs)
 }
 
 func TestScanFailsWhenTheListingFails(t *testing.T) {
 	db := database.NewMemoryClient(time.Second)
-	db.Hook = func(string) error { return database.ErrUnavailable }
-	_, err := invoke(t, db, timer)
-	require.True(t, errors.Is(err, database.ErrUnavailable))
+	for i := range 10 {
+		putPending(db, "s", fmt.Sprint(i))
+	}
+	fn := &scan.Function{DB: db}
+	require.Len(t, scanAll(t, fn), 10)
+	for _, failing := range []int{1, 2} { // the first read, the second one
+		t.Run(fmt.Sprint("read ", failing), func(t *testing.T) {
+			calls := 0
+			db.Hook = func(call string) error {
+				if call != "PendingOperations" {
+					return nil
+				}
+				if calls++; calls == failing {
+					return database.ErrUnavailable
+				}
+				return nil
+			}
+			t.Cleanup(func() { db.Hook = nil })
+			// Until a scan starts past the first operation and reads twice.
+			for attempt := 0; calls < 2; attempt++ {
+				require.Less(t, attempt, 100, "no scan read the listing twice")
+				calls = 0
+				res, err := invokeFn(t, fn, timer)
+				require.NoError(t, err)
+				_, err = collect(t, res)
+				if failing == 1 || calls == 2 {
+					require.ErrorIs(t, err, database.ErrUnavailable)
+					require.ErrorContains(t, err, "list pending operations")
+				}
+				if failing == 1 {
+					break
+				}
+			}
+		})
+	}
 }
 
 func TestScanMessagesCarryTheScheduleIntervalAndScanTime(t *testing.T) {
@@ -100,7 +181,8 @@ func TestScanMessagesCarryTheScheduleIntervalAndScanTime(t *testing.T) {
 				Data: map[string]json.RawMessage{"timer": json.RawMessage(tc.timer)}}
 			res, err := fn.Handle(context.Background(), inv)
 			require.NoError(t, err)
-			msgs := res.Outputs[scan.OutputBinding].([]poll.Message)
+			msgs, err := collect(t, res)
+			require.NoError(t, err)
 			require.Len(t, msgs, 1)
 			require.Equal(t, tc.want, msgs[0].ScanInterval)
 			if tc.want == 0 {
@@ -112,20 +194,119 @@ func TestScanMessagesCarryTheScheduleIntervalAndScanTime(t *testing.T) {
 	}
 }
 
-func TestScanOrderChangesFromScanToScan(t *testing.T) {
+// Each scan starts at a random point of the listing and wraps around, so
+// that the operations dropped when polls fall behind are not always the
+// same; every scan still sends every operation exactly once.
+func TestScanStartsAtARandomPointAndSendsEveryOperationOnce(t *testing.T) {
 	db := database.NewMemoryClient(time.Second)
+	var all []string
 	for i := range 50 {
-		db.PutOperation(&database.Operation{ID: fmt.Sprint(i), PartitionKey: "s", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
+		id := fmt.Sprintf("%02d", i)
+		putPending(db, "s", id)
+		all = append(all, id)
 	}
-	first := func() string {
-		res, err := invoke(t, db, timer)
-		require.NoError(t, err)
-		return res.Outputs[scan.OutputBinding].([]poll.Message)[0].OperationID
+	fn := &scan.Function{DB: db}
+	require.ElementsMatch(t, all, ids(scanAll(t, fn)))
+
+	starts := map[int]bool{}
+	for range 40 {
+		got := ids(scanAll(t, fn))
+		require.ElementsMatch(t, all, got)
+		// The listing from some point to its end, then from its beginning,
+		// each part in an order of its own: every id of the first part is
+		// above every id of the second.
+		split := len(got)
+		for k := 1; k < len(got); k++ {
+			if slices.Min(got[:k]) > slices.Max(got[k:]) {
+				split = k
+				break
+			}
+		}
+		starts[len(all)-split] = true
 	}
-	seen := map[string]bool{}
-	for range 20 {
-		seen[first()] = true
+	// 40 scans all starting at the same 5 of 50 points: about 1 in 10^40.
+	require.Greater(t, len(starts), 5, "the start point does not move: %v", starts)
+}
+
+// Within a window, messages go out in a random order: the operations of one
+// subscription, next to each other in the listing, are spread apart.
+func TestScanSpreadsTheOperationsOfASubscription(t *testing.T) {
+	db := database.NewMemoryClient(time.Second)
+	for i := range 100 {
+		putPending(db, fmt.Sprintf("sub-%02d", i/10), fmt.Sprintf("%02d", i%10))
 	}
-	// 20 scans of 50 operations all starting with the same one: 1 in 50^19.
-	require.Greater(t, len(seen), 1, "every scan lists the operations in the same order")
+	msgs := scanAll(t, &scan.Function{DB: db})
+	require.Len(t, msgs, 100)
+	adjacent := 0
+	for i := 1; i < len(msgs); i++ {
+		if msgs[i].SubscriptionID == msgs[i-1].SubscriptionID {
+			adjacent++
+		}
+	}
+	// In listing order 90 of the 99 pairs share a subscription; shuffled,
+	// about 9. More than 40: about 1 in 10^15.
+	require.Less(t, adjacent, 40, "%d neighbours share a subscription", adjacent)
+}
+
+// Operations that come and go between the two reads of a scan never make
+// it fail or send one twice; at most the shift they cause leaves one out
+// of this scan.
+func TestScanToleratesChangesBetweenItsReads(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(db *database.MemoryClient, firstSent string)
+	}{
+		{"nothing changes", func(*database.MemoryClient, string) {}},
+		{"created before the start point", func(db *database.MemoryClient, _ string) { putPending(db, "s", "000") }},
+		{"finished before the start point", func(db *database.MemoryClient, _ string) { finish(db, "s", "00") }},
+		{"created after the start point", func(db *database.MemoryClient, _ string) { putPending(db, "s", "99") }},
+		// The second read cannot stop at it: it stops after as many positions
+		// as the first read skipped.
+		{"the first one sent finished", func(db *database.MemoryClient, first string) { finish(db, "s", first) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := database.NewMemoryClient(time.Second)
+			for i := range 20 {
+				putPending(db, "s", fmt.Sprintf("%02d", i))
+			}
+			fn := &scan.Function{DB: db}
+			scanAll(t, fn)
+			for attempt := 0; ; attempt++ {
+				require.Less(t, attempt, 100, "no scan read the listing twice")
+				before := ids(scanAll(t, fn))
+				var got []string
+				calls := 0
+				db.Hook = func(call string) error {
+					if call == "PendingOperations" {
+						if calls++; calls == 2 {
+							tt.change(db, slices.Min(got)) // the first read's first in listing order
+						}
+					}
+					return nil
+				}
+				res, err := invokeFn(t, fn, timer)
+				require.NoError(t, err)
+				for v, err := range res.Outputs[scan.OutputBinding].(functions.Stream) {
+					require.NoError(t, err)
+					got = append(got, v.(poll.Message).OperationID)
+				}
+				db.Hook = nil
+				if calls < 2 {
+					continue // it started at the top
+				}
+				seen := map[string]int{}
+				for _, id := range got {
+					seen[id]++
+				}
+				dups := 0
+				for _, n := range seen {
+					dups += n - 1
+				}
+				require.Zero(t, dups, "%v", got)
+				require.GreaterOrEqual(t, len(seen), len(before)-1, "missed more than the shift: %v", got)
+				break
+			}
+		})
+	}
 }

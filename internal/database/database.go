@@ -34,9 +34,10 @@ var (
 // DBClient is everything opstatus does with Cosmos DB.
 type DBClient interface {
 	// PendingOperations yields, across all subscriptions, every operation that
-	// is not terminal or whose notification is not delivered yet. An item
-	// it cannot decode yields an ErrMalformed error and the sequence goes
-	// on; any other error ends it.
+	// is not terminal or whose notification is not delivered yet, in the
+	// same order from call to call as long as the items do not change. An
+	// item it cannot decode yields an ErrMalformed error and the sequence
+	// goes on; any other error ends it.
 	PendingOperations(ctx context.Context) iter.Seq2[PendingOperation, error]
 	// GetOperation point-reads one operation.
 	GetOperation(ctx context.Context, subscriptionID, operationID string) (*Operation, error)
