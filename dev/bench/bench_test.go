@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"image/color"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -225,12 +227,33 @@ func TestParseFlags(t *testing.T) {
 	require.Empty(t, cfg.jsonPath)
 	require.Equal(t, "go run ./dev/bench -only baseline -n 1_000 -latency 200ms", cfg.command)
 
+	cfg, err = parseFlags([]string{"-only", "opstatus", "-cpuprofile", "/tmp/bench.pprof"})
+	require.NoError(t, err)
+	require.Equal(t, "/tmp/bench.pprof", cfg.cpuProfile)
+
 	for _, bad := range [][]string{
 		{"-only", "nothing"}, {"-n", "0"}, {"-n", ""}, {"-instances", "two"}, {"-latency", "-1s"}, {"extra"},
 	} {
 		_, err := parseFlags(bad)
 		require.Error(t, err, "%q", bad)
 	}
+}
+
+func TestStartCPUProfile(t *testing.T) {
+	stop, err := startCPUProfile("")
+	require.NoError(t, err)
+	stop()
+
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	stop, err = startCPUProfile(path)
+	require.NoError(t, err)
+	stop()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(b, []byte{0x1f, 0x8b}), "a gzipped pprof profile")
+
+	_, err = startCPUProfile(filepath.Join(t.TempDir(), "missing", "cpu.pprof"))
+	require.Error(t, err)
 }
 
 func TestGlyphs(t *testing.T) {
