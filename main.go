@@ -64,14 +64,16 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	defer cs.Close()
 
 	hostname, _ := os.Hostname()
+	schedule := &poll.Schedule{}
 	pollFn := &poll.Function{
 		DB:       db,
 		Cluster:  cs,
 		Locker:   lock.New(db.Locks(), lock.Options{Logger: logger}),
 		Notifier: arm.NewNotifier(cfg.NotificationsAllowHTTP),
 		Owner:    fmt.Sprintf("opstatus/%s/%d", hostname, os.Getpid()),
+		Schedule: schedule,
 	}
-	scanFn := &scan.Function{DB: db}
+	scanFn := &scan.Function{DB: db, Schedule: schedule}
 	srv := functions.NewServer(logger, map[string]functions.Handler{
 		"scan": scanFn.Handle,
 		"poll": pollFn.Handle,

@@ -18,8 +18,8 @@ import (
 // The answer's Logs and ReturnValue are encoded after every stream has
 // ended: a stream may log through the invocation's Log, and a ReturnValue
 // given as a pointer is read then. A stream that yields an error (or
-// panics) fails the invocation. The first holdBack bytes of an answer are
-// held back, so a stream that fails early gets a plain error answer
+// panics) fails the invocation. The first 32 KiB of an answer are held
+// back, so a stream that fails early gets a plain error answer
 // (StatusOf(err), the error in Logs); one that fails after that has its
 // response aborted, so that the host never takes a partial output.
 type Stream iter.Seq2[any, error]

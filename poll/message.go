@@ -3,6 +3,7 @@ package poll
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -82,4 +83,31 @@ func (m Message) superseded(now time.Time) bool {
 		next = m.inserted.Add(interval)
 	}
 	return now.After(next)
+}
+
+// Schedule remembers the scan interval last seen in this process, from
+// scan's timer or from a message. A message without one comes from a
+// schedule's very first scan (the host has no previous run to measure the
+// interval by) or from an earlier version; it takes the remembered one.
+// scan and poll share a Schedule: in the process that runs the timer, poll
+// knows the interval as soon as the second scan starts, even while the
+// first scan's messages still fill the queue ahead of the second's. The
+// methods of a nil Schedule remember nothing.
+type Schedule struct {
+	seconds atomic.Int64
+}
+
+// Observe records an interval in seconds; one of 0 or less is ignored.
+func (s *Schedule) Observe(seconds int) {
+	if s != nil && seconds > 0 {
+		s.seconds.Store(int64(seconds))
+	}
+}
+
+// Interval returns the last interval observed in seconds, or 0.
+func (s *Schedule) Interval() int {
+	if s == nil {
+		return 0
+	}
+	return int(s.seconds.Load())
 }

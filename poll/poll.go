@@ -64,6 +64,9 @@ type Function struct {
 	NotifyFor time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Schedule, shared with scan, gives messages without an interval the
+	// one last seen; nil leaves them without.
+	Schedule *Schedule
 }
 
 func (f *Function) now() time.Time {
@@ -91,6 +94,11 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 	}
 	log := inv.Log.With("subscription_id", msg.SubscriptionID, "operation_id", msg.OperationID)
 	msg.inserted = inv.QueueMetadata().InsertionTime
+	if msg.ScanInterval > 0 {
+		f.Schedule.Observe(msg.ScanInterval)
+	} else {
+		msg.ScanInterval = f.Schedule.Interval()
+	}
 	if msg.superseded(f.now()) {
 		log.Debug("message superseded by a later scan; dropped", "inserted", msg.inserted, "scanned_at", msg.ScannedAt)
 		return &functions.Result{ReturnValue: OutcomeSuperseded}, nil

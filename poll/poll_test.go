@@ -134,6 +134,7 @@ func newFixture(t testing.TB) *fixture {
 		Notifier: arm.NewNotifier(true),
 		Owner:    "opstatus-test",
 		Now:      func() time.Time { return f.now },
+		Schedule: &poll.Schedule{},
 	}
 	return f
 }
@@ -186,6 +187,19 @@ func (f *fixture) invoke(t testing.TB, msg string) (*functions.Result, error) {
 		Function: "poll",
 		Data:     map[string]json.RawMessage{"operation": json.RawMessage(msg)},
 		Metadata: map[string]json.RawMessage{},
+		Log:      slog.New(slog.DiscardHandler),
+	}
+	return f.fn.Handle(context.Background(), inv)
+}
+
+// invokeAt delivers msg as a message the queue took in at inserted.
+func (f *fixture) invokeAt(t testing.TB, msg string, inserted time.Time) (*functions.Result, error) {
+	t.Helper()
+	inv := &functions.Invocation{
+		ID:       "inv-1",
+		Function: "poll",
+		Data:     map[string]json.RawMessage{"operation": json.RawMessage(msg)},
+		Metadata: map[string]json.RawMessage{"InsertionTime": json.RawMessage(`"` + inserted.Format(time.RFC3339) + `"`)},
 		Log:      slog.New(slog.DiscardHandler),
 	}
 	return f.fn.Handle(context.Background(), inv)
@@ -543,16 +557,32 @@ func TestSupersededMessagesAreDroppedWithoutWork(t *testing.T) {
 		return f.fn.Handle(context.Background(), inv)
 	}
 	msg := `{"subscriptionId":"` + sub + `","operationId":"op","scanInterval":10}`
+	noInterval := `{"subscriptionId":"` + sub + `","operationId":"op"}`
 
-	res, err := deliver(msg, f.now.Add(-11*time.Second))
+	// Until a message with an interval has come, one without (a schedule's
+	// first scan) is not known to be superseded.
+	res, err := deliver(noInterval, f.now.Add(-time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, poll.OutcomeUpdated, res.ReturnValue, "no interval known: never expires")
+
+	f.resetCounts()
+	calls := f.cs.calls()
+	res, err = deliver(msg, f.now.Add(-11*time.Second))
 	require.NoError(t, err)
 	require.Equal(t, poll.OutcomeSuperseded, res.ReturnValue, "waited longer than a scan interval")
-	require.Zero(t, f.cs.calls())
+	require.Equal(t, calls, f.cs.calls())
 	require.Zero(t, f.count("GetOperation"))
 
-	res, err = deliver(`{"subscriptionId":"`+sub+`","operationId":"op"}`, f.now.Add(-time.Hour))
+	// Then it takes the interval the later scans' messages carry (or that
+	// scan, in this process, has seen in its timer).
+	res, err = deliver(noInterval, f.now.Add(-11*time.Second))
 	require.NoError(t, err)
-	require.Equal(t, poll.OutcomeUpdated, res.ReturnValue, "without scanInterval a message never expires")
+	require.Equal(t, poll.OutcomeSuperseded, res.ReturnValue, "a first scan's message, older than the interval since seen")
+	require.Equal(t, calls, f.cs.calls())
+	f.cs.set(clusterCS, 200, clusterStatus("ready"))
+	res, err = deliver(noInterval, f.now.Add(-9*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, poll.OutcomeUpdated, res.ReturnValue, "a first scan's message, younger than that")
 
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
 	res, err = deliver(msg, f.now.Add(-9*time.Second))
@@ -565,7 +595,7 @@ func TestSupersededMessagesAreDroppedWithoutWork(t *testing.T) {
 		return `{"subscriptionId":"` + sub + `","operationId":"op","scanInterval":10,"scannedAt":"` + at.Format(time.RFC3339Nano) + `"}`
 	}
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-	calls := f.cs.calls()
+	calls = f.cs.calls()
 	res, err = deliver(scanned(f.now.Add(-10500*time.Millisecond)), f.now.Add(-2*time.Second))
 	require.NoError(t, err)
 	require.Equal(t, poll.OutcomeSuperseded, res.ReturnValue, "its scan started more than an interval ago")
@@ -588,6 +618,31 @@ func TestSupersededMessagesAreDroppedWithoutWork(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, functions.StatusOf(err))
 	_, err = deliver(`{"subscriptionId":"`+sub+`","operationId":"op","scanInterval":-5}`, f.now)
 	require.Equal(t, http.StatusBadRequest, functions.StatusOf(err))
+}
+
+// In the process that runs the timer, scan tells poll the interval as soon
+// as it knows it: the first scan's messages, queued ahead of the second's,
+// expire then.
+func TestScheduleFromScanExpiresFirstScanMessages(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
+	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	msg := `{"subscriptionId":"` + sub + `","operationId":"op"}`
+	inserted := f.now.Add(-11 * time.Second)
+	res, err := f.invokeAt(t, msg, inserted)
+	require.NoError(t, err)
+	require.Equal(t, poll.OutcomeUnchanged, res.ReturnValue, "no interval known yet")
+
+	f.fn.Schedule.Observe(10) // scan's second run
+	calls := f.cs.calls()
+	res, err = f.invokeAt(t, msg, inserted)
+	require.NoError(t, err)
+	require.Equal(t, poll.OutcomeSuperseded, res.ReturnValue)
+	require.Equal(t, calls, f.cs.calls())
+
+	var none *poll.Schedule
+	none.Observe(10)
+	require.Zero(t, none.Interval(), "a nil Schedule remembers nothing")
 }
 
 // A message whose next scan comes due while its operation is read is

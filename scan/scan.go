@@ -26,6 +26,8 @@ const (
 // operations the last one listed; use it through a pointer.
 type Function struct {
 	DB database.DBClient
+	// Schedule, shared with poll, learns the timer's interval.
+	Schedule *poll.Schedule
 
 	listed atomic.Int64 // by the last scan: the range of the next start point
 }
@@ -44,6 +46,7 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		inv.Log.Info("timer is past due")
 	}
 	interval := scanInterval(timer)
+	f.Schedule.Observe(interval)
 	var scannedAt time.Time // this run's scheduled time: the interval's start
 	if interval > 0 {
 		scannedAt = timer.Next.UTC()

@@ -164,7 +164,6 @@ func TestScanFailsWhenTheListingFails(t *testing.T) {
 func TestScanMessagesCarryTheScheduleIntervalAndScanTime(t *testing.T) {
 	db := database.NewMemoryClient(time.Second)
 	db.PutOperation(&database.Operation{ID: "1", PartitionKey: "s", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-	fn := &scan.Function{DB: db}
 	for name, tc := range map[string]struct {
 		timer string
 		want  int
@@ -177,6 +176,9 @@ func TestScanMessagesCarryTheScheduleIntervalAndScanTime(t *testing.T) {
 		"fraction of a second rounds up": {`{"ScheduleStatus":{"Last":"2026-11-30T11:59:59.5+00:00","Next":"2026-11-30T12:00:00+00:00"}}`, 1},
 	} {
 		t.Run(name, func(t *testing.T) {
+			schedule := &poll.Schedule{}
+			schedule.Observe(7) // an earlier run's
+			fn := &scan.Function{DB: db, Schedule: schedule}
 			inv := &functions.Invocation{Function: "scan", Log: slog.New(slog.DiscardHandler),
 				Data: map[string]json.RawMessage{"timer": json.RawMessage(tc.timer)}}
 			res, err := fn.Handle(context.Background(), inv)
@@ -187,7 +189,9 @@ func TestScanMessagesCarryTheScheduleIntervalAndScanTime(t *testing.T) {
 			require.Equal(t, tc.want, msgs[0].ScanInterval)
 			if tc.want == 0 {
 				require.True(t, msgs[0].ScannedAt.IsZero(), "no interval, no scan time")
+				require.Equal(t, 7, schedule.Interval(), "an unknown interval does not replace a known one")
 			} else {
+				require.Equal(t, tc.want, schedule.Interval(), "poll learns the interval")
 				require.Equal(t, time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), msgs[0].ScannedAt, "the schedule's Next: this run")
 			}
 		})
