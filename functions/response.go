@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
+	"sync"
 )
 
 // Stream is an output binding's array whose elements are produced while the
@@ -26,6 +27,11 @@ type Stream iter.Seq2[any, error]
 
 // holdBack is how much of an answer is kept before its status goes out.
 const holdBack = 32 << 10
+
+// writers keeps the answers' buffers: a poll's answer is a few hundred
+// bytes, and a fresh 32 KiB buffer per invocation was a large share of
+// what the handler allocated (and so of its garbage collection).
+var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, holdBack) }}
 
 // body is the body of every answer: the host reads the output bindings from
 // Outputs, forwards Logs to its own log and keeps ReturnValue for a $return
@@ -85,7 +91,12 @@ func marshal(v any) ([]byte, error) {
 // so, it must abort the response.
 func (b *body) writeTo(w http.ResponseWriter, status int) (sent bool, err error) {
 	hw := &heldWriter{w: w, status: status}
-	bw := bufio.NewWriterSize(hw, holdBack)
+	bw := writers.Get().(*bufio.Writer)
+	bw.Reset(hw)
+	defer func() {
+		bw.Reset(nil)
+		writers.Put(bw)
+	}()
 	var elem bytes.Buffer
 	enc := json.NewEncoder(&elem)
 	enc.SetEscapeHTML(false)
