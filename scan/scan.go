@@ -52,9 +52,7 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		scannedAt = timer.Next.UTC()
 	}
 	sent := new(int)
-	messages := f.messages(ctx, inv.Log, sent, func(p database.PendingOperation) poll.Message {
-		return poll.Message{SubscriptionID: p.PartitionKey, OperationID: p.ID, ScanInterval: interval, ScannedAt: scannedAt}
-	})
+	messages := f.messages(ctx, inv.Log, sent, poll.Message{ScanInterval: interval, ScannedAt: scannedAt})
 	return &functions.Result{
 		Outputs:     map[string]any{OutputBinding: messages},
 		ReturnValue: sent,
@@ -66,7 +64,8 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 // listing, then rarely meet at its lock.
 const shuffleWindow = 1000
 
-// messages yields a message per pending operation, counting them in sent.
+// messages yields a message per pending operation, like template but for
+// its ids, counting them in sent.
 //
 // When polls cannot keep up, the messages still queued at the next scan are
 // dropped as superseded; starting each scan at a random point of the
@@ -78,7 +77,7 @@ const shuffleWindow = 1000
 // first read skipped: operations created or finished between the two reads
 // can shift that point, so such a scan may miss one (or, if the first one
 // finished, send one twice), and the next scan makes up for it.
-func (f *Function) messages(ctx context.Context, log *slog.Logger, sent *int, message func(database.PendingOperation) poll.Message) functions.Stream {
+func (f *Function) messages(ctx context.Context, log *slog.Logger, sent *int, template poll.Message) functions.Stream {
 	return func(yield func(any, error) bool) {
 		start := 0
 		if last := f.listed.Load(); last > 0 {
@@ -88,8 +87,10 @@ func (f *Function) messages(ctx context.Context, log *slog.Logger, sent *int, me
 		flush := func() bool {
 			rand.Shuffle(len(window), func(i, j int) { window[i], window[j] = window[j], window[i] })
 			for _, p := range window {
+				m := template
+				m.SubscriptionID, m.OperationID = p.PartitionKey, p.ID
 				*sent++
-				if !yield(message(p), nil) {
+				if !yield(m, nil) {
 					return false
 				}
 			}
