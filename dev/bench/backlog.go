@@ -63,13 +63,8 @@ func runBacklog(ctx context.Context, e *env, cfg config) (res backlogResult, err
 	if err := e.clearQueues(ctx); err != nil {
 		return res, err
 	}
-	proxy, err := e.newProxy()
-	if err != nil {
-		return res, err
-	}
-	defer proxy.Close()
 	rec := newRecorder()
-	host, err := hostemu.Load(e.app, e.handlerSettings(proxy.URL(), db))
+	host, err := hostemu.Load(e.app, e.handlerSettings(db))
 	if err != nil {
 		return res, err
 	}

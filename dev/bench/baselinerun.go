@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -58,12 +59,7 @@ func runBaseline(ctx context.Context, e *env, cfg config, n int) (res baselineRe
 		return res, err
 	}
 	res.SeedTime = time.Since(started)
-	proxy, err := e.newProxy()
-	if err != nil {
-		return res, err
-	}
-	defer proxy.Close()
-	b, err := newBaseline(ctx, proxy.URL(), e.cosmos.Key, db, e.simURL)
+	b, err := newBaseline(ctx, e.cosmos.Endpoint, e.cosmos.Key, db, e.simURL)
 	if err != nil {
 		return res, err
 	}
@@ -73,7 +69,13 @@ func runBaseline(ctx context.Context, e *env, cfg config, n int) (res baselineRe
 	if n > cfg.baselineFull {
 		budget = cfg.baselineBudget
 	}
-	counts := func() requests { return classify(proxy.Counts(), simCalls(sim)) }
+	// counts keeps the first error, returned at the end.
+	var countErr error
+	counts := func() requests {
+		r, err := e.requests(ctx, db, sim)
+		countErr = cmp.Or(countErr, err)
+		return r
+	}
 
 	// list runs the design's listing, keeping its requests apart.
 	list := func() ([]*database.Operation, error) {
@@ -158,5 +160,5 @@ func runBaseline(ctx context.Context, e *env, cfg config, n int) (res baselineRe
 		res.UpdateSpan = span(delays)
 	}
 	res.Elapsed = time.Since(started)
-	return res, nil
+	return res, countErr
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/opstatus/opstatus/dev/faultproxy"
+	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/clusterservice"
 )
 
@@ -157,22 +157,19 @@ func TestReadProcOfThisProcess(t *testing.T) {
 }
 
 func TestClassify(t *testing.T) {
-	key := func(container, kind string, status int) faultproxy.CountKey {
-		return faultproxy.CountKey{Container: container, Kind: kind, Status: status}
-	}
-	r := classify(map[faultproxy.CountKey]int64{
-		key("Operations", faultproxy.KindRead, http.StatusOK):                    10,
-		key("Operations", faultproxy.KindRead, http.StatusNotFound):              1,
-		key("Resources", faultproxy.KindQuery, http.StatusOK):                    3,
-		key("Operations", faultproxy.KindReplace, http.StatusOK):                 2,
-		key("Operations", faultproxy.KindReplace, http.StatusPreconditionFailed): 1,
-		key("Resources", faultproxy.KindDelete, http.StatusNoContent):            1,
-		key("Locks", faultproxy.KindCreate, http.StatusCreated):                  2,
-		key("Locks", faultproxy.KindCreate, http.StatusConflict):                 5,
-		key("Locks", faultproxy.KindDelete, http.StatusNoContent):                2,
-		key("Locks", faultproxy.KindUpsert, http.StatusTooManyRequests):          1,
-		key("", faultproxy.KindMeta, http.StatusOK):                              4,
-		key("Operations", faultproxy.KindRead, 0):                                1,
+	r := classify([]testenv.RequestCount{
+		{Container: "Operations", Kind: "read", Status: http.StatusOK, Count: 10},
+		{Container: "Operations", Kind: "read", Status: http.StatusNotFound, Count: 1},
+		{Container: "Resources", Kind: "query", Status: http.StatusOK, Count: 3},
+		{Container: "Operations", Kind: "replace", Status: http.StatusOK, Count: 2},
+		{Container: "Operations", Kind: "replace", Status: http.StatusPreconditionFailed, Count: 1},
+		{Container: "Resources", Kind: "delete", Status: http.StatusNoContent, Count: 1},
+		{Container: "Locks", Kind: "create", Status: http.StatusCreated, Count: 2},
+		{Container: "Locks", Kind: "create", Status: http.StatusConflict, Count: 5},
+		{Container: "Locks", Kind: "delete", Status: http.StatusNoContent, Count: 2},
+		{Container: "Locks", Kind: "upsert", Status: http.StatusTooManyRequests, Count: 1},
+		{Container: "", Kind: "meta", Status: http.StatusOK, Count: 4},
+		{Container: "Operations", Kind: "read", Status: 0, Count: 1},
 	}, 9)
 	require.Equal(t, requests{CS: 9, Reads: 12, Queries: 3, Writes: 4, LockOps: 10, LockConflicts: 5, Meta: 4, Failed: 2}, r)
 	require.Equal(t, int64(29), r.Cosmos())

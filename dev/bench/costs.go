@@ -3,7 +3,7 @@ package main
 import (
 	"net/http"
 
-	"github.com/opstatus/opstatus/dev/faultproxy"
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 // requests counts the requests one side of the comparison made in a window.
@@ -45,10 +45,12 @@ func (r requests) add(o requests) requests {
 	}
 }
 
-// classify adds up proxy counts by what the comparison reports.
-func classify(counts map[faultproxy.CountKey]int64, csCalls int64) requests {
+// classify adds up the Cosmos server's request counts by what the
+// comparison reports.
+func classify(counts []testenv.RequestCount, csCalls int64) requests {
 	r := requests{CS: csCalls}
-	for k, n := range counts {
+	for _, k := range counts {
+		n := k.Count
 		switch k.Status {
 		case http.StatusNotFound, http.StatusConflict, http.StatusPreconditionFailed:
 		default:
@@ -57,16 +59,16 @@ func classify(counts map[faultproxy.CountKey]int64, csCalls int64) requests {
 			}
 		}
 		switch {
-		case k.Kind == faultproxy.KindMeta:
+		case k.Kind == "meta":
 			r.Meta += n
 		case k.Container == "Locks":
 			r.LockOps += n
-			if k.Kind == faultproxy.KindCreate && k.Status == http.StatusConflict {
+			if k.Kind == "create" && k.Status == http.StatusConflict {
 				r.LockConflicts += n
 			}
-		case k.Kind == faultproxy.KindRead:
+		case k.Kind == "read":
 			r.Reads += n
-		case k.Kind == faultproxy.KindQuery:
+		case k.Kind == "query":
 			r.Queries += n
 		default:
 			r.Writes += n

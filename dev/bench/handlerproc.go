@@ -167,7 +167,7 @@ func (p *handlerProc) scan(ctx context.Context) ([]byte, error) {
 // coldStart execs the handler runs times and returns each time from exec
 // to the first 2xx on GET /.
 func coldStart(ctx context.Context, e *env, runs int) ([]time.Duration, error) {
-	settings := e.handlerSettings(e.cosmos.Endpoint, "coldstart")
+	settings := e.handlerSettings("coldstart")
 	var out []time.Duration
 	for range runs {
 		p, d, err := e.startHandler(ctx, settings)
@@ -198,11 +198,11 @@ type scanResult struct {
 // scanVolume is how many operations scanBench lists in all at any N.
 const scanVolume = 30_000
 
-// scanBench starts a handler against database db directly (no proxy) and
+// scanBench starts a handler against database db and
 // times scans over its n pending operations.
 func scanBench(ctx context.Context, e *env, db string, n, times int) (scanResult, error) {
 	res := scanResult{N: n}
-	p, _, err := e.startHandler(ctx, e.handlerSettings(e.cosmos.Endpoint, db))
+	p, _, err := e.startHandler(ctx, e.handlerSettings(db))
 	if err != nil {
 		return res, err
 	}

@@ -10,7 +10,7 @@
 // figures to compare, not assertions.
 //
 // -cpuprofile writes a Go CPU profile of the harness process itself (host
-// emulator, Cluster Service simulator, counting proxy, recorder) over the
+// emulator, Cluster Service simulator, recorder) over the
 // whole run, for `go tool pprof`; it costs the harness a little CPU, so
 // take figures from runs without it.
 package main

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/opstatus/opstatus/dev/clustersim"
-	"github.com/opstatus/opstatus/dev/faultproxy"
 	"github.com/opstatus/opstatus/dev/hostemu"
 )
 
@@ -28,7 +27,7 @@ type snap struct {
 	Polls    int64
 	Outcomes map[string]int64
 	// HandlerCPU sums the handler processes; NodeCPU the Node.js servers
-	// by name; SelfCPU is the harness (proxy, simulator, host emulator).
+	// by name; SelfCPU is the harness (simulator, host emulator).
 	HandlerCPU time.Duration
 	NodeCPU    map[string]time.Duration
 	SelfCPU    time.Duration
@@ -40,7 +39,7 @@ type hostRun struct {
 	ds    dataset
 	paths []string
 	sim   *clustersim.Sim
-	proxy *faultproxy.Proxy
+	db    string
 	drv   driver
 	rec   *recorder
 	node  map[string][]int
@@ -56,11 +55,16 @@ func simCalls(sim *clustersim.Sim) int64 {
 	return n
 }
 
-func (h *hostRun) snap() snap {
+func (h *hostRun) snap(ctx context.Context) (snap, error) {
 	_, polls, outcomes := h.rec.snapshot()
+	at := time.Now()
+	req, err := h.e.requests(ctx, h.db, h.sim)
+	if err != nil {
+		return snap{}, err
+	}
 	s := snap{
-		At:         time.Now(),
-		Req:        classify(h.proxy.Counts(), simCalls(h.sim)),
+		At:         at,
+		Req:        req,
 		Polls:      polls,
 		Outcomes:   outcomes,
 		HandlerCPU: cpuOf(h.drv.PIDs()),
@@ -70,7 +74,7 @@ func (h *hostRun) snap() snap {
 	for name, pids := range h.node {
 		s.NodeCPU[name] = cpuOf(pids)
 	}
-	return s
+	return s, nil
 }
 
 // waitFor polls cond every 50 ms until it holds, ctx ends or timeout passes.
@@ -139,7 +143,11 @@ func (h *hostRun) settle(ctx context.Context, k int, timeout time.Duration) (set
 		// Cut short: the pass time is only known to be at least this.
 		s.PassEnd = time.Now()
 	}
-	s.Snap = h.snap()
+	snapshot, err := h.snap(ctx)
+	if err != nil {
+		return s, err
+	}
+	s.Snap = snapshot
 	if h.progress != nil {
 		complete := "pass complete"
 		if !s.Complete {
@@ -240,14 +248,9 @@ func runHost(ctx context.Context, e *env, cfg config, n, instances int, scan, id
 	if err := e.clearQueues(ctx); err != nil {
 		return res, err
 	}
-	proxy, err := e.newProxy()
-	if err != nil {
-		return res, err
-	}
-	defer proxy.Close()
 
-	h := &hostRun{e: e, ds: ds, paths: ds.paths(), sim: sim, proxy: proxy, rec: newRecorder(), node: nodeChildren(), progress: cfg.progress}
-	settings := e.handlerSettings(proxy.URL(), db)
+	h := &hostRun{e: e, ds: ds, paths: ds.paths(), sim: sim, db: db, rec: newRecorder(), node: nodeChildren(), progress: cfg.progress}
+	settings := e.handlerSettings(db)
 	host, err := hostemu.Load(e.app, settings)
 	if err != nil {
 		return res, err
@@ -323,7 +326,10 @@ func runHost(ctx context.Context, e *env, cfg config, n, instances int, scan, id
 	// A warm-up pass opens the connections, unless the run is long enough
 	// for that not to matter: then the window starts before the first scan.
 	timeout := cfg.passTimeout
-	warm := settled{Snap: h.snap(), Quiescent: true}
+	warm := settled{Quiescent: true}
+	if warm.Snap, err = h.snap(ctx); err != nil {
+		return res, err
+	}
 	k := 1
 	if n <= cfg.warmupMax {
 		if warm, err = h.settle(ctx, k, timeout); err != nil {
@@ -360,7 +366,10 @@ func runHost(ctx context.Context, e *env, cfg config, n, instances int, scan, id
 	})
 	observed := time.Since(flip)
 	waitFor(ctx, 5*time.Second, h.drv.Quiescent)
-	c := h.snap()
+	c, err := h.snap(ctx)
+	if err != nil {
+		return res, err
+	}
 	res.ChangedPolls = c.Polls - b.Polls
 	res.Changed = c.Req.sub(b.Req)
 	res.ChangedOut = diffOutcomes(c.Outcomes, b.Outcomes)

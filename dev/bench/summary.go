@@ -146,7 +146,7 @@ func (r *results) report(w io.Writer) {
 			hrow(n, "opstatus ×1 IQ", h)
 		}
 	}
-	fmt.Fprintf(w, "(CPU per 1,000 unchanged polls: the handlers', then the Cosmos server's, Azurite's and the harness's (proxy, simulator, host emulator))\n")
+	fmt.Fprintf(w, "(CPU per 1,000 unchanged polls: the handlers', then the Cosmos server's, Azurite's and the harness's (simulator, host emulator))\n")
 	if len(r.Cold) > 0 {
 		fmt.Fprintf(w, "cold start (exec → first 2xx on GET /): median %s of %d runs\n", ms(median(r.Cold)), len(r.Cold))
 	}

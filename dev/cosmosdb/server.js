@@ -2,13 +2,15 @@
 "use strict";
 
 // A local Cosmos DB server for opstatus tests: @vercel/cosmosdb-server with
-// the fixes in ./lib (see handlers.js and query.js for the list).
+// the fixes in ./lib (see handlers.js and query.js for the list), counting
+// the requests it answers (counts.js).
 //
 // Usage: node dev/cosmosdb/server.js [--port N] [--host 127.0.0.1] [--no-ssl]
 //
 // --port 0 (the default) picks a free port. Once listening it prints one line,
 // "ready <scheme>://<host>:<port>", on stdout. SIGTERM or SIGINT stop it.
 
+const counts = require("./lib/counts");
 const handlers = require("./lib/handlers");
 const query = require("./lib/query");
 const { stockModule } = require("./lib/stock");
@@ -66,6 +68,7 @@ function main() {
   // Outlive the clients' idle timeout (90 s in the Go SDK), so that a client
   // never reuses a connection the server is closing.
   server.keepAliveTimeout = 120 * 1000;
+  counts.install(server);
 
   server.on("error", err => {
     process.stderr.write(`cosmosdb server: ${err.message}\n`);

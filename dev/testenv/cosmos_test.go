@@ -563,3 +563,56 @@ func TestPlainHTTP(t *testing.T) {
 	_, err = c.ReadItem(ctx, pk("sub"), "op", nil)
 	require.Error(t, err, "the server is gone after Stop")
 }
+
+func TestRequestCounts(t *testing.T) {
+	t.Parallel()
+	locks := ContainerSpec{Name: "Locks", PartitionKeyPath: "/id"}
+	db := newDatabase(t, cosmos, operations, locks)
+	other := newDatabase(t, cosmos, operations)
+	ops, lk := db.Containers["Operations"], db.Containers["Locks"]
+	ctx := t.Context()
+
+	etag := create(t, ops, "sub", map[string]any{"id": "a", "partitionKey": "sub"})
+	create(t, other.Containers["Operations"], "sub", map[string]any{"id": "a", "partitionKey": "sub"})
+	_, err := ops.ReadItem(ctx, pk("sub"), "a", nil)
+	require.NoError(t, err)
+	_, err = ops.ReadItem(ctx, pk("sub"), "missing", nil)
+	require.Equal(t, http.StatusNotFound, statusOf(err))
+	for range 2 { // the second replace has a stale etag
+		_, err = ops.ReplaceItem(ctx, pk("sub"), "a", []byte(`{"id":"a","partitionKey":"sub"}`), &azcosmos.ItemOptions{IfMatchEtag: &etag})
+	}
+	require.Equal(t, http.StatusPreconditionFailed, statusOf(err))
+	queryAll(t, ops, "SELECT * FROM c", pk("sub"), nil)
+	_, err = ops.UpsertItem(ctx, pk("sub"), []byte(`{"id":"b","partitionKey":"sub"}`), nil)
+	require.NoError(t, err)
+	_, err = ops.DeleteItem(ctx, pk("sub"), "b", nil)
+	require.NoError(t, err)
+	create(t, lk, "sub", map[string]any{"id": "sub"})
+	_, err = lk.CreateItem(ctx, pk("sub"), []byte(`{"id":"sub"}`), nil)
+	require.Equal(t, http.StatusConflict, statusOf(err))
+
+	counts, err := cosmos.Counts(ctx, db.Name)
+	require.NoError(t, err)
+	items := map[RequestCount]bool{}
+	for _, c := range counts {
+		if c.Kind != "meta" {
+			items[c] = true
+		}
+	}
+	require.Equal(t, map[RequestCount]bool{
+		{Container: "Operations", Kind: "create", Status: http.StatusCreated, Count: 1}:             true,
+		{Container: "Operations", Kind: "read", Status: http.StatusOK, Count: 1}:                    true,
+		{Container: "Operations", Kind: "read", Status: http.StatusNotFound, Count: 1}:              true,
+		{Container: "Operations", Kind: "replace", Status: http.StatusOK, Count: 1}:                 true,
+		{Container: "Operations", Kind: "replace", Status: http.StatusPreconditionFailed, Count: 1}: true,
+		{Container: "Operations", Kind: "query", Status: http.StatusOK, Count: 1}:                   true,
+		{Container: "Operations", Kind: "upsert", Status: http.StatusCreated, Count: 1}:             true,
+		{Container: "Operations", Kind: "delete", Status: http.StatusNoContent, Count: 1}:           true,
+		{Container: "Locks", Kind: "create", Status: http.StatusCreated, Count: 1}:                  true,
+		{Container: "Locks", Kind: "create", Status: http.StatusConflict, Count: 1}:                 true,
+	}, items)
+
+	none, err := cosmos.Counts(ctx, "no-such-database")
+	require.NoError(t, err)
+	require.Empty(t, none)
+}
