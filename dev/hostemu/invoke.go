@@ -167,10 +167,11 @@ func (in *Instance) writeOutputs(ctx context.Context, fn *Function, result *invo
 				return fmt.Errorf("output binding %q: %w", o.Binding, err)
 			}
 			h.stats.enqueued.Add(1)
+			// As the host's QueueAsyncCollector does after each message
+			// (SharedQueueWatcher): a poller of this queue in the same
+			// instance that is backing off polls at once.
+			in.notify(queueKey{conn: o.connectionString, name: o.QueueName})
 		}
-		// Like the host's SharedQueueWatcher: a poller of this queue in the
-		// same instance polls at once.
-		in.notify(queueKey{conn: o.connectionString, name: o.QueueName})
 	}
 	return nil
 }
