@@ -66,7 +66,6 @@ type Proxy struct {
 	writeMu sync.Mutex
 	writes  []Write
 	stats   stats
-	counts  counts
 
 	// closing ends holds when Close begins; forwardCtx ends forwarded
 	// requests once the shutdown grace has passed.
@@ -235,11 +234,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
 	if err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			p.counts.add(parseRequest(r, nil), http.StatusRequestEntityTooLarge)
 			cosmosError(w, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge", "request body too large for faultproxy")
 			return
 		}
-		p.counts.add(parseRequest(r, nil), 0)
 		panic(http.ErrAbortHandler) // the client went away mid-body
 	}
 	req := parseRequest(r, body)
@@ -253,7 +250,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if delay > 0 {
 		p.stats.delayed.Add(1)
 		if p.hold(r.Context(), delay) != holdElapsed {
-			p.counts.add(req, 0)
 			drop(w) // the client is gone, or the proxy is closing
 			return
 		}
@@ -269,27 +265,22 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch flt {
 	case fault429:
 		p.stats.throttled.Add(1)
-		p.counts.add(req, http.StatusTooManyRequests)
 		throttle(w, f.RetryAfter)
 		return
 	case fault503:
 		p.stats.unavailable.Add(1)
-		p.counts.add(req, http.StatusServiceUnavailable)
 		cosmosError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "Service is currently unavailable.")
 		return
 	case faultTimeout:
 		p.stats.timedOut.Add(1)
 		if p.hold(r.Context(), f.Timeout) != holdElapsed {
-			p.counts.add(req, 0)
 			drop(w) // the client is gone, or the proxy is closing
 			return
 		}
-		p.counts.add(req, http.StatusRequestTimeout)
 		cosmosError(w, http.StatusRequestTimeout, "RequestTimeout", "Request timed out.")
 		return
 	case faultDrop:
 		p.stats.dropped.Add(1)
-		p.counts.add(req, 0)
 		drop(w)
 		return
 	}
@@ -299,8 +290,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // forward sends the request upstream and relays the answer, or drops the
 // connection instead when dropAfter is set. The upstream request does not
 // follow the client's cancellation: a write the upstream received is
-// completed and logged even if the client has gone. The request is counted
-// before the client gets its answer.
+// completed and logged even if the client has gone.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, body []byte, dropAfter bool) {
 	ctx, cancel := context.WithCancel(p.forwardCtx)
 	defer cancel()
@@ -317,7 +307,6 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, bod
 	}
 	out, err := http.NewRequestWithContext(ctx, r.Method, target.String(), reqBody)
 	if err != nil {
-		p.counts.add(req, http.StatusBadGateway)
 		cosmosError(w, http.StatusBadGateway, "BadGateway", "faultproxy could not build the upstream request")
 		return
 	}
@@ -336,11 +325,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, bod
 		p.log.Warn("upstream failed", "request", req.String(), "error", err)
 		if dropAfter {
 			p.stats.droppedAF.Add(1)
-			p.counts.add(req, 0)
 			drop(w)
 			return
 		}
-		p.counts.add(req, http.StatusBadGateway)
 		cosmosError(w, http.StatusBadGateway, "BadGateway", "the upstream did not answer")
 		return
 	}
@@ -382,14 +369,12 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, bod
 			p.logWrite(newWrite(answer, false))
 		}
 		p.stats.droppedAF.Add(1)
-		p.counts.add(req, 0)
 		drop(w)
 	case logged:
 		// Log before answering, so that a client that got its answer
 		// finds its write in the log.
 		answer, readErr := io.ReadAll(io.LimitReader(resp.Body, maxRequestBody))
 		p.logWrite(newWrite(answer, readErr == nil))
-		p.counts.add(req, resp.StatusCode)
 		copyHeader(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
 		_, err := w.Write(answer)
@@ -400,9 +385,8 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, bod
 			p.markUndelivered(seq)
 		}
 	case req.Kind == KindMeta && r.Method == http.MethodGet && len(pathSegments(r.URL)) == 0 && resp.StatusCode == http.StatusOK:
-		p.relayAccount(w, req, resp)
+		p.relayAccount(w, resp)
 	default:
-		p.counts.add(req, resp.StatusCode)
 		copyHeader(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
 		_, _ = io.Copy(w, resp.Body)
@@ -411,7 +395,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, bod
 
 // relayAccount relays the account read with its locations pointing at the
 // proxy, so that a client that routes by them keeps using the proxy.
-func (p *Proxy) relayAccount(w http.ResponseWriter, req Request, resp *http.Response) {
+func (p *Proxy) relayAccount(w http.ResponseWriter, resp *http.Response) {
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAccountBody))
 	if err == nil {
 		raw = p.rewriteAccount(raw)
@@ -420,11 +404,9 @@ func (p *Proxy) relayAccount(w http.ResponseWriter, req Request, resp *http.Resp
 	w.Header().Del("Content-Length")
 	w.Header().Del("Content-Encoding") // only identity bodies parse; others pass as read
 	if err != nil {
-		p.counts.add(req, http.StatusBadGateway)
 		cosmosError(w, http.StatusBadGateway, "BadGateway", "the upstream's account read failed")
 		return
 	}
-	p.counts.add(req, resp.StatusCode)
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(raw)
 }

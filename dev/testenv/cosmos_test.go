@@ -615,4 +615,13 @@ func TestRequestCounts(t *testing.T) {
 	none, err := cosmos.Counts(ctx, "no-such-database")
 	require.NoError(t, err)
 	require.Empty(t, none)
+
+	// A name that is not UTF-8 once unescaped is refused, and the server
+	// goes on serving.
+	resp, err := countsClient.Get(cosmos.Endpoint + "_opstatus/counts/%C3%28")
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	_, err = cosmos.Counts(ctx, db.Name)
+	require.NoError(t, err)
 }

@@ -9,8 +9,9 @@
 // {"container","kind","status","count"}. The path is outside the Cosmos DB
 // REST API (whose paths start with /dbs or are the account's "/").
 //
-// Kinds are those of dev/faultproxy: read, query, create, upsert, replace,
-// delete, patch, batch, meta. A request whose connection closed before its
+// Kinds are those dev/faultproxy gives requests (request.go; the same rules,
+// kept in step by hand): read, query, create, upsert, replace, delete,
+// patch, batch, meta. A request whose connection closed before its
 // answer was sent is counted with status 0.
 
 const COUNTS_PREFIX = "/_opstatus/counts/";
@@ -69,7 +70,15 @@ function count(database, key) {
 }
 
 function answerCounts(req, res) {
-  const database = decodeURIComponent(req.url.split("?", 1)[0].slice(COUNTS_PREFIX.length));
+  let database;
+  try {
+    database = decodeURIComponent(req.url.split("?", 1)[0].slice(COUNTS_PREFIX.length));
+  } catch {
+    // A throw here would end the server: it runs in the request listener.
+    res.writeHead(400, { "content-type": "application/json" });
+    res.end(JSON.stringify({ code: "BadRequest", message: "malformed database name" }));
+    return;
+  }
   const out = [];
   for (const [key, n] of byDatabase.get(database) || []) {
     const [container, kind, status] = key.split("\0");
@@ -106,4 +115,4 @@ function install(server) {
   });
 }
 
-module.exports = { install, classify };
+module.exports = { install };
