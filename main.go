@@ -50,7 +50,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	cs, err := clusterservice.NewClient(ctx, clusterservice.Config{
+	cs, err := clusterservice.NewClient(clusterservice.Config{
 		URL:                cfg.ClusterServiceURL,
 		InsecureSkipVerify: cfg.ClusterServiceInsecureSkipVerify,
 		ClientID:           cfg.ClusterServiceClientID,

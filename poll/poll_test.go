@@ -124,7 +124,7 @@ func newFixture(t testing.TB) *fixture {
 	armServer := httptest.NewServer(f.arm)
 	t.Cleanup(armServer.Close)
 	f.armURL = armServer.URL + "/notify"
-	client, err := clusterservice.NewClient(context.Background(), clusterservice.Config{URL: csServer.URL})
+	client, err := clusterservice.NewClient(clusterservice.Config{URL: csServer.URL})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
 	f.fn = &poll.Function{

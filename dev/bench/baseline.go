@@ -54,7 +54,7 @@ func newBaseline(ctx context.Context, cosmosURL, key, db, csURL string) (*baseli
 	if err != nil {
 		return nil, err
 	}
-	cs, err := clusterservice.NewClient(ctx, clusterservice.Config{URL: csURL})
+	cs, err := clusterservice.NewClient(clusterservice.Config{URL: csURL})
 	if err != nil {
 		return nil, err
 	}

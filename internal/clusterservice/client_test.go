@@ -88,7 +88,7 @@ func statusReplies() http.HandlerFunc {
 
 func newClient(t *testing.T, cfg Config) *Client {
 	t.Helper()
-	c, err := NewClient(context.Background(), cfg)
+	c, err := NewClient(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
 	return c
@@ -432,8 +432,8 @@ func TestTLSVerification(t *testing.T) {
 	require.Equal(t, "error", st.State)
 }
 
-// makeJWT returns an unsigned-looking JWT: ocm-sdk-go parses access tokens
-// without verifying them, and needs the expiry claim.
+// makeJWT returns a JWT access token like the ones identity providers issue,
+// with an expiry claim; nobody checks its signature here.
 func makeJWT(subject string) string {
 	enc := base64.RawURLEncoding
 	now := time.Now().Unix()
@@ -623,7 +623,7 @@ func TestNewClientConfig(t *testing.T) {
 		{name: "fragment", cfg: Config{URL: "https://api.example.internal#x"}, err: "fragment"},
 		{name: "user info", cfg: Config{URL: "https://user:hunter2@api.example.internal"}, err: "user information", hide: "hunter2"},
 		{name: "unparsable with password", cfg: Config{URL: "https://user:hunter2@api.example.internal:port"}, err: "not a valid URL", hide: "hunter2"},
-		{name: "ipv6", cfg: Config{URL: "http://[::1]:8000"}, err: "IPv6"},
+		{name: "ipv6", cfg: Config{URL: "http://[::1]:8000"}},
 		{name: "only secret", cfg: Config{URL: "https://a.example", ClientSecret: "hunter2"},
 			err: "missing: ClientID, TokenURL", hide: "hunter2"},
 		{name: "no secret", cfg: Config{URL: "https://a.example", ClientID: "id", TokenURL: "https://t.example/token"},
@@ -636,7 +636,7 @@ func TestNewClientConfig(t *testing.T) {
 		{name: "negative limit", cfg: Config{URL: "https://a.example", MaxReplyBytes: -1}, err: "MaxReplyBytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := NewClient(context.Background(), tc.cfg)
+			c, err := NewClient(tc.cfg)
 			if tc.err == "" {
 				require.NoError(t, err)
 				require.NoError(t, c.Close())
@@ -691,4 +691,51 @@ func TestStatusStringsAreBounded(t *testing.T) {
 	}
 	short := Status{State: "ready", ErrorCode: "OCM3001", ErrorMessage: "m", Description: "d"}
 	require.Equal(t, short, short.bounded())
+}
+
+// TestConnectionsAreCapped sends a burst of 100 Status calls that the
+// server holds: at most maxConnsPerHost connections are opened, and the
+// rest of the burst waits for them instead of dialing more.
+func TestConnectionsAreCapped(t *testing.T) {
+	const burst = 100
+	var (
+		dials   atomic.Int32
+		waiting atomic.Int32
+		release = make(chan struct{})
+	)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		waiting.Add(1)
+		<-release
+		statusReplies()(w, r)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock() // before srv.Close, which waits for the handlers
+
+	c := newClient(t, Config{URL: srv.URL})
+	errs := make(chan error, burst)
+	var wg sync.WaitGroup
+	for range burst {
+		wg.Go(func() {
+			_, err := c.Status(context.Background(), hcpCluster)
+			errs <- err
+		})
+	}
+	require.Eventually(t, func() bool { return waiting.Load() >= maxConnsPerHost }, 10*time.Second, time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // room for the dials a missing cap would add
+	require.Equal(t, int32(maxConnsPerHost), dials.Load())
+	unblock()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Equal(t, int32(maxConnsPerHost), dials.Load())
 }
