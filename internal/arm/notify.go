@@ -27,6 +27,9 @@ type Notifier struct {
 func NewNotifier(allowHTTP bool) *Notifier {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.Proxy = nil
+	// Notifications go to a few ARM hosts, up to one per poll in flight:
+	// keep those connections instead of net/http's default of 2 per host.
+	transport.MaxIdleConnsPerHost = 64
 	return &Notifier{
 		allowHTTP: allowHTTP,
 		client: &http.Client{

@@ -43,10 +43,19 @@ type CosmosClient struct {
 
 var _ DBClient = (*CosmosClient)(nil)
 
+// maxConnsPerHost bounds the connections to the account.
+const maxConnsPerHost = 64
+
 // NewCosmosClient connects to the account. It makes no request.
 func NewCosmosClient(cfg CosmosConfig) (*CosmosClient, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = 64
+	// As many connections as the host runs polls at once (host.json:
+	// batchSize + newBatchThreshold), all kept for reuse. The cap matters
+	// in bursts: without it every request that finds no idle connection
+	// dials one, and a burst of changed polls started 130 TLS handshakes at
+	// once (BENCHMARKS.md).
+	transport.MaxIdleConnsPerHost = maxConnsPerHost
+	transport.MaxConnsPerHost = maxConnsPerHost
 	transport.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	if cfg.InsecureSkipVerify {
 		transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // local emulators only, by setting

@@ -1,0 +1,65 @@
+package database_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/dev/faultproxy"
+	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/internal/database"
+)
+
+// TestCosmosConnectionsAreCapped sends a burst of 150 point reads, each held
+// 300 ms by a proxy: the client opens at most 64 connections and queues the
+// rest of the burst on them, instead of dialing one per waiting request
+// (a burst of changed polls once started 130 TLS handshakes at once).
+func TestCosmosConnectionsAreCapped(t *testing.T) {
+	ctx := context.Background()
+	dbSeq++
+	name := fmt.Sprintf("conns%d", dbSeq)
+	require.NoError(t, frontend.CreateSchema(ctx, cosmos.Endpoint, cosmos.Key, name, 5*time.Second))
+	fe, err := frontend.New(cosmos.Endpoint, cosmos.Key, name)
+	require.NoError(t, err)
+	require.NoError(t, fe.PutOperation(ctx, frontend.Operation{
+		ID: "op", PartitionKey: "sub", Request: "Create", Status: "Accepted",
+		ExternalID: "/subscriptions/sub/x", InternalID: "/api/clusters_mgmt/v1/clusters/c",
+	}))
+
+	proxy, err := faultproxy.New(cosmos.Endpoint, faultproxy.Options{TLS: true})
+	require.NoError(t, err)
+	require.NoError(t, proxy.Start())
+	defer proxy.Close()
+	proxy.Delay(func(r faultproxy.Request) bool { return r.Kind == faultproxy.KindRead }, 300*time.Millisecond)
+
+	c, err := database.NewCosmosClient(database.CosmosConfig{
+		Endpoint: proxy.URL(), Database: name, Key: cosmos.Key, InsecureSkipVerify: true,
+		OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks",
+	})
+	require.NoError(t, err)
+
+	const burst = 150
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	errs := make(chan error, burst)
+	var wg sync.WaitGroup
+	for range burst {
+		wg.Go(func() {
+			_, err := c.GetOperation(ctx, "sub", "op")
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	conns := proxy.Stats().ClientConns
+	t.Logf("%d concurrent point reads used %d connections", burst, conns)
+	require.LessOrEqual(t, conns, int64(64))
+	require.Greater(t, conns, int64(8), "the reads did run concurrently")
+}
