@@ -119,7 +119,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.backlogN, "backlog-n", 300, "operations in the backlog scenario")
 	fs.IntVar(&cfg.backlogInstances, "backlog-instances", 1, "host instances in the backlog scenario")
 	fs.DurationVar(&cfg.backlogLatency, "backlog-latency", 5*time.Second, "Cluster Service latency during the slow phase of the backlog scenario (a pass must take longer than the scan interval)")
-	fs.DurationVar(&cfg.backlogSlow, "backlog-slow", 60*time.Second, "length of the slow phase")
+	fs.DurationVar(&cfg.backlogSlow, "backlog-slow", 2*time.Minute, "length of the slow phase (the queue's growth is fitted over its second half: six scan intervals)")
 	fs.DurationVar(&cfg.backlogRecover, "backlog-recover", 30*time.Second, "length of the recovery phase (latency back to -latency)")
 	fs.StringVar(&cfg.plotPath, "plot", "", "write the PNG plot here (default dev/bench/bench.png for a full run, none with -only)")
 	fs.StringVar(&cfg.jsonPath, "json", "", "write every result as JSON here (default dev/bench/results.json for a full run, none with -only)")
