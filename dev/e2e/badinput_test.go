@@ -582,7 +582,7 @@ func TestClusterServiceBadReplies(t *testing.T) {
 		id  string
 		log string
 	}{
-		{"html", "expected response content type 'application/json' but received 'text/html'"},
+		{"html", `content type \"text/html\", want application/json`}, // quotes escaped in the log line
 		{"notjson", "ReadObject"},
 		{"empty", "malformed reply: no state"},
 		{"truncated", "unexpected end of input"},
@@ -593,7 +593,7 @@ func TestClusterServiceBadReplies(t *testing.T) {
 		{"deep", "exceeded max depth"},
 		{"huge", "reply too large"},
 		{"hugechunked", "reply too large"},
-		{"hugehtml", "reply too large"},
+		{"hugehtml", `content type \"text/html\"`}, // refused unread
 	} {
 		t.Run(tc.id, func(t *testing.T) {
 			defer s.use(t)()

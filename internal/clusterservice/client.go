@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -431,6 +432,16 @@ func (g *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		_ = resp.Body.Close()
 		ex.markTooLarge()
 		return nil, fmt.Errorf("%w: Content-Length %d, limit %d", ErrReplyTooLarge, resp.ContentLength, g.maxReply)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		// An HTML page from a proxy in front of Cluster Service says more
+		// by its type than by the JSON error its first byte would give.
+		if ct := resp.Header.Get("Content-Type"); ct != "" {
+			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+				_ = resp.Body.Close()
+				return nil, fmt.Errorf("malformed reply: content type %s, want application/json", quote(truncate(ct, maxCodeBytes)))
+			}
+		}
 	}
 	resp.Body = &limitedBody{rc: resp.Body, max: g.maxReply, ex: ex}
 	return resp, nil

@@ -693,3 +693,37 @@ func TestStatusStringsAreBounded(t *testing.T) {
 	require.Equal(t, short, short.bounded())
 }
 
+
+func TestReplyContentType(t *testing.T) {
+	const body = `{"kind":"ClusterStatus","state":"ready"}`
+	for _, tc := range []struct {
+		contentType string
+		err         string // empty: accepted
+	}{
+		{contentType: "application/json"},
+		{contentType: "application/json; charset=utf-8"},
+		{contentType: "Application/JSON"},
+		{contentType: ""},
+		{contentType: "text/html", err: `malformed reply: content type "text/html", want application/json`},
+		{contentType: "text/plain; charset=utf-8", err: "content type"},
+		{contentType: "application/json-seq", err: "content type"},
+		{contentType: ";;", err: "content type"},
+	} {
+		t.Run(tc.contentType, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header()["Content-Type"] = []string{tc.contentType}
+				_, _ = io.WriteString(w, body)
+			}))
+			defer srv.Close()
+			st, err := newClient(t, Config{URL: srv.URL}).Status(context.Background(), hcpCluster)
+			if tc.err == "" {
+				require.NoError(t, err)
+				require.Equal(t, "ready", st.State)
+				return
+			}
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.err)
+			require.False(t, IsTransient(err))
+		})
+	}
+}
