@@ -15,8 +15,9 @@ export GOFLAGS GOTOOLCHAIN
 build:
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags='-s -w' -o handler .
 
-## test: vet, then every unit and integration test
+## test: gofmt and vet, then every unit and integration test
 test: build
+	@unformatted="$$(gofmt -l .)"; test -z "$$unformatted" || { echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...
 

@@ -693,7 +693,6 @@ func TestStatusStringsAreBounded(t *testing.T) {
 	require.Equal(t, short, short.bounded())
 }
 
-
 func TestReplyContentType(t *testing.T) {
 	const body = `{"kind":"ClusterStatus","state":"ready"}`
 	for _, tc := range []struct {
