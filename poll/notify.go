@@ -12,7 +12,28 @@ import (
 // notify tells ARM that op has ended, then clears its notificationUri so that
 // it is sent once. A failed delivery is retried by later scans until NotifyFor
 // has passed since the operation ended; a rejected one is given up at once.
+//
+// Two invocations of this process that find the same ended operation (the
+// one that wrote the end and one for an older message, say) send it once:
+// the second sees the first's delivery in flight, or finds the
+// notificationUri cleared when it reads the operation again. Across
+// processes delivery stays at least once.
 func (f *Function) notify(ctx context.Context, log *slog.Logger, op *database.Operation, owner string) (Outcome, error) {
+	key := op.PartitionKey + "/" + op.ID
+	if _, busy := f.notifying.LoadOrStore(key, struct{}{}); busy {
+		log.Debug("notification already being delivered by this process")
+		return OutcomeDone, nil
+	}
+	defer f.notifying.Delete(key)
+	cur, err := f.DB.GetOperation(ctx, op.PartitionKey, op.ID)
+	switch {
+	case errors.Is(err, database.ErrNotFound):
+		return OutcomeGone, nil
+	case err != nil:
+		return "", err
+	case cur.NotificationURI != op.NotificationURI:
+		return OutcomeDone, nil
+	}
 	notifyFor := f.NotifyFor
 	if notifyFor <= 0 {
 		notifyFor = defaultNotifyFor
@@ -42,7 +63,7 @@ func (f *Function) notify(ctx context.Context, log *slog.Logger, op *database.Op
 			log.Info("ARM notified", "status", op.Status)
 		}
 	}
-	err := f.Locker.Do(ctx, op.PartitionKey, owner, func(ctx context.Context) error {
+	err = f.Locker.Do(ctx, op.PartitionKey, owner, func(ctx context.Context) error {
 		for range maxAttempts {
 			cur, err := f.DB.GetOperation(ctx, op.PartitionKey, op.ID)
 			if errors.Is(err, database.ErrNotFound) {

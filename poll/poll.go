@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opstatus/opstatus/functions"
@@ -67,6 +68,8 @@ type Function struct {
 	// Schedule, shared with scan, gives messages without an interval the
 	// one last seen; nil leaves them without.
 	Schedule *Schedule
+
+	notifying sync.Map // "subscription/operation" of notifications in flight
 }
 
 func (f *Function) now() time.Time {

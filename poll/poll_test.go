@@ -71,20 +71,28 @@ func clusterStatus(state string) string {
 	return `{"kind":"ClusterStatus","id":"abc","state":"` + state + `"}`
 }
 
-// notifications records what ARM receives.
+// notifications records what ARM receives. With hold set, each request
+// waits for hold to close once it is recorded and arrived has a value.
 type notifications struct {
-	mu     sync.Mutex
-	bodies []arm.OperationStatus
-	code   int
+	mu      sync.Mutex
+	bodies  []arm.OperationStatus
+	code    int
+	hold    chan struct{}
+	arrived chan struct{}
 }
 
 func (n *notifications) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var st arm.OperationStatus
 	_ = json.NewDecoder(r.Body).Decode(&st)
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	n.bodies = append(n.bodies, st)
-	w.WriteHeader(n.code)
+	hold, code := n.hold, n.code
+	n.mu.Unlock()
+	if hold != nil {
+		n.arrived <- struct{}{}
+		<-hold
+	}
+	w.WriteHeader(code)
 }
 
 func (n *notifications) got() []arm.OperationStatus {
@@ -525,6 +533,55 @@ func TestNotificationRetriesAndGivingUp(t *testing.T) {
 	f.putOp(database.Operation{ID: "plainhttp", Request: arm.RequestCreate, Status: arm.ProvisioningStateSucceeded,
 		LastTransitionTime: ended, NotificationURI: "ftp://arm.example/x"})
 	require.Equal(t, poll.OutcomeDone, f.poll(t, "plainhttp"))
+}
+
+// TestConcurrentPollsNotifyOnce: while one invocation is delivering an
+// ended operation's notification, another for the same operation (an older
+// message) sends nothing; after the first has cleared notificationUri, a
+// third finds nothing to send either.
+func TestConcurrentPollsNotifyOnce(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateSucceeded,
+		LastTransitionTime: f.now.Add(-time.Minute), NotificationURI: f.armURL})
+	f.arm.hold, f.arm.arrived = make(chan struct{}), make(chan struct{}, 1)
+
+	first := make(chan poll.Outcome, 1)
+	go func() {
+		res, err := f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"op"}`)
+		if err != nil {
+			first <- poll.Outcome(err.Error())
+			return
+		}
+		first <- res.ReturnValue.(poll.Outcome)
+	}()
+	select {
+	case <-f.arm.arrived:
+	case <-time.After(time.Minute): // a bound against hanging, not a timing assertion
+		t.Fatal("the first notification never reached ARM")
+	}
+	var once sync.Once
+	release := func() { once.Do(func() { close(f.arm.hold) }) }
+	t.Cleanup(release)
+	second := make(chan poll.Outcome, 1)
+	go func() {
+		res, err := f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"op"}`)
+		if err != nil {
+			second <- poll.Outcome(err.Error())
+			return
+		}
+		second <- res.ReturnValue.(poll.Outcome)
+	}()
+	select {
+	case got := <-second:
+		require.Equal(t, poll.OutcomeDone, got, "the delivery in flight is left to the first")
+	case <-f.arm.arrived:
+		t.Fatal("the second invocation sent the notification again")
+	}
+	release()
+	require.Equal(t, poll.OutcomeNotified, <-first)
+	require.Empty(t, f.op(t, "op").NotificationURI)
+	require.Equal(t, poll.OutcomeDone, f.poll(t, "op"))
+	require.Len(t, f.arm.got(), 1)
 }
 
 func TestNodePoolStatus(t *testing.T) {
