@@ -545,15 +545,19 @@ func TestConcurrentPollsNotifyOnce(t *testing.T) {
 		LastTransitionTime: f.now.Add(-time.Minute), NotificationURI: f.armURL})
 	f.arm.hold, f.arm.arrived = make(chan struct{}), make(chan struct{}, 1)
 
-	first := make(chan poll.Outcome, 1)
-	go func() {
-		res, err := f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"op"}`)
-		if err != nil {
-			first <- poll.Outcome(err.Error())
-			return
-		}
-		first <- res.ReturnValue.(poll.Outcome)
-	}()
+	start := func() <-chan poll.Outcome {
+		out := make(chan poll.Outcome, 1)
+		go func() {
+			res, err := f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"op"}`)
+			if err != nil {
+				out <- poll.Outcome(err.Error())
+				return
+			}
+			out <- res.ReturnValue.(poll.Outcome)
+		}()
+		return out
+	}
+	first := start()
 	select {
 	case <-f.arm.arrived:
 	case <-time.After(time.Minute): // a bound against hanging, not a timing assertion
@@ -562,15 +566,7 @@ func TestConcurrentPollsNotifyOnce(t *testing.T) {
 	var once sync.Once
 	release := func() { once.Do(func() { close(f.arm.hold) }) }
 	t.Cleanup(release)
-	second := make(chan poll.Outcome, 1)
-	go func() {
-		res, err := f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"op"}`)
-		if err != nil {
-			second <- poll.Outcome(err.Error())
-			return
-		}
-		second <- res.ReturnValue.(poll.Outcome)
-	}()
+	second := start()
 	select {
 	case got := <-second:
 		require.Equal(t, poll.OutcomeDone, got, "the delivery in flight is left to the first")

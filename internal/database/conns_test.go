@@ -2,7 +2,6 @@ package database_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/dev/faultproxy"
-	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/internal/database"
 )
 
@@ -20,15 +18,7 @@ import (
 // (a burst of changed polls once started 130 TLS handshakes at once).
 func TestCosmosConnectionsAreCapped(t *testing.T) {
 	ctx := context.Background()
-	dbSeq++
-	name := fmt.Sprintf("conns%d", dbSeq)
-	require.NoError(t, frontend.CreateSchema(ctx, cosmos.Endpoint, cosmos.Key, name, 5*time.Second))
-	fe, err := frontend.New(cosmos.Endpoint, cosmos.Key, name)
-	require.NoError(t, err)
-	require.NoError(t, fe.PutOperation(ctx, frontend.Operation{
-		ID: "op", PartitionKey: "sub", Request: "Create", Status: "Accepted",
-		ExternalID: "/subscriptions/sub/x", InternalID: "/api/clusters_mgmt/v1/clusters/c",
-	}))
+	name, _ := databaseWithOneOperation(t, "conns")
 
 	proxy, err := faultproxy.New(cosmos.Endpoint, faultproxy.Options{TLS: true})
 	require.NoError(t, err)

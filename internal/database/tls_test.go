@@ -14,13 +14,13 @@ import (
 	"github.com/opstatus/opstatus/internal/database"
 )
 
-// TestCosmosTLSVerification shows that certificate verification is on unless
-// InsecureSkipVerify is set: the test server's self-signed certificate is
-// refused by default, on every kind of request, and accepted with the setting.
-func TestCosmosTLSVerification(t *testing.T) {
+// databaseWithOneOperation creates a database named after prefix with the
+// frontend's schema and one pending operation "op" in subscription "sub".
+func databaseWithOneOperation(t *testing.T, prefix string) (string, *frontend.Frontend) {
+	t.Helper()
 	ctx := context.Background()
 	dbSeq++
-	name := fmt.Sprintf("tls%d", dbSeq)
+	name := fmt.Sprintf("%s%d", prefix, dbSeq)
 	require.NoError(t, frontend.CreateSchema(ctx, cosmos.Endpoint, cosmos.Key, name, 5*time.Second))
 	fe, err := frontend.New(cosmos.Endpoint, cosmos.Key, name)
 	require.NoError(t, err)
@@ -28,6 +28,15 @@ func TestCosmosTLSVerification(t *testing.T) {
 		ID: "op", PartitionKey: "sub", Request: "Create", Status: "Accepted",
 		ExternalID: "/subscriptions/sub/x", InternalID: "/api/clusters_mgmt/v1/clusters/c",
 	}))
+	return name, fe
+}
+
+// TestCosmosTLSVerification shows that certificate verification is on unless
+// InsecureSkipVerify is set: the test server's self-signed certificate is
+// refused by default, on every kind of request, and accepted with the setting.
+func TestCosmosTLSVerification(t *testing.T) {
+	ctx := context.Background()
+	name, fe := databaseWithOneOperation(t, "tls")
 
 	client := func(insecure bool) *database.CosmosClient {
 		c, err := database.NewCosmosClient(database.CosmosConfig{
