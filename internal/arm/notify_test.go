@@ -2,15 +2,13 @@ package arm_test
 
 import (
 	"context"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/arm"
 )
 
@@ -20,31 +18,9 @@ import (
 // handshakes against ARM).
 func TestNotifierReusesConnections(t *testing.T) {
 	const concurrent = 32
-	var (
-		mu      sync.Mutex
-		arrived int
-		cond    = sync.NewCond(&mu)
-		dials   atomic.Int32
-	)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		// Hold each request until its whole round has arrived, so that a
-		// round needs 32 connections at once.
-		mu.Lock()
-		arrived++
-		round := (arrived + concurrent - 1) / concurrent
-		cond.Broadcast()
-		for arrived < round*concurrent {
-			cond.Wait()
-		}
-		mu.Unlock()
+	srv := testenv.NewRoundServer(concurrent, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusOK)
 	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			dials.Add(1)
-		}
-	}
-	srv.Start()
 	defer srv.Close()
 
 	n := arm.NewNotifier(true)
@@ -62,6 +38,6 @@ func TestNotifierReusesConnections(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	t.Logf("connections opened for %d notifications: %d", 2*concurrent, dials.Load())
-	require.LessOrEqual(t, dials.Load(), int32(concurrent+concurrent/4))
+	t.Logf("connections opened for %d notifications: %d", 2*concurrent, srv.Dials())
+	require.LessOrEqual(t, srv.Dials(), int32(concurrent+concurrent/4))
 }

@@ -21,6 +21,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 // Replies as Cluster Service sends them.
@@ -548,33 +550,7 @@ func drain(ch chan string) []string {
 // (with net/http's default of 2 idle connections per host it would dial ~30).
 func TestConnectionReuse(t *testing.T) {
 	const concurrent = 32
-	var (
-		mu      sync.Mutex
-		waiting int
-		cond    = sync.NewCond(&mu)
-		dials   atomic.Int32
-	)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Hold every request until the whole round has arrived, so that
-		// the round needs 32 connections at once.
-		mu.Lock()
-		waiting++
-		if waiting%concurrent == 0 {
-			cond.Broadcast()
-		}
-		round := (waiting + concurrent - 1) / concurrent
-		for waiting < round*concurrent {
-			cond.Wait()
-		}
-		mu.Unlock()
-		statusReplies()(w, r)
-	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			dials.Add(1)
-		}
-	}
-	srv.Start()
+	srv := testenv.NewRoundServer(concurrent, statusReplies())
 	defer srv.Close()
 
 	c := newClient(t, Config{URL: srv.URL})
@@ -593,11 +569,11 @@ func TestConnectionReuse(t *testing.T) {
 			require.NoError(t, err)
 		}
 		if round == 1 {
-			require.Equal(t, int32(concurrent), dials.Load())
+			require.Equal(t, int32(concurrent), srv.Dials())
 		}
 	}
-	t.Logf("connections opened for %d requests: %d", 2*concurrent, dials.Load())
-	require.LessOrEqual(t, dials.Load(), int32(concurrent+concurrent/4))
+	t.Logf("connections opened for %d requests: %d", 2*concurrent, srv.Dials())
+	require.LessOrEqual(t, srv.Dials(), int32(concurrent+concurrent/4))
 }
 
 func TestNewClientConfig(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 // TestCosmosConnectionsAreCapped sends a burst of 150 point reads, each held
 // 300 ms by a proxy: the client opens at most 64 connections and queues the
 // rest of the burst on them, instead of dialing one per waiting request
-// (a burst of changed polls once started 130 TLS handshakes at once).
+// (a burst of changed polls once started 133 TLS handshakes at once).
 func TestCosmosConnectionsAreCapped(t *testing.T) {
 	ctx := context.Background()
 	name, _ := databaseWithOneOperation(t, "conns")

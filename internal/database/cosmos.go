@@ -52,7 +52,7 @@ func NewCosmosClient(cfg CosmosConfig) (*CosmosClient, error) {
 	// As many connections as the host runs polls at once (host.json:
 	// batchSize + newBatchThreshold), all kept for reuse. The cap matters
 	// in bursts: without it every request that finds no idle connection
-	// dials one, and a burst of changed polls started 130 TLS handshakes at
+	// dials one, and a burst of changed polls started 133 TLS handshakes at
 	// once (BENCHMARKS.md).
 	transport.MaxIdleConnsPerHost = maxConnsPerHost
 	transport.MaxConnsPerHost = maxConnsPerHost
