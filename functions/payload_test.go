@@ -40,6 +40,12 @@ func TestDecodeEnvelope(t *testing.T) {
 			wantData:     map[string]string{"t": `null`},
 			wantMetadata: map[string]string{},
 		},
+		{
+			name:         "upper-case names",
+			body:         `{"DATA":{"operation":"x"},"METADATA":{"Id":"1"}}`,
+			wantData:     map[string]string{"operation": `"x"`},
+			wantMetadata: map[string]string{"Id": `"1"`},
+		},
 		{name: "null data and metadata", body: `{"Data":null,"Metadata":null}`, wantData: map[string]string{}, wantMetadata: map[string]string{}},
 		{name: "empty object", body: `{}`, wantData: map[string]string{}, wantMetadata: map[string]string{}},
 		{name: "empty body", body: "", wantErr: "request body is empty"},
@@ -138,5 +144,23 @@ func TestLenientScalars(t *testing.T) {
 			require.Equal(t, tt.wantInt, lenientInt([]byte(tt.raw)))
 			require.Equal(t, tt.wantBool, lenientBool([]byte(tt.raw)))
 		})
+	}
+}
+
+// hostQueueEnvelope is the shape of the body the host POSTs for a queue
+// message (string form, metadata as the host serializes it).
+const hostQueueEnvelope = `{"Data":{"operation":"\"{\\\"subscriptionId\\\":\\\"2b2c1b4e-5d55-4a1e-9c1c-3f0e6f1d2a11\\\",\\\"operationId\\\":\\\"0d9f3a52-8f0e-4a44-9a7e-1b7c2f6d5e40\\\",\\\"scannedAt\\\":\\\"2026-11-30T21:00:10Z\\\",\\\"scanInterval\\\":10}\""},` +
+	`"Metadata":{"DequeueCount":"1","ExpirationTime":"\"2026-12-07T21:00:10+00:00\"","Id":"\"8f2a1c3e-1d4b-4c55-9e0f-2b3a4c5d6e7f\"",` +
+	`"InsertionTime":"\"2026-11-30T21:00:10+00:00\"","NextVisibleTime":"\"2026-11-30T21:10:10+00:00\"","PopReceipt":"\"AgAAAAMAAAAAAAAAq3yY6Ptm2wE=\"",` +
+	`"sys":{"MethodName":"poll","UtcNow":"2026-11-30T21:00:10.1234567Z","RandGuid":"6c1f1e5a-2b3c-4d5e-8f9a-0b1c2d3e4f5a"}}}`
+
+// BenchmarkDecodeEnvelope is the decoding every invocation starts with.
+func BenchmarkDecodeEnvelope(b *testing.B) {
+	body := []byte(hostQueueEnvelope)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeEnvelope(body); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -26,6 +26,9 @@ type driver interface {
 	// Counters returns handler restarts, poisoned messages and failed
 	// invocations.
 	Counters() (restarts, poisoned, failures int64)
+	// Receives returns the requests made for messages and the messages
+	// they returned (0, 0 for the ideal queue).
+	Receives() (requests, messages int64)
 }
 
 // emulated is the host emulator as a driver.
@@ -44,6 +47,11 @@ func (d emulated) PIDs() []int {
 func (d emulated) Quiescent() bool {
 	c := d.host.Counters()
 	return c.MessagesEnqueued == c.MessagesDeleted+c.MessagesPoisoned
+}
+
+func (d emulated) Receives() (int64, int64) {
+	c := d.host.Counters()
+	return c.Receives, c.MessagesReceived
 }
 
 func (d emulated) Counters() (int64, int64, int64) {
@@ -94,6 +102,8 @@ func (d *ideal) PIDs() []int {
 func (d *ideal) Quiescent() bool { return d.queued.Load() == 0 && d.inFlight.Load() == 0 }
 
 func (d *ideal) Counters() (int64, int64, int64) { return 0, 0, d.failures.Load() }
+
+func (d *ideal) Receives() (int64, int64) { return 0, 0 }
 
 func (d *ideal) stop() {
 	for _, p := range d.procs {

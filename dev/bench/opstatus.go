@@ -31,6 +31,9 @@ type snap struct {
 	HandlerCPU time.Duration
 	NodeCPU    map[string]time.Duration
 	SelfCPU    time.Duration
+	// Receives and Received count the host's requests for messages and
+	// the messages they returned.
+	Receives, Received int64
 }
 
 // hostRun is opstatus under the host emulator on one dataset.
@@ -71,6 +74,7 @@ func (h *hostRun) snap(ctx context.Context) (snap, error) {
 		NodeCPU:    map[string]time.Duration{},
 		SelfCPU:    cpuOf([]int{os.Getpid()}),
 	}
+	s.Receives, s.Received = h.drv.Receives()
 	for name, pids := range h.node {
 		s.NodeCPU[name] = cpuOf(pids)
 	}
@@ -186,6 +190,11 @@ type hostResult struct {
 	Changed        requests
 	ChangedOut     map[string]int64
 	Updated        int64
+
+	// UnchangedReceives and UnchangedReceived are the host's requests for
+	// messages in the unchanged window and the messages they returned.
+	UnchangedReceives, UnchangedReceived int64
+
 	// Freshness is the delay from the flip to each operation's
 	// lastTransitionTime; Missing counts those not Succeeded at the end.
 	Freshness dist
@@ -349,6 +358,7 @@ func runHost(ctx context.Context, e *env, cfg config, n, instances int, scan, id
 	res.UnchangedPolls = b.Polls - a.Polls
 	res.Unchanged = b.Req.sub(a.Req)
 	res.UnchangedOut = diffOutcomes(b.Outcomes, a.Outcomes)
+	res.UnchangedReceives, res.UnchangedReceived = b.Receives-a.Receives, b.Received-a.Received
 	res.HandlerCPU = b.HandlerCPU - a.HandlerCPU
 	res.SelfCPU = b.SelfCPU - a.SelfCPU
 	res.NodeCPU = map[string]time.Duration{}

@@ -191,8 +191,8 @@ func printHost(w io.Writer, r hostResult) {
 	}
 	fmt.Fprintf(w, "  seeded in %s · pass %s (%.0f polls/s) · scan under the host (queue writes included) %s · %s\n",
 		secs(r.SeedTime), fresh(r.Pass, r.PassAtLeast), rate(r.N, r.Pass), secs(r.ScanHost), mode)
-	fmt.Fprintf(w, "  unchanged: %d polls [%s] · per poll %s · lock conflicts %d\n",
-		r.UnchangedPolls, outcomes(r.UnchangedOut), r.Unchanged.per(r.UnchangedPolls), r.Unchanged.LockConflicts)
+	fmt.Fprintf(w, "  unchanged: %d polls [%s] · per poll %s · lock conflicts %d%s\n",
+		r.UnchangedPolls, outcomes(r.UnchangedOut), r.Unchanged.per(r.UnchangedPolls), r.Unchanged.LockConflicts, receives(r))
 	fmt.Fprintf(w, "  changed: %d polls [%s] · per update %s · lock conflicts %d\n",
 		r.ChangedPolls, outcomes(r.ChangedOut), r.Changed.per(r.Updated), r.Changed.LockConflicts)
 	fmt.Fprintf(w, "  freshness after the flip (p50 / p99 / max): %s (%d Succeeded, %d not when the harness stopped waiting) · updates over %s (%.0f/s)\n",
@@ -263,4 +263,14 @@ func printBacklog(w io.Writer, r backlogResult) {
 	fmt.Fprintf(w, "  queue every 5 s: %s\n", strings.Join(series, " "))
 	fmt.Fprintf(w, "  Cluster Service calls per operation per scan interval: max %d overall; slow phase max %d (%d of %d operation-intervals above 1); recovery max %d (%d of %d above 1)\n",
 		r.MaxCalls, r.SlowMaxCalls, r.SlowOver1, r.SlowPairs, r.RecMaxCalls, r.RecOver1, r.RecPairs)
+}
+
+// receives describes how the host fetched the unchanged window's messages:
+// in batches, or one or two at a time as they were written.
+func receives(r hostResult) string {
+	if r.UnchangedReceives == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" · host fetched %d messages in %d receives (%.1f a receive)",
+		r.UnchangedReceived, r.UnchangedReceives, float64(r.UnchangedReceived)/float64(r.UnchangedReceives))
 }

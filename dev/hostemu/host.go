@@ -104,8 +104,13 @@ type InvocationKey struct {
 type Counters struct {
 	Invocations map[InvocationKey]int64
 	// Failures counts failed invocations, whatever their status.
-	Failures          int64
-	MessagesEnqueued  int64 // written by queue output bindings
+	Failures         int64
+	MessagesEnqueued int64 // written by queue output bindings
+	// Receives counts the pollers' requests for messages, empty answers
+	// included; MessagesReceived the messages they got. Their ratio shows
+	// whether messages are fetched in batches or one or two at a time.
+	Receives          int64
+	MessagesReceived  int64
 	MessagesDeleted   int64 // deleted after a successful invocation
 	MessagesRetried   int64 // made visible again after a failure
 	MessagesPoisoned  int64 // moved to <queue>-poison
@@ -153,6 +158,8 @@ type stats struct {
 	invocations map[InvocationKey]int64
 	failures    atomic.Int64
 	enqueued    atomic.Int64
+	receives    atomic.Int64
+	received    atomic.Int64
 	deleted     atomic.Int64
 	retried     atomic.Int64
 	poisoned    atomic.Int64
@@ -204,6 +211,8 @@ func (h *Host) Counters() Counters {
 		Invocations:       inv,
 		Failures:          h.stats.failures.Load(),
 		MessagesEnqueued:  h.stats.enqueued.Load(),
+		Receives:          h.stats.receives.Load(),
+		MessagesReceived:  h.stats.received.Load(),
 		MessagesDeleted:   h.stats.deleted.Load(),
 		MessagesRetried:   h.stats.retried.Load(),
 		MessagesPoisoned:  h.stats.poisoned.Load(),

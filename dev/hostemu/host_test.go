@@ -113,6 +113,8 @@ func testEndToEnd(t *testing.T, instances int) {
 	require.EqualValues(t, 2, c.MessagesRetried)
 	require.EqualValues(t, 1, c.MessagesPoisoned)
 	require.EqualValues(t, 5, c.Calls("poll"))
+	require.GreaterOrEqual(t, c.MessagesReceived, c.Calls("poll"), "every invocation's message was received")
+	require.Positive(t, c.Receives)
 	require.EqualValues(t, 3, c.Invocations[InvocationKey{Function: "poll", Status: 500}])
 	require.EqualValues(t, 2, c.Invocations[InvocationKey{Function: "poll", Status: 200}])
 	require.EqualValues(t, 3, c.Failures)

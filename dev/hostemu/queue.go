@@ -182,6 +182,8 @@ func (p *poller) run(intake, work context.Context, wg *sync.WaitGroup) {
 			}
 			continue
 		}
+		p.h.stats.receives.Add(1)
+		p.h.stats.received.Add(int64(len(resp.Messages)))
 		n := 0
 		for _, m := range resp.Messages {
 			if m == nil || m.MessageID == nil || m.PopReceipt == nil {

@@ -156,8 +156,10 @@ func (c *CosmosClient) GetOperation(ctx context.Context, subscriptionID, operati
 	if err != nil {
 		return nil, fmt.Errorf("read operation %s: %w", operationID, classify(err))
 	}
+	// UnmarshalJSON directly: json.Unmarshal would scan the item twice more
+	// before calling it.
 	var op Operation
-	if err := json.Unmarshal(resp.Value, &op); err != nil {
+	if err := op.UnmarshalJSON(resp.Value); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if op.ETag == "" {
@@ -211,7 +213,7 @@ func (c *CosmosClient) queryResources(ctx context.Context, subscriptionID, query
 		}
 		for _, raw := range page.Items {
 			r := &Resource{}
-			if err := json.Unmarshal(raw, r); err != nil {
+			if err := r.UnmarshalJSON(raw); err != nil {
 				return nil, err
 			}
 			out = append(out, r)
@@ -292,7 +294,7 @@ func (l *cosmosLocks) Delete(ctx context.Context, id string, etag azcore.ETag) e
 }
 
 // replace writes v with If-Match and decodes the written item into out.
-func replace(ctx context.Context, c *azcosmos.ContainerClient, partition, id string, v any, etag azcore.ETag, out any) error {
+func replace(ctx context.Context, c *azcosmos.ContainerClient, partition, id string, v any, etag azcore.ETag, out json.Unmarshaler) error {
 	if etag == "" {
 		return fmt.Errorf("item %s has no etag: read it before writing", id)
 	}
@@ -307,7 +309,7 @@ func replace(ctx context.Context, c *azcosmos.ContainerClient, partition, id str
 	if err != nil {
 		return classify(err)
 	}
-	if err := json.Unmarshal(resp.Value, out); err != nil {
+	if err := out.UnmarshalJSON(resp.Value); err != nil {
 		return fmt.Errorf("decode written item: %w", err)
 	}
 	return nil
