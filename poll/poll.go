@@ -198,7 +198,7 @@ func (f *Function) Poll(ctx context.Context, log *slog.Logger, msg Message, owne
 		}
 		return f.write(ctx, log, msg, owner, func(op *database.Operation) clusterservice.Decision {
 			return clusterservice.Decision{State: arm.ProvisioningStateSucceeded, Change: op.Status != arm.ProvisioningStateSucceeded}
-		}, true)
+		}, op.ExternalID, true)
 	}
 	if err != nil {
 		return "", fmt.Errorf("cluster service: %w", err)
@@ -214,5 +214,5 @@ func (f *Function) Poll(ctx context.Context, log *slog.Logger, msg Message, owne
 	if !d.Change {
 		return OutcomeUnchanged, nil
 	}
-	return f.write(ctx, log, msg, owner, decide, false)
+	return f.write(ctx, log, msg, owner, decide, op.ExternalID, false)
 }

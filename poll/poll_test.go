@@ -3,6 +3,7 @@ package poll_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -497,6 +498,47 @@ func TestConcurrentWriterIsReReadAndDecidedAgain(t *testing.T) {
 	op := f.op(t, "op")
 	require.Equal(t, arm.ProvisioningStateProvisioning, op.Status)
 	require.Equal(t, "t2", op.TenantID, "the concurrent write is kept")
+}
+
+func TestChangeReadsOperationAndResourceTogether(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
+	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
+		ActiveOperationID: "op", ProvisioningState: arm.ProvisioningStateAccepted})
+	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	// Under the lock, each read waits for the other to start: done one
+	// after the other, the first would time out and the poll fail.
+	var mu sync.Mutex
+	reads := 0
+	started := map[string]chan struct{}{"GetOperation": make(chan struct{}), "GetResource": make(chan struct{})}
+	f.db.Hook = func(call string) error {
+		mu.Lock()
+		if call == "GetOperation" {
+			reads++
+		}
+		underLock := call == "GetResource" || call == "GetOperation" && reads == 2
+		mu.Unlock()
+		if !underLock {
+			return nil
+		}
+		close(started[call])
+		other := "GetOperation"
+		if call == other {
+			other = "GetResource"
+		}
+		select {
+		case <-started[other]:
+			return nil
+		case <-time.After(2 * time.Second):
+			return errors.New("the other read did not start")
+		}
+	}
+	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
+	f.db.Hook = nil
+	r, err := f.db.GetResource(context.Background(), sub, clusterKey)
+	require.NoError(t, err)
+	require.Equal(t, arm.ProvisioningStateProvisioning, r.ProvisioningState)
+	require.Equal(t, arm.ProvisioningStateProvisioning, f.op(t, "op").Status)
 }
 
 func TestNotificationRetriesAndGivingUp(t *testing.T) {

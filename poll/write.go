@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice"
@@ -20,14 +21,21 @@ var errTooManyConflicts = fmt.Errorf("%w: item kept changing (412) under the loc
 // write decides again on a fresh read and writes the decision, under the
 // subscription lock. The Resources item is written before the operation: if
 // the process dies in between, the operation is still pending and the next
-// poll finishes the job.
+// poll finishes the job. key is the operation's resource as first read.
 func (f *Function) write(ctx context.Context, log *slog.Logger, msg Message, owner string,
-	decide func(*database.Operation) clusterservice.Decision, deleteResources bool) (Outcome, error) {
+	decide func(*database.Operation) clusterservice.Decision, key string, deleteResources bool) (Outcome, error) {
 	outcome := OutcomeUnchanged
 	var ended *database.Operation
 	err := f.Locker.Do(ctx, msg.SubscriptionID, owner, func(ctx context.Context) error {
-		for range maxAttempts {
-			op, err := f.DB.GetOperation(ctx, msg.SubscriptionID, msg.OperationID)
+		for attempt := range maxAttempts {
+			var op *database.Operation
+			var pre *resourceRead
+			var err error
+			if attempt == 0 {
+				op, pre, err = f.readTogether(ctx, msg, key)
+			} else {
+				op, err = f.DB.GetOperation(ctx, msg.SubscriptionID, msg.OperationID)
+			}
 			if errors.Is(err, database.ErrNotFound) {
 				outcome = OutcomeGone
 				return nil
@@ -43,10 +51,10 @@ func (f *Function) write(ctx context.Context, log *slog.Logger, msg Message, own
 				return nil
 			}
 			if deleteResources {
-				if err := f.deleteResources(ctx, log, op); err != nil {
+				if err := f.deleteResources(ctx, log, op, pre); err != nil {
 					return err
 				}
-			} else if err := f.followResource(ctx, log, op, d.State); err != nil {
+			} else if err := f.followResource(ctx, log, op, d.State, pre); err != nil {
 				return err
 			}
 			next := *op
@@ -86,10 +94,44 @@ func (f *Function) write(ctx context.Context, log *slog.Logger, msg Message, own
 	return outcome, nil
 }
 
+// resourceRead is a read of the Resources item of key made together with the
+// operation's, used once.
+type resourceRead struct {
+	key string
+	r   *database.Resource
+	err error
+}
+
+// readTogether reads the operation and the Resources item of key at once: a
+// change needs both, and the lock is then held one round trip less.
+func (f *Function) readTogether(ctx context.Context, msg Message, key string) (*database.Operation, *resourceRead, error) {
+	pre := &resourceRead{key: key}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pre.r, pre.err = f.DB.GetResource(ctx, msg.SubscriptionID, key)
+	}()
+	op, err := f.DB.GetOperation(ctx, msg.SubscriptionID, msg.OperationID)
+	<-done
+	return op, pre, err
+}
+
+// getResource returns op's Resources item: pre's read when it is for the
+// same key and not used yet, else a new one.
+func (f *Function) getResource(ctx context.Context, op *database.Operation, pre **resourceRead) (*database.Resource, error) {
+	if p := *pre; p != nil {
+		*pre = nil
+		if strings.EqualFold(p.key, op.ExternalID) {
+			return p.r, p.err
+		}
+	}
+	return f.DB.GetResource(ctx, op.PartitionKey, op.ExternalID)
+}
+
 // followResource moves the Resources item with its active operation.
-func (f *Function) followResource(ctx context.Context, log *slog.Logger, op *database.Operation, state arm.ProvisioningState) error {
+func (f *Function) followResource(ctx context.Context, log *slog.Logger, op *database.Operation, state arm.ProvisioningState, pre *resourceRead) error {
 	for range maxAttempts {
-		r, err := f.DB.GetResource(ctx, op.PartitionKey, op.ExternalID)
+		r, err := f.getResource(ctx, op, &pre)
 		if errors.Is(err, database.ErrNotFound) {
 			log.Warn("no Resources item for the operation's resource")
 			return nil
@@ -115,9 +157,9 @@ func (f *Function) followResource(ctx context.Context, log *slog.Logger, op *dat
 
 // deleteResources removes the Resources item of a finished delete and its
 // children. An item that another operation has taken over since is kept.
-func (f *Function) deleteResources(ctx context.Context, log *slog.Logger, op *database.Operation) error {
+func (f *Function) deleteResources(ctx context.Context, log *slog.Logger, op *database.Operation, pre *resourceRead) error {
 	for range maxAttempts {
-		r, err := f.DB.GetResource(ctx, op.PartitionKey, op.ExternalID)
+		r, err := f.getResource(ctx, op, &pre)
 		if errors.Is(err, database.ErrNotFound) {
 			return nil
 		}
