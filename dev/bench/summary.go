@@ -243,6 +243,9 @@ func (r *results) headlines() {
 		r.add("unchanged_cosmos_queries_per_poll", f3(u.Queries))
 		r.add("unchanged_writes_per_poll", f3(u.Writes))
 		r.add("unchanged_lock_ops_per_poll", f3(u.LockOps))
+		if h.UnchangedReceives > 0 {
+			r.add("messages_per_host_receive_n1000", f2(float64(h.UnchangedReceived)/float64(h.UnchangedReceives)))
+		}
 	}
 	if b, ok := r.base(targetFreshN); ok {
 		r.add("baseline_cosmos_per_unchanged_check", f2(b.unchangedPerOp().Cosmos))
