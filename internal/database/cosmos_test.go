@@ -217,3 +217,23 @@ func TestDocumentsKeepUnknownFields(t *testing.T) {
 	err = json.Unmarshal([]byte(`{"id":"op","status":5}`), &bad)
 	require.ErrorContains(t, err, "operation item")
 }
+
+// BenchmarkDecodeOperationItem is what GetOperation does with a read item
+// of about 1 KB, the common case of every poll.
+func BenchmarkDecodeOperationItem(b *testing.B) {
+	item := []byte(`{"id":"0d9f3a52-8f0e-4a44-9a7e-1b7c2f6d5e40","partitionKey":"2b2c1b4e-5d55-4a1e-9c1c-3f0e6f1d2a11",` +
+		`"tenantId":"72f988bf-86f1-41af-91ab-2d7cd011db47","clientId":"04b07795-8ddb-461a-bbee-02f9e1bf7b46","request":"Create",` +
+		`"externalId":"/subscriptions/2b2c1b4e-5d55-4a1e-9c1c-3f0e6f1d2a11/resourceGroups/rg-0001/providers/Microsoft.RedHatOpenShift/hcpOpenShiftClusters/cluster-0001",` +
+		`"internalId":"/api/aro_hcp/v1alpha1/clusters/2f6a9d0c5b7e4e1f8a3b",` +
+		`"operationId":"/subscriptions/2b2c1b4e-5d55-4a1e-9c1c-3f0e6f1d2a11/providers/Microsoft.RedHatOpenShift/locations/eastus/hcpOperationStatuses/0d9f3a52-8f0e-4a44-9a7e-1b7c2f6d5e40",` +
+		`"notificationUri":"","startTime":"2026-11-30T20:00:00Z","lastTransitionTime":"2026-11-30T20:00:00Z","status":"Provisioning",` +
+		`"_rid":"abcdEFGHijk=","_self":"dbs/abcd==/colls/abcdEF==/docs/abcdEFGHijk=/","_etag":"\"0000a1b2-0000-0000-0000-656789abcdef\"",` +
+		`"_attachments":"attachments/","_ts":1764532800}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		var op database.Operation
+		if err := op.UnmarshalJSON(item); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
