@@ -46,7 +46,7 @@ func decodeEnvelope(body []byte) (envelope, error) {
 	// case-insensitively); anything it refuses goes the long way below,
 	// which says what is wrong.
 	var fast struct{ Data, Metadata map[string]json.RawMessage }
-	if json.Unmarshal(body, &fast) == nil && body[0] == '{' {
+	if body[0] == '{' && json.Unmarshal(body, &fast) == nil {
 		if fast.Data != nil {
 			env.Data = fast.Data
 		}

@@ -95,7 +95,7 @@ func (f *Function) write(ctx context.Context, log *slog.Logger, msg Message, own
 }
 
 // resourceRead is a read of the Resources item of key made together with the
-// operation's, used once.
+// operation's.
 type resourceRead struct {
 	key string
 	r   *database.Resource
@@ -116,14 +116,11 @@ func (f *Function) readTogether(ctx context.Context, msg Message, key string) (*
 	return op, pre, err
 }
 
-// getResource returns op's Resources item: pre's read when it is for the
-// same key and not used yet, else a new one.
-func (f *Function) getResource(ctx context.Context, op *database.Operation, pre **resourceRead) (*database.Resource, error) {
-	if p := *pre; p != nil {
-		*pre = nil
-		if strings.EqualFold(p.key, op.ExternalID) {
-			return p.r, p.err
-		}
+// getResource returns op's Resources item: pre's read when there is one for
+// the same key, else a new one.
+func (f *Function) getResource(ctx context.Context, op *database.Operation, pre *resourceRead) (*database.Resource, error) {
+	if pre != nil && strings.EqualFold(pre.key, op.ExternalID) {
+		return pre.r, pre.err
 	}
 	return f.DB.GetResource(ctx, op.PartitionKey, op.ExternalID)
 }
@@ -131,7 +128,8 @@ func (f *Function) getResource(ctx context.Context, op *database.Operation, pre 
 // followResource moves the Resources item with its active operation.
 func (f *Function) followResource(ctx context.Context, log *slog.Logger, op *database.Operation, state arm.ProvisioningState, pre *resourceRead) error {
 	for range maxAttempts {
-		r, err := f.getResource(ctx, op, &pre)
+		r, err := f.getResource(ctx, op, pre)
+		pre = nil // a retry reads again
 		if errors.Is(err, database.ErrNotFound) {
 			log.Warn("no Resources item for the operation's resource")
 			return nil
@@ -159,7 +157,8 @@ func (f *Function) followResource(ctx context.Context, log *slog.Logger, op *dat
 // children. An item that another operation has taken over since is kept.
 func (f *Function) deleteResources(ctx context.Context, log *slog.Logger, op *database.Operation, pre *resourceRead) error {
 	for range maxAttempts {
-		r, err := f.getResource(ctx, op, &pre)
+		r, err := f.getResource(ctx, op, pre)
+		pre = nil // a retry reads again
 		if errors.Is(err, database.ErrNotFound) {
 			return nil
 		}
