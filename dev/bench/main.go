@@ -50,6 +50,7 @@ type config struct {
 	warmupMax      int
 	coldRuns       int
 	scanTimes      int
+	repeat         int
 
 	backlogN         int
 	backlogInstances int
@@ -116,6 +117,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.warmupMax, "warmup-max", 1000, "largest N whose opstatus runs start with a warm-up pass (above it the first pass is measured)")
 	fs.IntVar(&cfg.coldRuns, "cold-runs", 11, "cold starts to time (the median is reported)")
 	fs.IntVar(&cfg.scanTimes, "scan-times", 3, "standalone scans to time per N")
+	fs.IntVar(&cfg.repeat, "repeat", 3, "runs of each opstatus scenario at N=1,000, where the targets are judged: tables show the run with the median pass, targets the median of each figure and its range")
 	fs.IntVar(&cfg.backlogN, "backlog-n", 300, "operations in the backlog scenario")
 	fs.IntVar(&cfg.backlogInstances, "backlog-instances", 1, "host instances in the backlog scenario")
 	fs.DurationVar(&cfg.backlogLatency, "backlog-latency", 5*time.Second, "Cluster Service latency during the slow phase of the backlog scenario (a pass must take longer than the scan interval)")
@@ -165,8 +167,11 @@ func parseFlags(args []string) (config, error) {
 			cfg.only[s] = true
 		}
 	}
-	if cfg.latency < 0 || cfg.backlogLatency < 0 || cfg.opsPerSub < 1 || cfg.coldRuns < 1 || cfg.scanTimes < 1 {
+	if cfg.latency < 0 || cfg.backlogLatency < 0 || cfg.opsPerSub < 1 || cfg.coldRuns < 1 || cfg.scanTimes < 1 || cfg.repeat < 1 {
 		return cfg, fmt.Errorf("negative latency, or a count below 1")
+	}
+	if cfg.repeat%2 == 0 {
+		return cfg, fmt.Errorf("-repeat %d: want an odd number, so that each median is one of the runs", cfg.repeat)
 	}
 	cfg.progress = os.Stdout
 	cfg.command = "go run ./dev/bench"
@@ -271,18 +276,29 @@ func run(ctx context.Context, cfg config) error {
 			printScan(out, r)
 		}
 		if cfg.only["opstatus"] {
+			runs := 1
+			if n == targetFreshN {
+				runs = cfg.repeat
+			}
 			for i, k := range cfg.instances {
-				fmt.Fprintf(out, "\nopstatus ×%d, N=%d …\n", k, n)
-				r, err := runHost(ctx, e, cfg, n, k, cfg.only["scan"] && i == 0, false)
-				if err != nil {
-					return fmt.Errorf("opstatus ×%d N=%d: %w", k, n, err)
+				for run := 1; run <= runs; run++ {
+					of := ""
+					if runs > 1 {
+						of = fmt.Sprintf(", run %d of %d", run, runs)
+					}
+					fmt.Fprintf(out, "\nopstatus ×%d, N=%d%s …\n", k, n, of)
+					r, err := runHost(ctx, e, cfg, n, k, cfg.only["scan"] && i == 0 && run == 1, false)
+					if err != nil {
+						return fmt.Errorf("opstatus ×%d N=%d: %w", k, n, err)
+					}
+					r.Run = run
+					if r.Scan != nil {
+						res.Scans = append(res.Scans, *r.Scan)
+						printScan(out, *r.Scan)
+					}
+					res.Opstatus = append(res.Opstatus, r)
+					printHost(out, r)
 				}
-				if r.Scan != nil {
-					res.Scans = append(res.Scans, *r.Scan)
-					printScan(out, *r.Scan)
-				}
-				res.Opstatus = append(res.Opstatus, r)
-				printHost(out, r)
 			}
 		}
 		if cfg.only["ideal"] && slices.Contains(cfg.idealN, n) {

@@ -168,6 +168,9 @@ func (h *hostRun) settle(ctx context.Context, k int, timeout time.Duration) (set
 // hostResult is what one opstatus run measured.
 type hostResult struct {
 	N, Instances int
+	// Run numbers the repeats of one scenario from 1 (0 in results
+	// written before there were repeats).
+	Run int
 	// Ideal is set when an in-process queue replaced Azurite and the host
 	// emulator (see ideal).
 	Ideal bool
