@@ -328,12 +328,17 @@ func TestRenderPlot(t *testing.T) {
 	require.Equal(t, "\x89PNG", string(b[:4]))
 }
 
+// reportText is r's printed report.
+func reportText(r *results) string {
+	var sb strings.Builder
+	r.report(&sb)
+	return sb.String()
+}
+
 func TestReportHeadlines(t *testing.T) {
 	r := sampleResults()
 	r.Cold = ds(1, 2, 3)
-	var sb strings.Builder
-	r.report(&sb)
-	out := sb.String()
+	out := reportText(r)
 	for _, want := range []string{
 		"pass_speedup_n1000=6.00\n", "pass_speedup_x4_n1000=24.00\n", "freshness_p99_s_n1000=20.00\n",
 		"cold_start_ms=2000.00\n", "pass_s_baseline_n10000=600.00\n", "pass_speedup_ideal_queue_n1000=20.00\n",
@@ -362,9 +367,7 @@ func TestRepeatsAreJudgedOnTheirMedian(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, 3, h.Run, "the run with the median pass")
 
-	var sb strings.Builder
-	r.report(&sb)
-	out := sb.String()
+	out := reportText(r)
 	for _, want := range []string{
 		"pass_speedup_n1000=20.00\n", "pass_speedup_n1000_min=15.00\n", "pass_speedup_n1000_max=30.00\n",
 		"freshness_p99_s_n1000=12.00\n", "freshness_p99_s_n1000_min=11.00\n", "freshness_p99_s_n1000_max=13.00\n",
