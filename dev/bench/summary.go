@@ -56,6 +56,13 @@ func spreadOf(runs []hostResult, figure func(hostResult) float64) spread {
 	return spread{Median: v[(len(v)-1)/2], Min: v[0], Max: v[len(v)-1]}
 }
 
+// The figures of a run that the targets judge, for spreadOf.
+func freshP99s(h hostResult) float64 { return h.Freshness.P99.Seconds() }
+func cpuMs(h hostResult) float64     { return float64(h.cpuPerPoll()) / float64(time.Millisecond) }
+func speedupOver(b baselineResult) func(hostResult) float64 {
+	return func(h hostResult) float64 { return ratio(b.Pass, h.Pass) }
+}
+
 // of says how many runs a figure comes from, and its range, when more
 // than one.
 func (s spread) of(runs int, format string) string {
@@ -271,15 +278,15 @@ func (r *results) headlines() {
 	}
 	if h, ok := r.host(targetFreshN, 1); ok {
 		runs := r.runs(targetFreshN, 1)
-		fp := spreadOf(runs, func(h hostResult) float64 { return h.Freshness.P99.Seconds() })
-		cp := spreadOf(runs, func(h hostResult) float64 { return float64(h.cpuPerPoll()) / float64(time.Millisecond) })
+		fp := spreadOf(runs, freshP99s)
+		cp := spreadOf(runs, cpuMs)
 		r.add("freshness_p99_s_n1000", f2(fp.Median))
 		u := h.Unchanged.per(h.UnchangedPolls)
 		r.add("cpu_ms_per_unchanged_poll", f3(cp.Median))
 		if len(runs) > 1 {
 			r.add("runs_n1000", strconv.Itoa(len(runs)))
 			if b, ok := r.base(targetFreshN); ok {
-				sp := spreadOf(runs, func(h hostResult) float64 { return ratio(b.Pass, h.Pass) })
+				sp := spreadOf(runs, speedupOver(b))
 				r.add("pass_speedup_n1000_min", f2(sp.Min))
 				r.add("pass_speedup_n1000_max", f2(sp.Max))
 			}
@@ -338,7 +345,7 @@ func (r *results) targets() {
 	h1, ok1 := r.host(targetFreshN, 1)
 	runs1 := r.runs(targetFreshN, 1)
 	if okb && ok1 {
-		sp := spreadOf(runs1, func(h hostResult) float64 { return ratio(b.Pass, h.Pass) })
+		sp := spreadOf(runs1, speedupOver(b))
 		s := sp.Median
 		reached := fmt.Sprintf("%.1f× with one instance (%s vs %s)%s", s, secs(h1.Pass), secs(b.Pass), sp.of(len(runs1), "%.1f×"))
 		if h4, ok := r.host(targetFreshN, 4); ok {
@@ -353,7 +360,7 @@ func (r *results) targets() {
 	}
 	if ok1 {
 		limit := scanInterval + targetFreshSlack
-		fp := spreadOf(runs1, func(h hostResult) float64 { return h.Freshness.P99.Seconds() })
+		fp := spreadOf(runs1, freshP99s)
 		missing := 0
 		for _, h := range runs1 {
 			missing += h.Missing
@@ -376,7 +383,7 @@ func (r *results) targets() {
 		add("an unchanged poll costs exactly 1 Cluster Service call, 1 point read, 0 writes, 0 lock operations", polled, exact,
 			fmt.Sprintf("%d polls: %.3f CS calls, %.3f point reads, %.3f writes, %.3f lock ops per poll (and %.4f query pages: the scan's)",
 				h1.UnchangedPolls, u.CS, u.Reads, u.Writes, u.LockOps, u.Queries))
-		cp := spreadOf(runs1, func(h hostResult) float64 { return float64(h.cpuPerPoll()) / float64(time.Millisecond) })
+		cp := spreadOf(runs1, cpuMs)
 		add("handler CPU ≤ 1 ms per unchanged poll", polled, cp.Median <= float64(targetCPUPerPoll)/float64(time.Millisecond),
 			fmt.Sprintf("%.2f ms%s", cp.Median, cp.of(len(runs1), "%.2f ms")))
 	} else {
