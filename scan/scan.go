@@ -3,11 +3,13 @@
 package scan
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +32,9 @@ type Function struct {
 	Schedule *poll.Schedule
 
 	listed atomic.Int64 // by the last scan: the range of the next start point
+	// startAt picks a scan's start point in [0, n): rand.IntN, or what a
+	// test sets.
+	startAt func(n int) int
 }
 
 // Handle is the functions.Handler of scan. The messages are streamed from
@@ -59,10 +64,50 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 	}, nil
 }
 
-// shuffleWindow is how many operations scan holds to send them in a random
-// order: the operations of one subscription, next to each other in the
-// listing, then rarely meet at its lock.
-const shuffleWindow = 1000
+// spreadWindow is how many operations scan holds to reorder them (spread).
+const spreadWindow = 1000
+
+// spread reorders a window so that the operations of each subscription go
+// out evenly apart: the j-th of a subscription's k operations at (j+u)/k of
+// the way through, u random per subscription. Polls of one subscription
+// take turns at its lock, 1 s a try across instances: a random shuffle of
+// 1,000 left about one pair in 16 within 32 messages of each other, spread
+// leaves them the window's other subscriptions apart. order is scratch
+// space, returned for the next window.
+func spread(window []database.PendingOperation, order []spreadSlot) []spreadSlot {
+	count := make(map[string]int, len(window))
+	var subs []string
+	for _, p := range window {
+		if count[p.PartitionKey]++; count[p.PartitionKey] == 1 {
+			subs = append(subs, p.PartitionKey)
+		}
+	}
+	// The subscriptions' u in strata of their own, in a random order, so
+	// that their operations do not bunch up.
+	rand.Shuffle(len(subs), func(i, j int) { subs[i], subs[j] = subs[j], subs[i] })
+	offset := make(map[string]float64, len(subs))
+	for i, s := range subs {
+		offset[s] = (float64(i) + rand.Float64()) / float64(len(subs))
+	}
+	order = order[:0]
+	for _, p := range window {
+		// The offset grows by one per operation: the j-th gets j+u.
+		u := offset[p.PartitionKey]
+		offset[p.PartitionKey] = u + 1
+		order = append(order, spreadSlot{key: u / float64(count[p.PartitionKey]), op: p})
+	}
+	slices.SortFunc(order, func(a, b spreadSlot) int { return cmp.Compare(a.key, b.key) })
+	for i := range order {
+		window[i] = order[i].op
+	}
+	return order
+}
+
+// spreadSlot is an operation and its place in a window, from 0 to 1.
+type spreadSlot struct {
+	key float64
+	op  database.PendingOperation
+}
 
 // messages yields a message per pending operation, like template but for
 // its ids, counting them in sent.
@@ -72,20 +117,26 @@ const shuffleWindow = 1000
 // listing, and wrapping around, keeps that from always falling on the same
 // operations. The listing is read twice, from the start point to its end
 // and then from its beginning up to the start point, so that memory stays
-// one window whatever the number of operations. The second read stops at
-// the first operation the first one took, or after as many positions as the
-// first read skipped: operations created or finished between the two reads
-// can shift that point, so such a scan may miss one (or, if the first one
-// finished, send one twice), and the next scan makes up for it.
+// one window whatever the number of operations; a window spans the two
+// reads. The second read stops at the first operation the first one took,
+// or after as many positions as the first read skipped: operations created
+// or finished between the two reads can shift that point, so such a scan
+// may miss one (or, if the first one finished, send one twice), and the
+// next scan makes up for it.
 func (f *Function) messages(ctx context.Context, log *slog.Logger, sent *int, template poll.Message) functions.Stream {
 	return func(yield func(any, error) bool) {
 		start := 0
 		if last := f.listed.Load(); last > 0 {
-			start = rand.IntN(int(last))
+			pick := rand.IntN
+			if f.startAt != nil {
+				pick = f.startAt
+			}
+			start = pick(int(last))
 		}
-		window := make([]database.PendingOperation, 0, shuffleWindow)
+		window := make([]database.PendingOperation, 0, spreadWindow)
+		var order []spreadSlot
 		flush := func() bool {
-			rand.Shuffle(len(window), func(i, j int) { window[i], window[j] = window[j], window[i] })
+			order = spread(window, order)
 			for _, p := range window {
 				m := template
 				m.SubscriptionID, m.OperationID = p.PartitionKey, p.ID
@@ -122,12 +173,12 @@ func (f *Function) messages(ctx context.Context, log *slog.Logger, sent *int, te
 					if first == nil {
 						first = &p
 					}
-					if window = append(window, p); len(window) == shuffleWindow && !flush() {
+					if window = append(window, p); len(window) == spreadWindow && !flush() {
 						return pos, false
 					}
 				}
 			}
-			return pos, flush()
+			return pos, true
 		}
 		listed, ok := read(start, -1)
 		if !ok {
@@ -137,6 +188,9 @@ func (f *Function) messages(ctx context.Context, log *slog.Logger, sent *int, te
 			if _, ok := read(0, start); !ok {
 				return
 			}
+		}
+		if !flush() {
+			return
 		}
 		f.listed.Store(int64(listed))
 		log.Info("scanned", "pending", *sent)
