@@ -286,7 +286,7 @@ func TestScanSpreadsTheOperationsOfASubscription(t *testing.T) {
 				}
 			}
 			if tt.atFront {
-				// 20 scans all starting with the same 2 of 10: about 1 in 10^11.
+				// 20 scans all starting with the same 2 of 10: about 1 in 10^12.
 				require.Greater(t, len(firsts), 2, "the order does not change: %v", firsts)
 			}
 		})
