@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
@@ -70,20 +71,18 @@ const spreadWindow = 1000
 // spread reorders a window so that the operations of each subscription go
 // out evenly apart: the j-th of a subscription's k operations at (j+u)/k of
 // the way through, u random per subscription. Polls of one subscription
-// take turns at its lock, 1 s a try across instances: a random shuffle of
-// 1,000 left about one pair in 16 within 32 messages of each other, spread
-// leaves them the window's other subscriptions apart. order is scratch
-// space, returned for the next window.
+// take turns at its lock, 1 s a try across instances: in a random shuffle
+// of 1,000, one pair in 16 would fall within 32 messages of each other
+// (2 × 32 / 1,000); spread leaves them the window's other subscriptions
+// apart. order is scratch space, returned for the next window.
 func spread(window []database.PendingOperation, order []spreadSlot) []spreadSlot {
 	count := make(map[string]int, len(window))
-	var subs []string
 	for _, p := range window {
-		if count[p.PartitionKey]++; count[p.PartitionKey] == 1 {
-			subs = append(subs, p.PartitionKey)
-		}
+		count[p.PartitionKey]++
 	}
 	// The subscriptions' u in strata of their own, in a random order, so
 	// that their operations do not bunch up.
+	subs := slices.Collect(maps.Keys(count))
 	rand.Shuffle(len(subs), func(i, j int) { subs[i], subs[j] = subs[j], subs[i] })
 	offset := make(map[string]float64, len(subs))
 	for i, s := range subs {
