@@ -353,15 +353,16 @@ func TestReportHeadlines(t *testing.T) {
 func TestRepeatsAreJudgedOnTheirMedian(t *testing.T) {
 	r := &results{Latency: 50 * time.Millisecond, BaselineFull: 1000}
 	r.Baseline = []baselineResult{{N: 1000, Pass: 60 * time.Second, Freshness: dist{N: 1000, P99: 60 * time.Second}}}
-	// Three runs: the pass, the freshness and the CPU each have their
-	// median in a different run.
+	// Three runs: the pass, the freshness, the CPU and the messages per
+	// receive each have their median in a different run.
 	for i, f := range []struct {
 		pass, p99 time.Duration
 		cpu       time.Duration // per 1,000 polls
-	}{{2 * time.Second, 13 * time.Second, 900 * time.Millisecond}, {4 * time.Second, 11 * time.Second, 1200 * time.Millisecond}, {3 * time.Second, 12 * time.Second, 1000 * time.Millisecond}} {
+		receives  int64         // for 1,000 messages
+	}{{2 * time.Second, 13 * time.Second, 900 * time.Millisecond, 1000}, {4 * time.Second, 11 * time.Second, 1200 * time.Millisecond, 250}, {3 * time.Second, 12 * time.Second, 1000 * time.Millisecond, 100}} {
 		r.Opstatus = append(r.Opstatus, hostResult{N: 1000, Instances: 1, Run: i + 1, Pass: f.pass,
 			Freshness: dist{N: 1000, P99: f.p99}, UnchangedPolls: 1000, HandlerCPU: f.cpu,
-			Unchanged: requests{CS: 1000, Reads: 1000}})
+			Unchanged: requests{CS: 1000, Reads: 1000}, UnchangedReceives: f.receives, UnchangedReceived: 1000})
 	}
 	h, ok := r.host(1000, 1)
 	require.True(t, ok)
@@ -372,6 +373,7 @@ func TestRepeatsAreJudgedOnTheirMedian(t *testing.T) {
 		"pass_speedup_n1000=20.00\n", "pass_speedup_n1000_min=15.00\n", "pass_speedup_n1000_max=30.00\n",
 		"freshness_p99_s_n1000=12.00\n", "freshness_p99_s_n1000_min=11.00\n", "freshness_p99_s_n1000_max=13.00\n",
 		"cpu_ms_per_unchanged_poll=1.000\n", "cpu_ms_per_unchanged_poll_max=1.200\n", "runs_n1000=3\n",
+		"messages_per_host_receive_n1000=4.00\n",
 		"[met] full pass over 1,000 operations at 50ms ≥ 20× faster than the baseline: 20.0× with one instance (3.00 s vs 60.0 s) (median of 3 runs; 15.0× to 30.0×)",
 		"[met] freshness p99 at N=1,000 ≤ scan interval + 2 s (12.0 s): p99 12.0 s with one instance (median of 3 runs; 11.0 s to 13.0 s)",
 		"[met] handler CPU ≤ 1 ms per unchanged poll: 1.00 ms (median of 3 runs; 0.90 ms to 1.20 ms)",

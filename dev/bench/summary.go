@@ -59,6 +59,15 @@ func spreadOf(runs []hostResult, figure func(hostResult) float64) spread {
 // The figures of a run that the targets judge, for spreadOf.
 func freshP99s(h hostResult) float64 { return h.Freshness.P99.Seconds() }
 func cpuMs(h hostResult) float64     { return float64(h.cpuPerPoll()) / float64(time.Millisecond) }
+
+// messagesPerReceive says how the host received a run's messages: its
+// median over the runs shows the way most runs fell.
+func messagesPerReceive(h hostResult) float64 {
+	if h.UnchangedReceives == 0 {
+		return 0
+	}
+	return float64(h.UnchangedReceived) / float64(h.UnchangedReceives)
+}
 func speedupOver(b baselineResult) func(hostResult) float64 {
 	return func(h hostResult) float64 { return ratio(b.Pass, h.Pass) }
 }
@@ -301,7 +310,7 @@ func (r *results) headlines() {
 		r.add("unchanged_writes_per_poll", f3(u.Writes))
 		r.add("unchanged_lock_ops_per_poll", f3(u.LockOps))
 		if h.UnchangedReceives > 0 {
-			r.add("messages_per_host_receive_n1000", f2(float64(h.UnchangedReceived)/float64(h.UnchangedReceives)))
+			r.add("messages_per_host_receive_n1000", f2(spreadOf(runs, messagesPerReceive).Median))
 		}
 	}
 	if b, ok := r.base(targetFreshN); ok {
