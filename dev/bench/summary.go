@@ -59,6 +59,9 @@ func spreadOf(runs []hostResult, figure func(hostResult) float64) spread {
 // The figures of a run that the targets judge, for spreadOf.
 func freshP99s(h hostResult) float64 { return h.Freshness.P99.Seconds() }
 func cpuMs(h hostResult) float64     { return float64(h.cpuPerPoll()) / float64(time.Millisecond) }
+func speedupOver(b baselineResult) func(hostResult) float64 {
+	return func(h hostResult) float64 { return ratio(b.Pass, h.Pass) }
+}
 
 // messagesPerReceive says how the host received a run's messages: its
 // median over the runs shows the way most runs fell.
@@ -67,9 +70,6 @@ func messagesPerReceive(h hostResult) float64 {
 		return 0
 	}
 	return float64(h.UnchangedReceived) / float64(h.UnchangedReceives)
-}
-func speedupOver(b baselineResult) func(hostResult) float64 {
-	return func(h hostResult) float64 { return ratio(b.Pass, h.Pass) }
 }
 
 // of says how many runs a figure comes from, and its range, when more
