@@ -272,5 +272,5 @@ func receives(r hostResult) string {
 		return ""
 	}
 	return fmt.Sprintf(" · host fetched %d messages in %d receives (%.1f a receive)",
-		r.UnchangedReceived, r.UnchangedReceives, float64(r.UnchangedReceived)/float64(r.UnchangedReceives))
+		r.UnchangedReceived, r.UnchangedReceives, messagesPerReceive(r))
 }
