@@ -4,8 +4,10 @@
 package clusterservice
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,7 +47,10 @@ const (
 	idleConnTimeout     = 90 * time.Second
 )
 
-// ErrNotFound is returned (wrapped) when Cluster Service answers 404.
+// ErrNotFound is returned (wrapped) when Cluster Service answers 404 with
+// its own error body, an OCM error: the resource does not exist. A 404 with
+// any other body (a router's or an ingress's page, a wrong URL) says nothing
+// about the resource and is a non-transient error that does not wrap it.
 var ErrNotFound = errors.New("clusterservice: not found")
 
 // ErrReplyTooLarge is returned (wrapped) when a reply is larger than
@@ -167,8 +172,11 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// Status reads GET {URL}{id.Path}/status. A 404 returns an error wrapping
-// ErrNotFound; see IsTransient for the other errors.
+// Status reads GET {URL}{id.Path}/status. A 404 whose body is an OCM error
+// (JSON, by its Content-Type when it has one, with "kind":"Error") returns
+// an error wrapping ErrNotFound; any other 404 returns a non-transient error
+// that says what came back, and one whose body breaks off a transport error.
+// See IsTransient for the other errors.
 func (c *Client) Status(ctx context.Context, id InternalID) (Status, error) {
 	// The fields go to ocm-sdk-go and the Path to the transport guard: only an
 	// ID exactly as ParseInternalID returns it is accepted.
@@ -184,15 +192,20 @@ func (c *Client) Status(ctx context.Context, id InternalID) (Status, error) {
 	ctx = context.WithValue(ctx, exchangeKey{}, ex)
 
 	st, found, err := c.get(ctx, id)
-	code, tooLarge := ex.result()
+	code, tooLarge, nf := ex.result()
 	c.logger.DebugContext(ctx, "cluster service status", "path", ex.path, "httpStatus", code, "state", st.State)
 
 	where := "GET " + ex.path
 	switch {
 	case tooLarge:
 		return Status{}, fmt.Errorf("%s: %w", where, ErrReplyTooLarge)
-	case code == http.StatusNotFound:
+	case code == http.StatusNotFound && nf == nil && err != nil:
+		// The body could not be read: what the 404 was is unknown.
+		return Status{}, fmt.Errorf("%s: HTTP 404 Not Found: reading the body: %w", where, err)
+	case code == http.StatusNotFound && nf != nil && nf.ocmError:
 		return Status{}, fmt.Errorf("%s: %w", where, ErrNotFound)
+	case code == http.StatusNotFound && nf != nil:
+		return Status{}, fmt.Errorf("%s: %w", where, &httpStatusError{code: code, detail: "not an OCM error (" + nf.what + ")"})
 	case code != 0 && (code < 200 || code > 299):
 		return Status{}, fmt.Errorf("%s: %w", where, &httpStatusError{code: code, err: err})
 	case err != nil:
@@ -293,14 +306,18 @@ func (c *Client) get(ctx context.Context, id InternalID) (st Status, found bool,
 	return st, false, fmt.Errorf("%w %s: no client for %s %s", errInvalidInternalID, quote(id.Path), id.API, id.Kind)
 }
 
-// httpStatusError is a non-2xx reply other than 404.
+// httpStatusError is a non-2xx reply other than a 404 from Cluster Service.
 type httpStatusError struct {
-	code int
-	err  error // what ocm-sdk-go made of the reply; may be nil
+	code   int
+	err    error  // what ocm-sdk-go made of the reply; may be nil
+	detail string // what the reply was, when that says more than err
 }
 
 func (e *httpStatusError) Error() string {
 	msg := fmt.Sprintf("HTTP %d %s", e.code, http.StatusText(e.code))
+	if e.detail != "" {
+		return msg + ": " + e.detail
+	}
 	var sdkErr *sdkerrors.Error
 	if errors.As(e.err, &sdkErr) {
 		// Cluster Service's own error: code and reason, no headers or bodies.
@@ -316,9 +333,9 @@ func (e *httpStatusError) Unwrap() error { return e.err }
 
 // IsTransient reports whether err is worth retrying later: 5xx and 429
 // replies (from Cluster Service or the token endpoint), timeouts, context
-// deadlines and cancellations, refused, reset or dropped connections. 404,
-// other 4xx replies, invalid IDs, redirects, oversized and malformed replies
-// are not transient.
+// deadlines and cancellations, refused, reset or dropped connections. 404s
+// (ErrNotFound and a 404 that is not an OCM error), other 4xx replies,
+// invalid IDs, redirects, oversized and malformed replies are not transient.
 func IsTransient(err error) bool {
 	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrReplyTooLarge) ||
 		errors.Is(err, errRefused) || errors.Is(err, errInvalidInternalID) {
@@ -357,14 +374,27 @@ type exchange struct {
 	mu       sync.Mutex
 	code     int // Cluster Service reply status
 	tooLarge bool
+	notFound *notFoundReply // set once a 404's body has been read whole
 }
 
 type exchangeKey struct{}
 
-func (e *exchange) result() (code int, tooLarge bool) {
+// notFoundReply is what a 404's body was.
+type notFoundReply struct {
+	ocmError bool   // Cluster Service's own error: the resource does not exist
+	what     string // otherwise, a short description of the reply
+}
+
+func (e *exchange) result() (code int, tooLarge bool, notFound *notFoundReply) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.code, e.tooLarge
+	return e.code, e.tooLarge, e.notFound
+}
+
+func (e *exchange) recordNotFound(r *notFoundReply) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.notFound = r
 }
 
 func (e *exchange) record(code int) {
@@ -382,7 +412,8 @@ func (e *exchange) markTooLarge() {
 // guardTransport is the transport of both typed clients. It completes
 // their relative requests with the base URL, the User-Agent and the access
 // token, sends only the one request a Status call expects, never follows
-// redirects, bounds reply bodies and records reply statuses.
+// redirects, bounds reply bodies, records reply statuses and reads each 404
+// whole to tell Cluster Service's own error from any other page.
 type guardTransport struct {
 	base     *url.URL
 	maxReply int64
@@ -443,8 +474,59 @@ func (g *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 	}
-	resp.Body = &limitedBody{rc: resp.Body, max: g.maxReply, ex: ex}
+	body := &limitedBody{rc: resp.Body, max: g.maxReply, ex: ex}
+	if resp.StatusCode == http.StatusNotFound {
+		// ocm-sdk-go makes an error of any JSON object whatever its kind, and
+		// none of an empty body, so only the body itself tells a deleted
+		// resource from a 404 that something else sent. ocm-sdk-go then
+		// reads the body as it was read here.
+		data, err := io.ReadAll(body)
+		_ = body.Close()
+		if err != nil {
+			return nil, &url.Error{Op: "Get", URL: out.URL.Redacted(), Err: err}
+		}
+		ex.recordNotFound(judgeNotFound(resp.Header.Get("Content-Type"), data))
+		resp.Body = io.NopCloser(bytes.NewReader(data))
+		return resp, nil
+	}
+	resp.Body = body
 	return resp, nil
+}
+
+// maxSnippetBytes bounds the part of a body quoted in an error.
+const maxSnippetBytes = 64
+
+// judgeNotFound decides whether a 404's reply is an OCM error: JSON (by its
+// Content-Type, when it has one) holding an object whose "kind" is "Error",
+// as Cluster Service writes every error. Otherwise it describes the reply
+// by its content type and a short snippet of its body.
+func judgeNotFound(contentType string, body []byte) *notFoundReply {
+	var what []string
+	jsonType := true
+	if contentType == "" {
+		what = append(what, "no content type")
+	} else {
+		what = append(what, "content type "+quote(truncate(contentType, maxCodeBytes)))
+		mt, _, err := mime.ParseMediaType(contentType)
+		jsonType = err == nil && mt == "application/json"
+	}
+	if len(body) == 0 {
+		return &notFoundReply{what: strings.Join(append(what, "empty body"), ", ")}
+	}
+	if jsonType {
+		var fields map[string]json.RawMessage
+		var kind string
+		switch {
+		case json.Unmarshal(body, &fields) != nil || fields == nil:
+			what = append(what, "not a JSON object")
+		case json.Unmarshal(fields["kind"], &kind) != nil || kind != "Error":
+			what = append(what, `no "kind":"Error"`)
+		default:
+			return &notFoundReply{ocmError: true}
+		}
+	}
+	what = append(what, fmt.Sprintf("body %q", truncate(string(body), maxSnippetBytes)))
+	return &notFoundReply{what: strings.Join(what, ", ")}
 }
 
 // limitedBody fails with ErrReplyTooLarge once more than max bytes arrive.

@@ -215,12 +215,13 @@ func TestStatusHTTPErrors(t *testing.T) {
 		transient bool
 	}{
 		{name: "404 JSON", reply: replyJSON(404, notFoundJSON), notFound: true},
-		{name: "404 empty", reply: func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(404) }, notFound: true},
+		// Not OCM errors: they say nothing about the cluster (TestStatusNotFound).
+		{name: "404 empty", reply: func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(404) }},
 		{name: "404 text", reply: func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
 			w.WriteHeader(404)
 			_, _ = io.WriteString(w, "404 page not found")
-		}, notFound: true},
+		}},
 		{name: "500", reply: replyJSON(500, `{"kind":"Error","id":"500","code":"CLUSTERS-MGMT-500","reason":"boom"}`), transient: true},
 		{name: "502 html", reply: func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/html")
@@ -259,6 +260,109 @@ func TestStatusHTTPErrors(t *testing.T) {
 			require.Equal(t, tc.transient, IsTransient(err), "IsTransient: %v", err)
 		})
 	}
+}
+
+// reply404 answers 404 with body and, unless it is "-", contentType; "-"
+// sends no Content-Type at all.
+func reply404(contentType, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		if contentType == "-" {
+			w.Header()["Content-Type"] = nil // no sniffing either
+		} else {
+			w.Header().Set("Content-Type", contentType)
+		}
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+// TestStatusNotFound: only an OCM error body makes a 404 mean that the
+// resource does not exist; any other 404 is a non-transient error that says
+// what came back.
+func TestStatusNotFound(t *testing.T) {
+	const nginx = `<html>
+<head><title>404 Not Found</title></head>
+<body>
+<center><h1>404 Not Found</h1></center>
+<hr><center>nginx</center>
+</body>
+</html>
+`
+	for _, tc := range []struct {
+		name  string
+		reply http.HandlerFunc
+		err   string // empty: ErrNotFound
+	}{
+		{name: "OCM error", reply: reply404("application/json", notFoundJSON)},
+		{name: "OCM error with charset", reply: reply404("application/json; charset=utf-8", notFoundJSON)},
+		{name: "OCM error without content type", reply: reply404("-", notFoundJSON)},
+		{name: "minimal OCM error", reply: reply404("application/json", `{"kind":"Error"}`+"\n")},
+		{name: "router text", reply: http.NotFound,
+			err: `HTTP 404 Not Found: not an OCM error (content type "text/plain; charset=utf-8", body "404 page not found\n")`},
+		{name: "ingress HTML", reply: reply404("text/html", nginx+strings.Repeat("<!-- padding -->\n", 1000)),
+			err: `not an OCM error (content type "text/html", body "<html>\n<head><title>404 Not Found</title></head>\n<body>\n<center>…")`},
+		{name: "OCM error body as text", reply: reply404("text/plain", notFoundJSON), err: `not an OCM error (content type "text/plain", body "{\"kind\":\"Error\"`},
+		{name: "JSON without kind", reply: reply404("application/json", `{"message":"not found"}`),
+			err: `not an OCM error (content type "application/json", no "kind":"Error", body "{\"message\":\"not found\"}")`},
+		{name: "JSON of another kind", reply: reply404("application/json", `{"kind":"ClusterStatus","state":"ready"}`), err: `no "kind":"Error"`},
+		{name: "JSON kind in another case", reply: reply404("application/json", `{"Kind":"Error"}`), err: `no "kind":"Error"`},
+		{name: "JSON kind not a string", reply: reply404("application/json", `{"kind":["Error"]}`), err: `no "kind":"Error"`},
+		{name: "JSON array", reply: reply404("application/json", `[{"kind":"Error"}]`), err: "not a JSON object"},
+		{name: "JSON null", reply: reply404("application/json", `null`), err: "not a JSON object"},
+		{name: "truncated JSON", reply: reply404("application/json", `{"kind":"Error"`), err: "not a JSON object"},
+		{name: "JSON then more", reply: reply404("application/json", `{"kind":"Error"} <html>`), err: "not a JSON object"},
+		{name: "HTML labelled JSON", reply: reply404("application/json", nginx), err: `content type "application/json", not a JSON object, body "<html>`},
+		{name: "problem JSON", reply: reply404("application/problem+json", `{"kind":"Error","title":"Not Found"}`), err: `content type "application/problem+json"`},
+		{name: "empty body", reply: reply404("-", ""), err: `HTTP 404 Not Found: not an OCM error (no content type, empty body)`},
+		{name: "empty JSON body", reply: reply404("application/json", ""), err: `not an OCM error (content type "application/json", empty body)`},
+	} {
+		for _, id := range []InternalID{cmCluster, hcpCluster, hcpPool} {
+			t.Run(tc.name+id.Path, func(t *testing.T) {
+				rec := &recorder{reply: tc.reply}
+				srv := httptest.NewServer(rec)
+				defer srv.Close()
+				_, err := newClient(t, Config{URL: srv.URL}).Status(context.Background(), id)
+				require.Error(t, err)
+				require.Len(t, rec.seen(), 1)
+				require.False(t, IsTransient(err), "a 404 is not transient: %v", err)
+				if tc.err == "" {
+					require.ErrorIs(t, err, ErrNotFound)
+					return
+				}
+				require.NotErrorIs(t, err, ErrNotFound)
+				require.Contains(t, err.Error(), "GET "+id.Path+"/status: HTTP 404 Not Found: not an OCM error (")
+				require.Contains(t, err.Error(), tc.err)
+				require.Less(t, len(err.Error()), 400, "bounded: %s", err)
+			})
+		}
+	}
+}
+
+// TestStatusNotFoundBody: a 404 whose body cannot be read whole is neither
+// not-found nor a permanent error.
+func TestStatusNotFoundBody(t *testing.T) {
+	t.Run("connection closed in the middle of the body", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", "1000")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"kind":"Error",`)
+		}))
+		defer srv.Close()
+		_, err := newClient(t, Config{URL: srv.URL}).Status(context.Background(), hcpCluster)
+		require.Error(t, err)
+		require.NotErrorIs(t, err, ErrNotFound)
+		require.True(t, IsTransient(err), "%v", err)
+	})
+	t.Run("larger than the limit", func(t *testing.T) {
+		body := `{"kind":"Error","reason":"` + strings.Repeat("x", 2000) + `"}`
+		srv := httptest.NewServer(reply404("application/json", body))
+		defer srv.Close()
+		_, err := newClient(t, Config{URL: srv.URL, MaxReplyBytes: 1000}).Status(context.Background(), hcpCluster)
+		require.ErrorIs(t, err, ErrReplyTooLarge)
+		require.NotErrorIs(t, err, ErrNotFound)
+		require.False(t, IsTransient(err))
+	})
 }
 
 func TestStatusTimeoutIsTransient(t *testing.T) {
@@ -642,6 +746,7 @@ func TestIsTransient(t *testing.T) {
 		{&httpStatusError{code: 429}, true},
 		{&httpStatusError{code: 400}, false},
 		{&httpStatusError{code: 403}, false},
+		{&httpStatusError{code: 404, detail: "not an OCM error (empty body)"}, false},
 		{fmt.Errorf("x: %w", context.DeadlineExceeded), true},
 		{io.ErrUnexpectedEOF, true},
 		{io.EOF, false}, // only an EOF from the transport counts
