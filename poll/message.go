@@ -1,12 +1,14 @@
 package poll
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/opstatus/opstatus/internal/database"
 )
 
 // Message is the queue message scan writes and poll reads: one operation.
@@ -34,36 +36,38 @@ type Message struct {
 	inserted time.Time // the queue's InsertionTime, from the invocation
 }
 
-// maxIDLength bounds ids well above any GUID or Cosmos id the frontend writes.
-const maxIDLength = 255
-
-// Validate reports the first field that cannot name a Cosmos item.
+// Validate reports what makes the message malformed as a whole: an id that
+// is missing or empty, a negative scanInterval. poll answers 400 to it.
+// What the ids hold is for CheckIDs.
 func (m Message) Validate() error {
-	if err := checkID("subscriptionId", m.SubscriptionID); err != nil {
-		return err
-	}
-	if m.ScanInterval < 0 {
+	switch {
+	case m.SubscriptionID == "":
+		return errors.New("subscriptionId is missing")
+	case m.OperationID == "":
+		return errors.New("operationId is missing")
+	case m.ScanInterval < 0:
 		return fmt.Errorf("scanInterval %d is negative", m.ScanInterval)
 	}
-	return checkID("operationId", m.OperationID)
+	return nil
 }
 
-// checkID refuses what Cosmos ids cannot hold ('/', '\', '?', '#') and what
-// would make paths or logs ambiguous (control characters, "." and "..").
-func checkID(field, v string) error {
-	switch {
-	case v == "":
-		return fmt.Errorf("%s is missing", field)
-	case len(v) > maxIDLength:
-		return fmt.Errorf("%s is longer than %d bytes", field, maxIDLength)
-	case !utf8.ValidString(v):
-		return fmt.Errorf("%s is not valid UTF-8", field)
-	case v == "." || v == "..":
-		return fmt.Errorf("%s %q is not an id", field, v)
-	case strings.ContainsAny(v, `/\?#`):
-		return fmt.Errorf("%s %q holds one of / \\ ? #", field, v)
-	case strings.ContainsFunc(v, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) }):
-		return fmt.Errorf("%s %q holds a control or space character", field, v)
+// CheckIDs reports why poll will not act on the operation the message names,
+// or nil: the operation id, and the subscription id as Cosmos DB sees it
+// (lowercased, as the partition key and as the id of the subscription's
+// lock item), must each pass database.CheckID. poll answers such a message
+// with OutcomeInvalid, and scan sends only messages that pass: the rule is
+// here once, so that the two cannot disagree. An id that fails Validate
+// fails CheckIDs too.
+func (m Message) CheckIDs() error {
+	if err := database.CheckID(m.OperationID); err != nil {
+		return fmt.Errorf("operationId: %w", err)
+	}
+	sub := m.SubscriptionID
+	if utf8.ValidString(sub) { // ToLower would replace the bytes that are not
+		sub = strings.ToLower(sub)
+	}
+	if err := database.CheckID(sub); err != nil {
+		return fmt.Errorf("subscriptionId: %w", err)
 	}
 	return nil
 }

@@ -80,7 +80,9 @@ func (f *Function) now() time.Time {
 }
 
 // Handle is the functions.Handler of poll. A malformed message answers 400 (the
-// host retries it, then moves it to the poison queue); a dependency failure
+// host retries it, then moves it to the poison queue); a well-formed one whose
+// ids poll will not act on (Message.CheckIDs) answers 200 with OutcomeInvalid,
+// since scan never sends one and a retry cannot help; a dependency failure
 // answers 200 and leaves the operation unchanged, since the next scan sends it
 // again and an outage must not fill the poison queue. Transient failures log
 // a warning, others (a Cluster Service answer that does not parse, a 401) an
@@ -94,6 +96,12 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 	if err := msg.Validate(); err != nil {
 		inv.Log.Error("malformed queue message", "error", err)
 		return nil, functions.BadRequest(fmt.Errorf("queue message: %w", err))
+	}
+	if err := msg.CheckIDs(); err != nil {
+		// Every retry would be refused the same way: answered, the message
+		// is gone instead of cycling into the poison queue.
+		inv.Log.Error("queue message names no operation poll can act on; dropped", "error", err)
+		return &functions.Result{ReturnValue: OutcomeInvalid}, nil
 	}
 	log := inv.Log.With("subscription_id", msg.SubscriptionID, "operation_id", msg.OperationID)
 	msg.inserted = inv.QueueMetadata().InsertionTime

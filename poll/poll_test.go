@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -221,19 +220,14 @@ func (f *fixture) poll(t testing.TB, opID string) poll.Outcome {
 	return res.ReturnValue.(poll.Outcome)
 }
 
+// Ids poll will not act on answer 200 "invalid": see ids_test.go.
 func TestMalformedMessagesAnswer400(t *testing.T) {
 	for name, msg := range map[string]string{
-		"not json":           `not json`,
-		"array":              `[1,2]`,
-		"missing operation":  `{"subscriptionId":"s"}`,
-		"missing sub":        `{"operationId":"o"}`,
-		"slash in id":        `{"subscriptionId":"s","operationId":"a/b"}`,
-		"dot dot":            `{"subscriptionId":"..","operationId":"o"}`,
-		"quote and control":  `{"subscriptionId":"s'\u0001","operationId":"o"}`,
-		"wrong type":         `{"subscriptionId":5,"operationId":"o"}`,
-		"too long":           `{"subscriptionId":"` + strings.Repeat("a", 300) + `","operationId":"o"}`,
-		"backslash":          `{"subscriptionId":"s","operationId":"a\\b"}`,
-		"question and space": `{"subscriptionId":"s ?","operationId":"o"}`,
+		"not json":          `not json`,
+		"array":             `[1,2]`,
+		"missing operation": `{"subscriptionId":"s"}`,
+		"missing sub":       `{"operationId":"o"}`,
+		"wrong type":        `{"subscriptionId":5,"operationId":"o"}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)

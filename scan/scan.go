@@ -109,7 +109,8 @@ type spreadSlot struct {
 }
 
 // messages yields a message per pending operation, like template but for
-// its ids, counting them in sent.
+// its ids, counting them in sent. An operation whose ids poll would refuse
+// (poll.Message.CheckIDs) is logged and skipped.
 //
 // When polls cannot keep up, the messages still queued at the next scan are
 // dropped as superseded; starting each scan at a random point of the
@@ -171,6 +172,12 @@ func (f *Function) messages(ctx context.Context, log *slog.Logger, sent *int, te
 				default:
 					if first == nil {
 						first = &p
+					}
+					// By poll's own rule: whatever scan sends, poll acts on
+					// or answers 2xx, never into the poison queue.
+					if err := (poll.Message{SubscriptionID: p.PartitionKey, OperationID: p.ID}).CheckIDs(); err != nil {
+						log.Error("skipping an operation item whose ids poll cannot use", "error", err)
+						continue
 					}
 					if window = append(window, p); len(window) == spreadWindow && !flush() {
 						return pos, false

@@ -64,7 +64,7 @@ func configFromEnv(t *testing.T) chaosConfig {
 // queue.
 var malformed = []string{
 	`not json at all`,
-	`{"subscriptionId":"../etc","operationId":"x"}`,
+	`{"subscriptionId":42,"operationId":"x"}`,
 	`{}`,
 }
 

@@ -22,7 +22,7 @@ var LockedSubscription = Subscriptions[2]
 const LockHold = 20 * time.Second
 
 // Malformed is the message queued on purpose: it must end in the poison queue.
-const Malformed = `{"subscriptionId":"../etc","operationId":"x"}`
+const Malformed = `{"subscriptionId":42,"operationId":"x"}`
 
 // Run seeds the demo into a running stack, queues one malformed message, has
 // the frontend hold one subscription's lock for LockHold, and watches Cosmos,
