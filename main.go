@@ -5,12 +5,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/arm"
@@ -32,10 +34,23 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := run(ctx, cfg, logger); err != nil {
+		if errors.Is(err, lock.ErrBadTTL) {
+			// A setting of the Cosmos account: one line, as for a bad setting.
+			fmt.Fprintf(os.Stderr, "opstatus: COSMOS_LOCKS_CONTAINER=%s: %v\n", cfg.LocksContainer, err)
+			os.Exit(1)
+		}
 		logger.Error("opstatus stopped", "error", err)
 		os.Exit(1)
 	}
 }
+
+const (
+	// ttlCheckTimeout bounds the read of the lock TTL at start.
+	ttlCheckTimeout = 5 * time.Second
+	// releaseWait bounds the wait for lock releases after the server has
+	// stopped; each release has a 5 s timeout of its own.
+	releaseWait = 6 * time.Second
+)
 
 func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	db, err := database.NewCosmosClient(database.CosmosConfig{
@@ -63,12 +78,17 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	}
 	defer cs.Close()
 
+	locker := lock.New(db.Locks(), lock.Options{Logger: logger})
+	if err := checkLockTTL(ctx, locker, ttlCheckTimeout, logger); err != nil {
+		return err
+	}
+
 	hostname, _ := os.Hostname()
 	schedule := &poll.Schedule{}
 	pollFn := &poll.Function{
 		DB:       db,
 		Cluster:  cs,
-		Locker:   lock.New(db.Locks(), lock.Options{Logger: logger}),
+		Locker:   locker,
 		Notifier: arm.NewNotifier(cfg.NotificationsAllowHTTP),
 		Owner:    fmt.Sprintf("opstatus/%s/%d", hostname, os.Getpid()),
 		Schedule: schedule,
@@ -88,5 +108,41 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	logger.Info("opstatus listening", "addr", ln.Addr().String())
-	return srv.Serve(ctx, ln)
+	return serve(ctx, srv, ln, locker, releaseWait, logger)
+}
+
+// checkLockTTL reads the lock TTL within timeout. Only a TTL the lock cannot
+// work with is an error: when Cosmos DB cannot be reached, a warning is
+// logged and the TTL is checked at first use, since a process that exits
+// would be restarted into the same outage and the Functions host gives up
+// after a few crashes.
+func checkLockTTL(ctx context.Context, locker *lock.Locker, timeout time.Duration, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := locker.TTL(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, lock.ErrBadTTL):
+		return err
+	default:
+		logger.Warn("could not read the lock TTL at start; it is checked at first use", "error", err)
+		return nil
+	}
+}
+
+// serve answers invocations on ln until ctx is done, then waits up to
+// releaseWait for the locks still held to be released: the server's drain
+// can end with releases still in flight, and a lock left behind blocks the
+// frontend for a whole TTL.
+func serve(ctx context.Context, srv *functions.Server, ln net.Listener, locker *lock.Locker,
+	releaseWait time.Duration, logger *slog.Logger) error {
+	err := srv.Serve(ctx, ln)
+	wctx, cancel := context.WithTimeout(context.Background(), releaseWait)
+	defer cancel()
+	if werr := locker.Wait(wctx); werr != nil {
+		logger.Error("stopping with subscription locks not released; their TTL will free them", "error", werr)
+		return errors.Join(err, werr)
+	}
+	return err
 }

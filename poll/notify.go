@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/database"
@@ -40,8 +41,8 @@ func (f *Function) notify(ctx context.Context, log *slog.Logger, op *database.Op
 	}
 	uri := op.NotificationURI
 	outcome := OutcomeNotified
-	if !op.LastTransitionTime.IsZero() && f.now().Sub(op.LastTransitionTime) > notifyFor {
-		log.Error("notification not delivered in time; given up", "ended", op.LastTransitionTime)
+	if ended := endedAt(op); f.now().Sub(ended) > notifyFor {
+		log.Error("notification not delivered in time; given up", "ended", ended)
 		outcome = OutcomeDone
 	} else {
 		status := arm.OperationStatus{ID: op.OperationID, Name: op.ID, Status: op.Status, Error: op.Error}
@@ -89,4 +90,17 @@ func (f *Function) notify(ctx context.Context, log *slog.Logger, op *database.Op
 		return "", err
 	}
 	return outcome, nil
+}
+
+// endedAt is when op ended, as far as its item tells: its last transition,
+// or, for an item written without one, its start or its last write. Every
+// operation thus has an end from which its notification is given up.
+func endedAt(op *database.Operation) time.Time {
+	switch {
+	case !op.LastTransitionTime.IsZero():
+		return op.LastTransitionTime
+	case !op.StartTime.IsZero():
+		return op.StartTime
+	}
+	return op.Timestamp
 }

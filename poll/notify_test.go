@@ -58,3 +58,59 @@ func TestStaleReadDoesNotNotifyAgain(t *testing.T) {
 	require.Equal(t, OutcomeGone, out)
 	require.Equal(t, int32(1), sent.Load())
 }
+
+// TestNotificationIsGivenUpWithoutLastTransitionTime: an ended operation
+// whose item has no lastTransitionTime is given up an hour after its start,
+// or, with no start either, after its last write (_ts), so that a failing
+// ARM endpoint is not called on every scan for ever.
+func TestNotificationIsGivenUpWithoutLastTransitionTime(t *testing.T) {
+	written := time.Now().UTC() // the memory store stamps _ts with the real clock
+	for _, tc := range []struct {
+		name       string
+		start, ltt time.Time
+		now        time.Time
+		givenUp    bool
+	}{
+		{name: "transition inside the hour", ltt: written.Add(-59 * time.Minute), start: written.Add(-3 * time.Hour), now: written},
+		{name: "transition past the hour", ltt: written.Add(-61 * time.Minute), now: written, givenUp: true},
+		{name: "no transition, start inside the hour", start: written.Add(-59 * time.Minute), now: written},
+		{name: "no transition, start past the hour", start: written.Add(-61 * time.Minute), now: written, givenUp: true},
+		{name: "neither, written inside the hour", now: written.Add(59 * time.Minute)},
+		{name: "neither, written past the hour", now: written.Add(62 * time.Minute), givenUp: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				calls.Add(1)
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}))
+			defer srv.Close()
+			db := database.NewMemoryClient(5 * time.Second)
+			f := &Function{
+				DB:       db,
+				Locker:   lock.New(db.Locks(), lock.Options{}),
+				Notifier: arm.NewNotifier(true),
+				Now:      func() time.Time { return tc.now },
+			}
+			db.PutOperation(&database.Operation{ID: "op", PartitionKey: "sub", Request: arm.RequestCreate,
+				Status: arm.ProvisioningStateFailed, StartTime: tc.start, LastTransitionTime: tc.ltt, NotificationURI: srv.URL})
+			ctx := context.Background()
+			op, err := db.GetOperation(ctx, "sub", "op")
+			require.NoError(t, err)
+
+			out, err := f.notify(ctx, slog.New(slog.DiscardHandler), op, "this")
+			require.NoError(t, err)
+			after, err := db.GetOperation(ctx, "sub", "op")
+			require.NoError(t, err)
+			if tc.givenUp {
+				require.Equal(t, OutcomeDone, out)
+				require.Zero(t, calls.Load(), "ARM is not called")
+				require.Empty(t, after.NotificationURI, "given up for good")
+				return
+			}
+			require.Equal(t, OutcomeDeferred, out)
+			require.Equal(t, int32(1), calls.Load())
+			require.Equal(t, srv.URL, after.NotificationURI, "retried by the next scan")
+		})
+	}
+}

@@ -178,7 +178,7 @@ func (f *Function) deleteResources(ctx context.Context, log *slog.Logger, op *da
 				return err
 			}
 		}
-		err = f.DB.DeleteResource(ctx, r)
+		err = f.DB.DeleteResource(ctx, r.Ref())
 		if errors.Is(err, database.ErrPreconditionFailed) {
 			continue
 		}

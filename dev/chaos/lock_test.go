@@ -15,6 +15,7 @@ import (
 	"github.com/opstatus/opstatus/dev/faultproxy"
 	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/lock"
 )
 
 // slowRequests delays the requests of one kind to one container of one
@@ -65,12 +66,12 @@ func writesOutsideLease(writes []faultproxy.Write, leases []faultproxy.Lease, su
 	return bad
 }
 
-// writesPastDeadline returns sub's data writes forwarded later than
-// TTL - margin after their writer's last lock write (create or renewal) was
-// forwarded: internal/lock cancels the work under a lease that was not
-// renewed by then, so no write may follow. slack covers a request that was
-// on its way when the work was canceled.
-func writesPastDeadline(writes []faultproxy.Write, sub string, lockTTL, margin, slack time.Duration) []string {
+// writesPastDeadline returns sub's data writes forwarded later than lease
+// after their writer's last lock write (create or renewal) was forwarded:
+// internal/lock cancels the work under a lease that was not renewed by
+// then, so no write may follow. slack covers a request that was on its way
+// when the work was canceled.
+func writesPastDeadline(writes []faultproxy.Write, sub string, lease, slack time.Duration) []string {
 	var bad []string
 	for _, w := range writes {
 		if !isData(w, sub) {
@@ -87,8 +88,8 @@ func writesPastDeadline(writes []faultproxy.Write, sub string, lockTTL, margin, 
 			bad = append(bad, fmt.Sprintf("%s %s/%s by %s: no lock write before it", w.Kind, w.Container, w.ItemID, w.Owner))
 			continue
 		}
-		if late := w.Start.Sub(last.Add(lockTTL - margin)); late > slack {
-			bad = append(bad, fmt.Sprintf("%s %s/%s by %s forwarded %s after its last lock write, %s past the deadline of TTL - margin",
+		if late := w.Start.Sub(last.Add(lease)); late > slack {
+			bad = append(bad, fmt.Sprintf("%s %s/%s by %s forwarded %s after its last lock write, %s past the end of its lease",
 				w.Kind, w.Container, w.ItemID, w.Owner, w.Start.Sub(last).Round(time.Millisecond), late.Round(time.Millisecond)))
 		}
 	}
@@ -204,8 +205,8 @@ func TestLockLossAndExpiry(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	lockTTL := 5 * time.Second
-	margin := min(lockTTL/5, 2*time.Second) // internal/lock's safety margin
-	slack := 100 * time.Millisecond         // a write on its way when the work is canceled
+	lease := lock.Lease(lockTTL)    // internal/lock's lease of one lock write
+	slack := 100 * time.Millisecond // a write on its way when the work is canceled
 	e := startEnv(t, envOptions{lockTTL: lockTTL, seed: seed(t)})
 	subs := subscriptions(4, "lock")
 	subDelayed, subFailing, subFrontend, subKilled := subs[0], subs[1], subs[2], subs[3]
@@ -213,16 +214,16 @@ func TestLockLossAndExpiry(t *testing.T) {
 
 	// Phase 1, three subscriptions at once. Renewals of subDelayed's lock
 	// are held (never forwarded), those of subFailing answer 503. In both,
-	// the operation write is held by the proxy until past TTL - margin
-	// (but before the TTL): the work under the lease is canceled while it
+	// the operation write is held by the proxy until past the lease (but
+	// before the TTL): the work under the lease is canceled while it
 	// waits, so it must never be forwarded.
-	writeDelay := lockTTL - margin/2
-	delayedRenewals, unDelayRenewals := slowRequests(e.proxy, frontend.LocksContainer, faultproxy.KindUpsert, subDelayed, time.Minute)
+	writeDelay := (lease + lockTTL) / 2
+	delayedRenewals, unDelayRenewals := slowRequests(e.proxy, frontend.LocksContainer, faultproxy.KindReplace, subDelayed, time.Minute)
 	slowDelayed, unSlowDelayed := slowRequests(e.proxy, frontend.OperationsContainer, faultproxy.KindReplace, subDelayed, writeDelay)
 	slowFailing, unSlowFailing := slowRequests(e.proxy, frontend.OperationsContainer, faultproxy.KindReplace, subFailing, writeDelay)
 	var failedRenewals atomic.Int64
 	e.proxy.SetFaults(faultproxy.Faults{Rate503: 1, Match: func(r faultproxy.Request) bool {
-		if r.Container == frontend.LocksContainer && r.Kind == faultproxy.KindUpsert && strings.EqualFold(r.PartitionKey, subFailing) {
+		if r.Container == frontend.LocksContainer && r.Kind == faultproxy.KindReplace && strings.EqualFold(r.PartitionKey, subFailing) {
 			failedRenewals.Add(1)
 			return true
 		}
@@ -285,10 +286,10 @@ func TestLockLossAndExpiry(t *testing.T) {
 	log := e.handlerLog()
 	lostDelayed, lostFailing := lostLeases(t, log, subDelayed), lostLeases(t, log, subFailing)
 	delays := cancelDelays(slices.Concat(lostDelayed, lostFailing), leases)
-	t.Logf("phase 1: %d + %d leases lost; work canceled after %v (TTL %s, margin %s); renewals delayed %d, failed %d; operation writes held %d + %d",
-		len(lostDelayed), len(lostFailing), delays, lockTTL, margin, delayedRenewals.Load(), failedRenewals.Load(), slowDelayed.Load(), slowFailing.Load())
+	t.Logf("phase 1: %d + %d leases lost; work canceled after %v (TTL %s, lease %s); renewals delayed %d, failed %d; operation writes held %d + %d",
+		len(lostDelayed), len(lostFailing), delays, lockTTL, lease, delayedRenewals.Load(), failedRenewals.Load(), slowDelayed.Load(), slowFailing.Load())
 	for _, sub := range []string{subDelayed, subFailing} {
-		require.Empty(t, writesPastDeadline(writes, sub, lockTTL, margin, slack),
+		require.Empty(t, writesPastDeadline(writes, sub, lease, slack),
 			"subscription %s: no write is forwarded once the lease was not renewed in time (work canceled after %v)", sub, delays)
 		require.Empty(t, writesOutsideLease(writes, leases, sub),
 			"subscription %s: no write is forwarded after its writer's lease ran out (work canceled after %v)", sub, delays)
@@ -339,7 +340,7 @@ func TestLockLossAndExpiry(t *testing.T) {
 	leases = faultproxy.Leases(writes, lockTTL, nil)
 	require.Empty(t, faultproxy.LockViolations(writes, lockTTL, nil))
 	for _, sub := range subs {
-		require.Empty(t, writesPastDeadline(writes, sub, lockTTL, margin, slack), "subscription %s", sub)
+		require.Empty(t, writesPastDeadline(writes, sub, lease, slack), "subscription %s", sub)
 		require.Empty(t, writesOutsideLease(writes, leases, sub), "subscription %s", sub)
 	}
 

@@ -21,7 +21,9 @@ type Lease struct {
 	Database, Subscription, Owner string
 	// CertainFrom is the answer to the acquiring write; CertainUntil is the
 	// earliest instant the lease could have ended: its expiry counted from
-	// the forwarding of the last renewal, or the forwarding of the delete
+	// the whole second in which the last renewal was forwarded (Cosmos DB
+	// expires an item at its _ts, in whole seconds, plus its TTL), or the
+	// forwarding of the delete
 	// or of another owner's takeover. It may precede CertainFrom when the
 	// lease was short.
 	CertainFrom, CertainUntil time.Time
@@ -153,7 +155,7 @@ func Leases(writes []Write, lockTTL time.Duration, ownerOf func(Write) string) [
 				renewed = cur
 			}
 			if renewed != nil && w.Kind != KindCreate && (owner == renewed.Owner || w.Kind == KindPatch) {
-				renewed.CertainUntil = later(renewed.CertainUntil, expiry(w.Start, ttl))
+				renewed.CertainUntil = later(renewed.CertainUntil, expiry(w.Start.Truncate(time.Second), ttl))
 				renewed.PossibleUntil = later(renewed.PossibleUntil, expiry(w.End, ttl))
 				renewed.etags[w.ETag] = true
 				continue
@@ -170,7 +172,7 @@ func Leases(writes []Write, lockTTL time.Duration, ownerOf func(Write) string) [
 			s := &state{
 				Lease: &Lease{
 					Database: w.Database, Subscription: k.sub, Owner: owner,
-					CertainFrom: w.End, CertainUntil: expiry(w.Start, ttl),
+					CertainFrom: w.End, CertainUntil: expiry(w.Start.Truncate(time.Second), ttl),
 					PossibleFrom: w.Start, PossibleUntil: expiry(w.End, ttl),
 				},
 				etags: map[string]bool{w.ETag: true},

@@ -184,11 +184,12 @@ func (f *Frontend) TryLock(ctx context.Context, subscriptionID, owner string) (L
 	return Lock{ID: id, ETag: resp.ETag}, true, nil
 }
 
-// Renew rewrites the lock item with If-Match, restarting its TTL, as the
-// frontend does while it works.
+// Renew replaces the lock item with If-Match, restarting its TTL, as the
+// frontend does while it works. It fails (404 or 412) once the item has
+// expired, been deleted or changed hands: the lock is lost.
 func (f *Frontend) Renew(ctx context.Context, l Lock) (Lock, error) {
 	body, _ := json.Marshal(map[string]any{"id": l.ID, "owner": "frontend"})
-	resp, err := f.locks.UpsertItem(ctx, azcosmos.NewPartitionKeyString(l.ID), body, &azcosmos.ItemOptions{IfMatchEtag: &l.ETag})
+	resp, err := f.locks.ReplaceItem(ctx, azcosmos.NewPartitionKeyString(l.ID), l.ID, body, &azcosmos.ItemOptions{IfMatchEtag: &l.ETag})
 	if err != nil {
 		return l, err
 	}

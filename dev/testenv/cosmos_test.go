@@ -340,6 +340,38 @@ func TestTimeToLive(t *testing.T) {
 	})
 }
 
+// Cosmos DB counts an item's ttl from its _ts, the last write's time in
+// whole seconds: an item written late in a second expires up to a second
+// before its write time + ttl, and the server expires it at that moment.
+func TestTimeToLiveCountsFromTheWholeSecond(t *testing.T) {
+	t.Parallel()
+	c := newDatabase(t, cosmos, ContainerSpec{Name: "Expiring", PartitionKeyPath: "/id", DefaultTTL: ptr[int32](1)}).Containers["Expiring"]
+	now := time.Now()
+	late := now.Truncate(time.Second).Add(800 * time.Millisecond)
+	if late.Before(now) {
+		late = late.Add(time.Second)
+	}
+	time.Sleep(time.Until(late))
+	written := time.Now()
+	create(t, c, "late", map[string]any{"id": "late"})
+	resp, err := c.ReadItem(t.Context(), pk("late"), "late", nil)
+	require.NoError(t, err)
+	var item struct {
+		TS int64 `json:"_ts"`
+	}
+	require.NoError(t, json.Unmarshal(resp.Value, &item))
+	expires := time.Unix(item.TS+1, 0)
+	require.True(t, expires.Before(written.Add(time.Second)), "written at %s, _ts %d", written, item.TS)
+
+	time.Sleep(time.Until(expires.Add(-100 * time.Millisecond)))
+	_, err = c.ReadItem(t.Context(), pk("late"), "late", nil)
+	require.NoError(t, err, "expired before _ts + ttl")
+	time.Sleep(time.Until(expires.Add(50 * time.Millisecond)))
+	_, err = c.ReadItem(t.Context(), pk("late"), "late", nil)
+	require.Equal(t, http.StatusNotFound, statusOf(err), "still there %s after _ts + ttl, %s after the write: %v",
+		time.Since(expires), time.Since(written), err)
+}
+
 // waitGone polls until an item can no longer be read (404) and no query sees
 // it, with a generous deadline.
 func waitGone(t *testing.T, c *azcosmos.ContainerClient, id string) {

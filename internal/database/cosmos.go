@@ -179,7 +179,16 @@ func (c *CosmosClient) ReplaceOperation(ctx context.Context, op *Operation) (*Op
 
 // GetResource finds a resource by its ARM ID within the subscription.
 func (c *CosmosClient) GetResource(ctx context.Context, subscriptionID, key string) (*Resource, error) {
-	found, err := c.queryResources(ctx, subscriptionID, "SELECT * FROM c WHERE STRINGEQUALS(c.key, @key, true)", key)
+	var found []*Resource
+	err := c.queryResources(ctx, subscriptionID, "SELECT * FROM c WHERE STRINGEQUALS(c.key, @key, true)", key,
+		func(raw []byte) error {
+			r := &Resource{}
+			if err := r.UnmarshalJSON(raw); err != nil {
+				return fmt.Errorf("%w: %w", ErrMalformed, err)
+			}
+			found = append(found, r)
+			return nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("find resource %s: %w", key, err)
 	}
@@ -192,34 +201,46 @@ func (c *CosmosClient) GetResource(ctx context.Context, subscriptionID, key stri
 	return found[0], nil
 }
 
-// ChildResources returns the resources below key.
-func (c *CosmosClient) ChildResources(ctx context.Context, subscriptionID, key string) ([]*Resource, error) {
-	found, err := c.queryResources(ctx, subscriptionID, "SELECT * FROM c WHERE STARTSWITH(c.key, @key, true)", key+"/")
+// childQuery projects what deleting a child needs, so that a child whose
+// other fields are ill-typed cannot keep its parent's delete from finishing.
+const childQuery = "SELECT c.id, c.key, c._etag FROM c WHERE STARTSWITH(c.key, @key, true)"
+
+// ChildResources lists the resources below key.
+func (c *CosmosClient) ChildResources(ctx context.Context, subscriptionID, key string) ([]ResourceRef, error) {
+	var found []ResourceRef
+	err := c.queryResources(ctx, subscriptionID, childQuery, key+"/", func(raw []byte) error {
+		var ref ResourceRef
+		if err := json.Unmarshal(raw, &ref); err != nil || ref.ID == "" || ref.ETag == "" {
+			return fmt.Errorf("%w: child resource %.200s", ErrMalformed, raw)
+		}
+		ref.PartitionKey = strings.ToLower(subscriptionID)
+		found = append(found, ref)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list children of %s: %w", key, err)
 	}
 	return found, nil
 }
 
-func (c *CosmosClient) queryResources(ctx context.Context, subscriptionID, query, key string) ([]*Resource, error) {
+// queryResources runs query with @key in one subscription's partition and
+// passes each item to add.
+func (c *CosmosClient) queryResources(ctx context.Context, subscriptionID, query, key string, add func([]byte) error) error {
 	pager := c.resources.NewQueryItemsPager(query, pk(subscriptionID), &azcosmos.QueryOptions{
 		QueryParameters: []azcosmos.QueryParameter{{Name: "@key", Value: key}},
 	})
-	var out []*Resource
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
-			return nil, classify(err)
+			return classify(err)
 		}
 		for _, raw := range page.Items {
-			r := &Resource{}
-			if err := r.UnmarshalJSON(raw); err != nil {
-				return nil, err
+			if err := add(raw); err != nil {
+				return err
 			}
-			out = append(out, r)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // ReplaceResource replaces r with If-Match on r.ETag.
@@ -231,8 +252,8 @@ func (c *CosmosClient) ReplaceResource(ctx context.Context, r *Resource) (*Resou
 	return out, nil
 }
 
-// DeleteResource deletes r with If-Match on r.ETag.
-func (c *CosmosClient) DeleteResource(ctx context.Context, r *Resource) error {
+// DeleteResource deletes the item r names with If-Match on r.ETag.
+func (c *CosmosClient) DeleteResource(ctx context.Context, r ResourceRef) error {
 	_, err := c.resources.DeleteItem(ctx, pk(r.PartitionKey), r.ID, &azcosmos.ItemOptions{IfMatchEtag: etagOpt(r.ETag)})
 	if err != nil {
 		return fmt.Errorf("delete resource %s: %w", r.Key, classify(err))

@@ -157,9 +157,72 @@ func TestCosmosResources(t *testing.T) {
 	require.Equal(t, map[string]any{"x": "y"}, raw["properties"])
 	require.NotContains(t, raw, "activeOperationId")
 
-	require.ErrorIs(t, db.DeleteResource(ctx, r), database.ErrPreconditionFailed, "stale etag")
-	require.NoError(t, db.DeleteResource(ctx, written))
-	require.ErrorIs(t, db.DeleteResource(ctx, written), database.ErrNotFound)
+	require.ErrorIs(t, db.DeleteResource(ctx, r.Ref()), database.ErrPreconditionFailed, "stale etag")
+	require.NoError(t, db.DeleteResource(ctx, written.Ref()))
+	require.ErrorIs(t, db.DeleteResource(ctx, written.Ref()), database.ErrNotFound)
+}
+
+// A child whose fields do not decode must not keep its parent's delete from
+// finishing: it is listed by what deleting it needs and deleted. The
+// in-memory client agrees, since poll's unit tests rely on it.
+func TestMalformedResources(t *testing.T) {
+	ctx := context.Background()
+	cluster := "/subscriptions/sub1/resourceGroups/rg/providers/Microsoft.RedHatOpenShift/hcpOpenShiftClusters/c1"
+	items := []frontend.Resource{
+		{ID: "parent", PartitionKey: "sub1", Key: cluster, ProvisioningState: "Deleting"},
+		{ID: "np1", PartitionKey: "sub1", Key: cluster + "/nodePools/np1", ProvisioningState: "Succeeded",
+			Extra: map[string]any{"provisioningState": 5, "activeOperationId": map[string]any{"x": 1}}},
+		{ID: "np2", PartitionKey: "sub1", Key: cluster + "/nodePools/np2", ProvisioningState: "Succeeded",
+			Extra: map[string]any{"systemData": "not an object", "tags": 7}},
+		{ID: "bad", PartitionKey: "sub1", Key: cluster + "x", ProvisioningState: "Succeeded",
+			Extra: map[string]any{"provisioningState": []int{1}}},
+	}
+	cosmosDB, fe := newDB(t, 0)
+	for _, r := range items {
+		require.NoError(t, fe.PutResource(ctx, r))
+	}
+	mem := database.NewMemoryClient(3 * time.Second)
+	for _, r := range items {
+		body, err := json.Marshal(r.Extra)
+		require.NoError(t, err)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(body, &m))
+		if m == nil {
+			m = map[string]any{}
+		}
+		for k, v := range map[string]any{"id": r.ID, "partitionKey": r.PartitionKey, "key": r.Key} {
+			m[k] = v
+		}
+		if _, ok := m["provisioningState"]; !ok {
+			m["provisioningState"] = r.ProvisioningState
+		}
+		body, err = json.Marshal(m)
+		require.NoError(t, err)
+		mem.PutRawResource(r.PartitionKey, r.ID, body)
+	}
+
+	for name, db := range map[string]database.DBClient{"cosmos": cosmosDB, "memory": mem} {
+		t.Run(name, func(t *testing.T) {
+			children, err := db.ChildResources(ctx, "sub1", strings.ToUpper(cluster))
+			require.NoError(t, err)
+			var keys []string
+			for _, c := range children {
+				keys = append(keys, c.Key)
+				require.NotEmpty(t, c.ETag)
+				require.NoError(t, db.DeleteResource(ctx, c))
+			}
+			require.Equal(t, []string{cluster + "/nodePools/np1", cluster + "/nodePools/np2"}, keys)
+			children, err = db.ChildResources(ctx, "sub1", cluster)
+			require.NoError(t, err)
+			require.Empty(t, children)
+
+			_, err = db.GetResource(ctx, "sub1", cluster+"x")
+			require.ErrorIs(t, err, database.ErrMalformed)
+			parent, err := db.GetResource(ctx, "sub1", cluster)
+			require.NoError(t, err)
+			require.NoError(t, db.DeleteResource(ctx, parent.Ref()))
+		})
+	}
 }
 
 func TestCosmosLockStore(t *testing.T) {
@@ -216,6 +279,54 @@ func TestDocumentsKeepUnknownFields(t *testing.T) {
 	var bad database.Operation
 	err = json.Unmarshal([]byte(`{"id":"op","status":5}`), &bad)
 	require.ErrorContains(t, err, "operation item")
+}
+
+// TestErrorIsWrittenBackAsRead: an error opstatus does not change keeps
+// what the frontend nested in it; one opstatus sets replaces it whole.
+func TestErrorIsWrittenBackAsRead(t *testing.T) {
+	const frontendError = `{"code":"Conflict","message":"m","innererror":{"trace":"t"},` +
+		`"details":[{"code":"d","message":"dm","additionalInfo":[{"type":"x"}]}]}`
+	in := `{"id":"op","partitionKey":"s","request":"Create","status":"Failed","notificationUri":"https://arm.example/n",` +
+		`"error":` + frontendError + `,"_etag":"\"1\""}`
+
+	var op database.Operation
+	require.NoError(t, json.Unmarshal([]byte(in), &op))
+	op.NotificationURI = ""
+	out, err := json.Marshal(op)
+	require.NoError(t, err)
+	var got map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(out, &got))
+	require.JSONEq(t, frontendError, string(got["error"]))
+	require.NotContains(t, got, "notificationUri")
+
+	op.Error = &arm.CloudErrorBody{Code: arm.CodeInternalServerError, Message: "new"}
+	out, err = json.Marshal(op)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(out, &got))
+	require.JSONEq(t, `{"code":"InternalServerError","message":"new"}`, string(got["error"]))
+
+	op.Error = nil
+	out, err = json.Marshal(op)
+	require.NoError(t, err)
+	got = nil
+	require.NoError(t, json.Unmarshal(out, &got))
+	require.NotContains(t, got, "error")
+
+	// Through the Cosmos server.
+	ctx := context.Background()
+	db, fe := newDB(t, 0)
+	require.NoError(t, fe.PutRawOperation(ctx, "sub1", []byte(
+		`{"id":"op1","partitionKey":"sub1","request":"Create","status":"Failed","notificationUri":"https://arm.example/n","error":`+frontendError+`}`)))
+	read, err := db.GetOperation(ctx, "sub1", "op1")
+	require.NoError(t, err)
+	read.NotificationURI = ""
+	_, err = db.ReplaceOperation(ctx, read)
+	require.NoError(t, err)
+	raw, err := fe.Operation(ctx, "sub1", "op1")
+	require.NoError(t, err)
+	stored, err := json.Marshal(raw["error"])
+	require.NoError(t, err)
+	require.JSONEq(t, frontendError, string(stored))
 }
 
 // BenchmarkDecodeOperationItem is what GetOperation does with a read item

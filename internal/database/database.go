@@ -45,14 +45,17 @@ type DBClient interface {
 	// the item as written.
 	ReplaceOperation(ctx context.Context, op *Operation) (*Operation, error)
 
-	// GetResource returns the resource whose key equals key, ignoring case.
+	// GetResource returns the resource whose key equals key, ignoring case;
+	// ErrMalformed when that item does not decode.
 	GetResource(ctx context.Context, subscriptionID, key string) (*Resource, error)
-	// ChildResources returns the resources whose key starts with key + "/".
-	ChildResources(ctx context.Context, subscriptionID, key string) ([]*Resource, error)
+	// ChildResources lists the resources whose key starts with key + "/",
+	// ignoring case, by what deleting them needs: an item whose other fields
+	// do not decode is listed all the same.
+	ChildResources(ctx context.Context, subscriptionID, key string) ([]ResourceRef, error)
 	// ReplaceResource writes r if its item still has r.ETag.
 	ReplaceResource(ctx context.Context, r *Resource) (*Resource, error)
-	// DeleteResource deletes r if its item still has r.ETag.
-	DeleteResource(ctx context.Context, r *Resource) error
+	// DeleteResource deletes the item r names if it still has r.ETag.
+	DeleteResource(ctx context.Context, r ResourceRef) error
 
 	// Locks returns the store of subscription locks.
 	Locks() LockStore
@@ -60,11 +63,17 @@ type DBClient interface {
 
 // LockStore holds the lock items. The protocol around them lives in package lock.
 type LockStore interface {
-	// TTL is the Locks container's DefaultTimeToLive.
+	// TTL is the Locks container's DefaultTimeToLive, or zero when the
+	// container expires no item by default (no DefaultTimeToLive, or -1).
 	TTL(ctx context.Context) (time.Duration, error)
 	// Create creates the lock item id for owner; ErrConflict when it exists.
 	Create(ctx context.Context, id, owner string, ttl time.Duration) (azcore.ETag, error)
-	// Renew rewrites the lock item if it still has etag, restarting its TTL.
+	// Get reads the lock item id: its owner and etag; ErrNotFound when it
+	// does not exist or has expired.
+	Get(ctx context.Context, id string) (owner string, etag azcore.ETag, err error)
+	// Renew replaces the lock item if it still has etag, restarting its TTL.
+	// It never re-creates the item: ErrNotFound when it is gone (expired or
+	// deleted), ErrPreconditionFailed when it has changed.
 	Renew(ctx context.Context, id, owner string, ttl time.Duration, etag azcore.ETag) (azcore.ETag, error)
 	// Delete deletes the lock item if it still has etag.
 	Delete(ctx context.Context, id string, etag azcore.ETag) error

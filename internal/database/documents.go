@@ -34,6 +34,9 @@ type Operation struct {
 
 	// ETag is the item's _etag when it was read; writes send it as If-Match.
 	ETag azcore.ETag `json:"-"`
+	// Timestamp is the item's _ts when it was read: its last write, to the
+	// second.
+	Timestamp time.Time `json:"-"`
 
 	raw []byte // the item as read, for the fields opstatus does not know
 }
@@ -42,24 +45,45 @@ type Operation struct {
 func (o *Operation) SubscriptionID() string { return o.PartitionKey }
 
 // MarshalJSON writes the known fields over the fields the item was read with.
+// An error opstatus has not changed is written back exactly as read, with
+// whatever fields the frontend nested in it.
 func (o Operation) MarshalJSON() ([]byte, error) {
 	type plain Operation
-	return marshalOver(plain(o), o.raw)
+	keep := ""
+	if o.errorAsRead() {
+		keep = "error"
+	}
+	return marshalOver(plain(o), o.raw, keep)
 }
 
-// UnmarshalJSON reads the known fields and _etag, and keeps the item's JSON
-// for a later write.
+// errorAsRead reports whether o.Error still holds what the item was read with.
+func (o *Operation) errorAsRead() bool {
+	if len(o.raw) == 0 {
+		return false
+	}
+	var read struct {
+		Error *arm.CloudErrorBody `json:"error"`
+	}
+	return json.Unmarshal(o.raw, &read) == nil && reflect.DeepEqual(read.Error, o.Error)
+}
+
+// UnmarshalJSON reads the known fields, _etag and _ts, and keeps the item's
+// JSON for a later write.
 func (o *Operation) UnmarshalJSON(b []byte) error {
 	type plain Operation
 	var p struct {
 		plain
 		ETag azcore.ETag `json:"_etag"`
+		TS   float64     `json:"_ts"`
 	}
 	if err := json.Unmarshal(b, &p); err != nil {
 		return fmt.Errorf("operation item: %w", err)
 	}
 	*o = Operation(p.plain)
 	o.ETag, o.raw = p.ETag, bytes.Clone(b)
+	if p.TS > 0 {
+		o.Timestamp = time.Unix(int64(p.TS), 0).UTC()
+	}
 	return nil
 }
 
@@ -98,7 +122,7 @@ type Resource struct {
 // MarshalJSON writes the known fields over the fields the item was read with.
 func (r Resource) MarshalJSON() ([]byte, error) {
 	type plain Resource
-	return marshalOver(plain(r), r.raw)
+	return marshalOver(plain(r), r.raw, "")
 }
 
 // UnmarshalJSON reads the known fields and _etag, and keeps the item's JSON
@@ -117,11 +141,18 @@ func (r *Resource) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// IsChildOf reports whether r is a child resource (such as a node pool) of the
-// resource whose key is parentKey. Keys compare case-insensitively, as ARM IDs do.
-func (r *Resource) IsChildOf(parentKey string) bool {
-	prefix := parentKey + "/"
-	return len(r.Key) > len(prefix) && strings.EqualFold(r.Key[:len(prefix)], prefix)
+// Ref returns what deleting r needs.
+func (r *Resource) Ref() ResourceRef {
+	return ResourceRef{ID: r.ID, PartitionKey: r.PartitionKey, Key: r.Key, ETag: r.ETag}
+}
+
+// ResourceRef names a Resources item by what deleting it needs, and no more:
+// an item whose other fields are ill-typed can still be listed and deleted.
+type ResourceRef struct {
+	ID           string      `json:"id"`
+	PartitionKey string      `json:"-"`
+	Key          string      `json:"key"`
+	ETag         azcore.ETag `json:"_etag"`
 }
 
 // Lock is an item of the Locks container: one subscription's lock.
@@ -138,10 +169,11 @@ type PendingOperation struct {
 }
 
 // marshalOver marshals v, a struct, over raw, the item it was read as: the
-// fields the frontend wrote and opstatus does not declare survive a replace.
-// Cosmos system fields (_rid, _ts, ...) are dropped: the server owns them.
-// Unknown fields are decoded here, at a write, not at every read.
-func marshalOver(v any, raw []byte) ([]byte, error) {
+// fields the frontend wrote and opstatus does not declare survive a replace,
+// and so does the declared field keep, as raw has it. Cosmos system fields
+// (_rid, _ts, ...) are dropped: the server owns them. Unknown fields are
+// decoded here, at a write, not at every read.
+func marshalOver(v any, raw []byte, keep string) ([]byte, error) {
 	known, err := json.Marshal(v)
 	if err != nil || len(raw) == 0 {
 		return known, err
@@ -152,7 +184,7 @@ func marshalOver(v any, raw []byte) ([]byte, error) {
 	}
 	declared := jsonNames(reflect.TypeOf(v))
 	for k := range merged {
-		if declared[k] || strings.HasPrefix(k, "_") {
+		if k != keep && (declared[k] || strings.HasPrefix(k, "_")) {
 			delete(merged, k)
 		}
 	}
@@ -164,7 +196,9 @@ func marshalOver(v any, raw []byte) ([]byte, error) {
 		return nil, err
 	}
 	for k, val := range fields {
-		merged[k] = val
+		if k != keep {
+			merged[k] = val
+		}
 	}
 	return json.Marshal(merged)
 }

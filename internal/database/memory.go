@@ -102,6 +102,14 @@ func (m *MemoryClient) PutRaw(partition, id string, body []byte) {
 	m.operations[key(partition, id)] = memItem{body: body, etag: azcore.ETag(strconv.Itoa(m.seq))}
 }
 
+// PutRawResource stores a raw resource item, for tests of malformed items.
+func (m *MemoryClient) PutRawResource(partition, id string, body []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seq++
+	m.resources[key(partition, id)] = memItem{body: body, etag: azcore.ETag(strconv.Itoa(m.seq))}
+}
+
 // Resources returns every resource item, for assertions.
 func (m *MemoryClient) Resources() []*Resource {
 	m.mu.Lock()
@@ -214,45 +222,72 @@ func (m *MemoryClient) replace(call string, items map[string]memItem, k string, 
 	return json.Unmarshal(body, out)
 }
 
-// GetResource finds a resource by key, ignoring case.
+// GetResource finds a resource by key, ignoring case. As the Cosmos query
+// does, it matches by the key alone and then fails on an item that does not
+// decode.
 func (m *MemoryClient) GetResource(ctx context.Context, subscriptionID, k string) (*Resource, error) {
 	if err := m.hook("GetResource"); err != nil {
 		return nil, err
 	}
-	found := m.findResources(subscriptionID, func(r *Resource) bool { return strings.EqualFold(r.Key, k) })
+	found := m.findResources(subscriptionID, func(key string) bool { return strings.EqualFold(key, k) })
 	if len(found) == 0 {
 		return nil, fmt.Errorf("find resource %s: %w", k, ErrNotFound)
 	}
 	if len(found) > 1 {
 		return nil, fmt.Errorf("find resource %s: %d items share the key", k, len(found))
 	}
-	return found[0], nil
+	r := &Resource{}
+	if err := r.UnmarshalJSON(found[0].body); err != nil {
+		return nil, fmt.Errorf("find resource %s: %w: %w", k, ErrMalformed, err)
+	}
+	r.ETag = found[0].etag
+	return r, nil
 }
 
-// ChildResources returns the resources below k.
-func (m *MemoryClient) ChildResources(ctx context.Context, subscriptionID, k string) ([]*Resource, error) {
+// ChildResources lists the resources below k, whatever their other fields
+// hold, as the Cosmos query's projection does.
+func (m *MemoryClient) ChildResources(ctx context.Context, subscriptionID, k string) ([]ResourceRef, error) {
 	if err := m.hook("ChildResources"); err != nil {
 		return nil, err
 	}
-	return m.findResources(subscriptionID, func(r *Resource) bool { return r.IsChildOf(k) }), nil
+	prefix := k + "/"
+	var out []ResourceRef
+	for _, it := range m.findResources(subscriptionID, func(key string) bool {
+		return len(key) >= len(prefix) && strings.EqualFold(key[:len(prefix)], prefix)
+	}) {
+		out = append(out, ResourceRef{ID: it.id, PartitionKey: strings.ToLower(subscriptionID), Key: it.key, ETag: it.etag})
+	}
+	return out, nil
 }
 
-func (m *MemoryClient) findResources(subscriptionID string, match func(*Resource) bool) []*Resource {
+// foundResource is an item of findResources.
+type foundResource struct {
+	id, key string
+	etag    azcore.ETag
+	body    []byte
+}
+
+// findResources returns the subscription's resources whose key, a string,
+// matches, sorted by key. Only id and key are decoded.
+func (m *MemoryClient) findResources(subscriptionID string, match func(key string) bool) []foundResource {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	prefix := strings.ToLower(subscriptionID) + "/"
-	var out []*Resource
+	var out []foundResource
 	for k, it := range m.resources {
 		if !strings.HasPrefix(k, prefix) {
 			continue
 		}
-		r := &Resource{}
-		if json.Unmarshal(it.body, r) == nil && match(r) {
-			r.ETag = it.etag
-			out = append(out, r)
+		var fields struct {
+			ID  string `json:"id"`
+			Key any    `json:"key"`
+		}
+		_ = json.Unmarshal(it.body, &fields)
+		if key, ok := fields.Key.(string); ok && match(key) {
+			out = append(out, foundResource{id: fields.ID, key: key, etag: it.etag, body: it.body})
 		}
 	}
-	slices.SortFunc(out, func(a, b *Resource) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b foundResource) int { return strings.Compare(a.key, b.key) })
 	return out
 }
 
@@ -265,8 +300,8 @@ func (m *MemoryClient) ReplaceResource(ctx context.Context, r *Resource) (*Resou
 	return out, nil
 }
 
-// DeleteResource deletes r if its etag matches.
-func (m *MemoryClient) DeleteResource(ctx context.Context, r *Resource) error {
+// DeleteResource deletes the item r names if its etag matches.
+func (m *MemoryClient) DeleteResource(ctx context.Context, r ResourceRef) error {
 	if err := m.hook("DeleteResource"); err != nil {
 		return err
 	}

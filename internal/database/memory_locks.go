@@ -2,6 +2,7 @@ package database
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -39,20 +40,44 @@ func (l memLocks) Renew(ctx context.Context, id, owner string, ttl time.Duration
 	}
 	l.m.mu.Lock()
 	defer l.m.mu.Unlock()
+	// As a Cosmos replace: a vanished item is not re-created.
 	cur, ok := l.m.locks[id]
-	if !ok || l.m.expired(cur) || cur.etag != etag {
+	if !ok || l.m.expired(cur) {
+		return "", fmt.Errorf("renew lock %s: %w", id, ErrNotFound)
+	}
+	if cur.etag != etag {
 		return "", fmt.Errorf("renew lock %s: %w", id, ErrPreconditionFailed)
 	}
 	return l.write(id, owner, ttl)
 }
 
+func (l memLocks) Get(ctx context.Context, id string) (string, azcore.ETag, error) {
+	if err := l.m.hook("Lock.Get"); err != nil {
+		return "", "", err
+	}
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	cur, ok := l.m.locks[id]
+	if !ok || l.m.expired(cur) {
+		return "", "", fmt.Errorf("read lock %s: %w", id, ErrNotFound)
+	}
+	var item Lock
+	if err := json.Unmarshal(cur.body, &item); err != nil {
+		return "", "", fmt.Errorf("read lock %s: %w: %w", id, ErrMalformed, err)
+	}
+	return item.Owner, cur.etag, nil
+}
+
+// write stores the lock item. It expires as Cosmos may expire it at the
+// earliest: ttl after the whole second of its write (its _ts).
 func (l memLocks) write(id, owner string, ttl time.Duration) (azcore.ETag, error) {
+	written := time.Now()
 	etag, _, err := l.m.put(l.m.locks, id, Lock{ID: id, Owner: owner, TTL: ttlSeconds(ttl)})
 	if err != nil {
 		return "", err
 	}
 	it := l.m.locks[id]
-	it.expires = time.Now().Add(ttl)
+	it.expires = written.Truncate(time.Second).Add(ttl)
 	l.m.locks[id] = it
 	return etag, nil
 }

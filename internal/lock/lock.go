@@ -1,6 +1,6 @@
 // Package lock implements the subscription lock that opstatus shares with the
 // ARO-HCP frontend: one Cosmos item per subscription, created to acquire,
-// renewed with If-Match before its TTL runs out, deleted to release.
+// replaced with If-Match before its TTL runs out, deleted to release.
 package lock
 
 import (
@@ -23,7 +23,28 @@ var (
 	// ErrLost means the lock could not be renewed in time; the work under it
 	// was canceled.
 	ErrLost = errors.New("subscription lock lost")
+	// ErrBadTTL means the Locks container's DefaultTimeToLive is missing or
+	// shorter than MinTTL.
+	ErrBadTTL = errors.New("invalid subscription lock TTL")
 )
+
+// MinTTL is the shortest lock TTL a Locker accepts: below it the lease
+// margin would leave no lease at all.
+const MinTTL = 2 * time.Second
+
+// Lease returns how long a lock write holds the lock, counted from when the
+// write was sent. Cosmos DB may expire the item at the whole second of
+// its _ts plus the TTL, up to a second before the write's time plus the TTL;
+// the rest of the margin covers clock drift between us and Cosmos and the
+// time the work takes to stop.
+func Lease(ttl time.Duration) time.Duration {
+	return ttl - time.Second - min(ttl/5, 2*time.Second)
+}
+
+// renewEvery returns the pause between renewals: a third of the lease, so
+// that two renewals are tried, each with a third of the lease to answer,
+// before it ends.
+func renewEvery(ttl time.Duration) time.Duration { return Lease(ttl) / 3 }
 
 // Options tune a Locker; zero values take the defaults.
 type Options struct {
@@ -47,6 +68,13 @@ type Locker struct {
 	// 409 and sleeping a retry interval. Entries are one small channel per
 	// subscription this process has written to.
 	turns sync.Map // lowercase subscription ID -> chan struct{} (capacity 1)
+
+	// active counts the calls of Do between their first attempt to create
+	// the lock item and the end of their release; idle is closed whenever
+	// active is zero.
+	activeMu sync.Mutex
+	active   int
+	idle     chan struct{}
 }
 
 // New returns a Locker; the lock TTL is read from the store on first use.
@@ -63,7 +91,8 @@ func New(store database.LockStore, opts Options) *Locker {
 	return &Locker{store: store, opts: opts}
 }
 
-// TTL returns the Locks container's DefaultTimeToLive, read once.
+// TTL returns the Locks container's DefaultTimeToLive, read once it is
+// valid. A TTL that is missing or shorter than MinTTL is an ErrBadTTL error.
 func (l *Locker) TTL(ctx context.Context) (time.Duration, error) {
 	l.ttlOnce.Lock()
 	defer l.ttlOnce.Unlock()
@@ -74,14 +103,66 @@ func (l *Locker) TTL(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	if ttl <= 0 {
+		return 0, fmt.Errorf("%w: the Locks container has no DefaultTimeToLive; it must be at least %s", ErrBadTTL, MinTTL)
+	}
+	if ttl < MinTTL {
+		return 0, fmt.Errorf("%w: the Locks container's DefaultTimeToLive is %s; it must be at least %s", ErrBadTTL, ttl, MinTTL)
+	}
 	l.ttl = ttl
 	return ttl, nil
 }
 
+// Wait waits until no call of Do is acquiring, holding or releasing a lock,
+// or until ctx is done. A process calls it before it exits, once nothing
+// starts new work, so that no lock it took is left to block the frontend
+// for a whole TTL.
+func (l *Locker) Wait(ctx context.Context) error {
+	l.activeMu.Lock()
+	n, idle := l.active, l.idle
+	l.activeMu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		l.activeMu.Lock()
+		n = l.active
+		l.activeMu.Unlock()
+		return fmt.Errorf("waiting for %d subscription locks to be released: %w", n, context.Cause(ctx))
+	}
+}
+
+func (l *Locker) begin() {
+	l.activeMu.Lock()
+	defer l.activeMu.Unlock()
+	if l.active == 0 {
+		l.idle = make(chan struct{})
+	}
+	l.active++
+}
+
+func (l *Locker) end() {
+	l.activeMu.Lock()
+	defer l.activeMu.Unlock()
+	l.active--
+	if l.active == 0 {
+		close(l.idle)
+	}
+}
+
 // Do runs fn while owner holds subscriptionID's lock. fn's context is canceled
-// with ErrLost if a renewal does not succeed before the TTL runs out, so no
-// write follows the loss. The release is always attempted, and Do returns
-// ErrHeld (with the wait) when the lock could not be had.
+// with ErrLost if a renewal does not succeed before the lease runs out, or
+// finds the lock item gone or changed, so no write follows the loss. The
+// release is always attempted, and Do returns ErrHeld (with the wait) when
+// the lock could not be had.
+//
+// owner must name this process alone: a lock item of owner is taken as one
+// this Locker created (a create whose answer was lost) and adopted. Callers
+// of one Locker take a subscription's lock one after another, so it can be
+// shared by them.
 func (l *Locker) Do(ctx context.Context, subscriptionID, owner string, fn func(ctx context.Context) error) error {
 	ttl, err := l.TTL(ctx)
 	if err != nil {
@@ -97,7 +178,9 @@ func (l *Locker) Do(ctx context.Context, subscriptionID, owner string, fn func(c
 		return err
 	}
 	defer release()
-	etag, acquired, err := l.acquire(ctx, id, owner, ttl, deadline)
+	l.begin()
+	defer l.end()
+	etag, acquired, err := l.acquire(ctx, id, owner, ttl, deadline, log)
 	if err != nil {
 		return err
 	}
@@ -149,9 +232,10 @@ func (l *Locker) takeTurn(ctx context.Context, id string, deadline time.Time) (r
 }
 
 // acquire creates the lock item, retrying while someone else holds it, until
-// deadline. It returns when the successful create was sent: the lease runs
-// from there.
-func (l *Locker) acquire(ctx context.Context, id, owner string, ttl time.Duration, deadline time.Time) (azcore.ETag, time.Time, error) {
+// deadline. It returns when the write that took the lock was sent: the lease
+// runs from there.
+func (l *Locker) acquire(ctx context.Context, id, owner string, ttl time.Duration, deadline time.Time,
+	log *slog.Logger) (azcore.ETag, time.Time, error) {
 	for {
 		sent := time.Now()
 		etag, err := l.store.Create(ctx, id, owner, ttl)
@@ -161,6 +245,15 @@ func (l *Locker) acquire(ctx context.Context, id, owner string, ttl time.Duratio
 		if !errors.Is(err, database.ErrConflict) {
 			return "", sent, fmt.Errorf("acquire lock: %w", err)
 		}
+		etag, sent, next := l.adopt(ctx, id, owner, ttl, log)
+		switch next {
+		case adopted:
+			return etag, sent, nil
+		case createAgain:
+			if time.Now().Before(deadline) && ctx.Err() == nil {
+				continue
+			}
+		}
 		if !time.Now().Add(l.opts.RetryInterval).Before(deadline) {
 			return "", sent, fmt.Errorf("%w (waited %s)", ErrHeld, l.opts.Wait)
 		}
@@ -169,6 +262,44 @@ func (l *Locker) acquire(ctx context.Context, id, owner string, ttl time.Duratio
 			return "", sent, fmt.Errorf("acquire lock: %w", context.Cause(ctx))
 		case <-time.After(l.opts.RetryInterval):
 		}
+	}
+}
+
+type adoptResult int
+
+const (
+	stillHeld   adoptResult = iota // someone else holds the lock: wait
+	createAgain                    // the item is gone: create it at once
+	adopted                        // the item is ours and renewed
+)
+
+// adopt looks at the lock item a create met. When its owner is exactly
+// ours, the item is our own create whose answer was lost (and whose retry
+// met 409): adopt takes it by renewing it with If-Match, so that the lease
+// runs from that renewal's send time, never from the unknown time of the
+// first write.
+func (l *Locker) adopt(ctx context.Context, id, owner string, ttl time.Duration, log *slog.Logger) (azcore.ETag, time.Time, adoptResult) {
+	cur, etag, err := l.store.Get(ctx, id)
+	switch {
+	case errors.Is(err, database.ErrNotFound):
+		return "", time.Time{}, createAgain
+	case err != nil:
+		log.Warn("reading the subscription lock held by someone failed; will retry", "error", err)
+		return "", time.Time{}, stillHeld
+	case cur != owner:
+		return "", time.Time{}, stillHeld
+	}
+	sent := time.Now()
+	etag, err = l.store.Renew(ctx, id, owner, ttl, etag)
+	switch {
+	case err == nil:
+		log.Info("adopted this owner's own subscription lock item")
+		return etag, sent, adopted
+	case errors.Is(err, database.ErrNotFound) || errors.Is(err, database.ErrPreconditionFailed):
+		return "", time.Time{}, createAgain // it changed under us: look again
+	default:
+		log.Warn("adopting this owner's own subscription lock item failed; will retry", "error", err)
+		return "", time.Time{}, stillHeld
 	}
 }
 
@@ -189,20 +320,19 @@ func (h *holding) set(e azcore.ETag) {
 	h.etag = e
 }
 
-// keep renews the lock every third of its TTL until done. The lease is
-// counted from the moment the last successful write was sent and ends a
-// safety margin before the TTL would; no renewal may outlast it, and the work
-// is canceled as soon as it ends, whatever the store says.
+// keep renews the lock every renewEvery(ttl) until done. The lease is
+// counted from the moment the last successful write was sent and lasts
+// Lease(ttl); no renewal may outlast it, and the work is canceled as soon
+// as it ends, whatever the store says.
 func (l *Locker) keep(ctx context.Context, id, owner string, ttl time.Duration, since time.Time,
 	held *holding, done <-chan struct{}, cancel context.CancelCauseFunc, log *slog.Logger) {
-	margin := min(ttl/5, 2*time.Second)
-	interval := ttl / 3
-	leaseEnd := since.Add(ttl - margin)
+	lease, interval := Lease(ttl), renewEvery(ttl)
+	leaseEnd := since.Add(lease)
 	lost := func(msg string, err error) {
 		log.Error(msg+"; canceling the work under it", "error", err)
 		cancel(fmt.Errorf("%w: %w", ErrLost, err))
 	}
-	late := fmt.Errorf("not renewed within %s", ttl-margin)
+	late := fmt.Errorf("not renewed within %s", lease)
 	expiry := time.NewTimer(time.Until(leaseEnd))
 	defer expiry.Stop()
 	tick := time.NewTicker(interval)
@@ -229,7 +359,7 @@ func (l *Locker) keep(ctx context.Context, id, owner string, ttl time.Duration, 
 		switch {
 		case err == nil:
 			held.set(etag)
-			leaseEnd = sent.Add(ttl - margin)
+			leaseEnd = sent.Add(lease)
 			expiry.Reset(time.Until(leaseEnd))
 		case errors.Is(err, database.ErrPreconditionFailed) || errors.Is(err, database.ErrNotFound):
 			lost("subscription lock taken over", err)

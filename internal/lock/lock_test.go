@@ -26,8 +26,16 @@ type env struct {
 	failRenew func(t *testing.T)
 }
 
-func memoryEnv(t *testing.T) env {
-	m := database.NewMemoryClient(600 * time.Millisecond)
+func memoryEnv(t *testing.T) env { return memoryEnvTTL(lock.MinTTL)(t) }
+
+// memoryEnvTTL returns environments of an in-memory store of their own whose
+// lock TTL is ttl.
+func memoryEnvTTL(ttl time.Duration) func(t *testing.T) env {
+	return func(t *testing.T) env { return newMemoryEnv(ttl) }
+}
+
+func newMemoryEnv(ttl time.Duration) env {
+	m := database.NewMemoryClient(ttl)
 	var fail atomic.Bool
 	m.Hook = func(call string) error {
 		if call == "Lock.Renew" && fail.Load() {
@@ -37,7 +45,7 @@ func memoryEnv(t *testing.T) env {
 	}
 	return env{
 		store: m.Locks(),
-		ttl:   600 * time.Millisecond,
+		ttl:   ttl,
 		steal: func(t *testing.T, id, owner string) { m.HoldLock(id, owner, 10*time.Second) },
 		failRenew: func(t *testing.T) {
 			fail.Store(true)
@@ -45,7 +53,40 @@ func memoryEnv(t *testing.T) env {
 	}
 }
 
-func TestLockMemory(t *testing.T) { runLockTests(t, memoryEnv) }
+func TestLockMemory(t *testing.T) {
+	t.Parallel()
+	runLockTests(t, memoryEnv)
+}
+
+// lostCreateAnswers writes the lock item on Create and then reports 409, as
+// a create whose answer was lost and that the SDK sent again would.
+type lostCreateAnswers struct{ database.LockStore }
+
+func (s lostCreateAnswers) Create(ctx context.Context, id, owner string, ttl time.Duration) (azcore.ETag, error) {
+	if _, err := s.LockStore.Create(ctx, id, owner, ttl); err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("create lock %s: %w", id, database.ErrConflict)
+}
+
+// remove deletes the lock item id as an operator would, or as an early
+// expiry does.
+func remove(t *testing.T, store database.LockStore, id string) {
+	t.Helper()
+	_, etag, err := store.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.NoError(t, store.Delete(context.Background(), id, etag))
+}
+
+// awaitCancel waits for the work's context to end, for up to d.
+func awaitCancel(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-time.After(d):
+		return errors.New("work was not canceled")
+	}
+}
 
 func runLockTests(t *testing.T, newEnv func(t *testing.T) env) {
 	ctx := context.Background()
@@ -54,6 +95,7 @@ func runLockTests(t *testing.T, newEnv func(t *testing.T) env) {
 	}
 
 	t.Run("ttl is read from the store", func(t *testing.T) {
+		t.Parallel()
 		e := newEnv(t)
 		ttl, err := lock.New(e.store, opts(time.Second)).TTL(ctx)
 		require.NoError(t, err)
@@ -61,6 +103,7 @@ func runLockTests(t *testing.T, newEnv func(t *testing.T) env) {
 	})
 
 	t.Run("second owner waits, then gives up with ErrHeld", func(t *testing.T) {
+		t.Parallel()
 		e := newEnv(t)
 		_, err := e.store.Create(ctx, "sub-held", "frontend", time.Minute)
 		require.NoError(t, err)
@@ -74,6 +117,7 @@ func runLockTests(t *testing.T, newEnv func(t *testing.T) env) {
 	})
 
 	t.Run("expiry frees the lock of a dead holder", func(t *testing.T) {
+		t.Parallel()
 		e := newEnv(t)
 		_, err := e.store.Create(ctx, "sub-dead", "dead-frontend", e.ttl)
 		require.NoError(t, err)
@@ -87,11 +131,12 @@ func runLockTests(t *testing.T, newEnv func(t *testing.T) env) {
 	})
 
 	t.Run("renewal keeps the lock through long work, release frees it", func(t *testing.T) {
+		t.Parallel()
 		e := newEnv(t)
 		l := lock.New(e.store, opts(time.Second))
 		rivalWon := false
 		err := l.Do(ctx, "sub-long", "opstatus", func(ctx context.Context) error {
-			deadline := time.Now().Add(3 * e.ttl)
+			deadline := time.Now().Add(e.ttl + e.ttl/2)
 			for time.Now().Before(deadline) {
 				if _, err := e.store.Create(ctx, "sub-long", "rival", e.ttl); err == nil {
 					rivalWon = true
@@ -111,6 +156,7 @@ func runLockTests(t *testing.T, newEnv func(t *testing.T) env) {
 	})
 
 	t.Run("release is attempted when the work fails", func(t *testing.T) {
+		t.Parallel()
 		e := newEnv(t)
 		boom := errors.New("boom")
 		err := lock.New(e.store, opts(time.Second)).Do(ctx, "sub-fail", "opstatus", func(context.Context) error { return boom })
@@ -120,6 +166,7 @@ func runLockTests(t *testing.T, newEnv func(t *testing.T) env) {
 	})
 
 	t.Run("a stale etag loses the lock and cancels the work", func(t *testing.T) {
+		t.Parallel()
 		e := newEnv(t)
 		err := lock.New(e.store, opts(time.Second)).Do(ctx, "sub-stolen", "opstatus", func(ctx context.Context) error {
 			e.steal(t, "sub-stolen", "thief")
@@ -137,6 +184,7 @@ func runLockTests(t *testing.T, newEnv func(t *testing.T) env) {
 	})
 
 	t.Run("renewals that keep failing cancel the work before the ttl runs out", func(t *testing.T) {
+		t.Parallel()
 		e := newEnv(t)
 		var canceledAfter time.Duration
 		start := time.Now()
@@ -154,7 +202,80 @@ func runLockTests(t *testing.T, newEnv func(t *testing.T) env) {
 		require.NotZero(t, canceledAfter)
 	})
 
+	t.Run("a lock item deleted under the work is lost at the next renewal", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		err := lock.New(e.store, opts(time.Second)).Do(ctx, "sub-deleted", "opstatus", func(wctx context.Context) error {
+			remove(t, e.store, "sub-deleted")
+			return awaitCancel(wctx, e.ttl)
+		})
+		require.ErrorIs(t, err, lock.ErrLost)
+		require.ErrorIs(t, err, database.ErrNotFound, "lost by the renewal that found the item gone")
+	})
+
+	t.Run("a lock taken and released by a rival meanwhile is lost at the next renewal", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		err := lock.New(e.store, opts(time.Second)).Do(ctx, "sub-between", "opstatus", func(wctx context.Context) error {
+			remove(t, e.store, "sub-between")
+			etag, err := e.store.Create(ctx, "sub-between", "rival", e.ttl)
+			require.NoError(t, err)
+			require.NoError(t, e.store.Delete(ctx, "sub-between", etag))
+			return awaitCancel(wctx, e.ttl)
+		})
+		require.ErrorIs(t, err, lock.ErrLost)
+		require.ErrorIs(t, err, database.ErrNotFound, "lost by the renewal that found the item gone")
+	})
+
+	t.Run("a create that met its own item adopts it", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		const owner = "opstatus/host/1"
+		l := lock.New(lostCreateAnswers{e.store}, lock.Options{Wait: 5 * time.Second, RetryInterval: time.Second})
+		start := time.Now()
+		var ran time.Duration
+		err := l.Do(ctx, "sub-own", owner, func(wctx context.Context) error {
+			ran = time.Since(start)
+			// Held and renewed for longer than a lease.
+			select {
+			case <-wctx.Done():
+				return context.Cause(wctx)
+			case <-time.After(e.ttl):
+			}
+			_, err := e.store.Create(ctx, "sub-own", "rival", e.ttl)
+			require.ErrorIs(t, err, database.ErrConflict)
+			got, _, err := e.store.Get(ctx, "sub-own")
+			require.NoError(t, err)
+			require.Equal(t, owner, got)
+			return nil
+		})
+		require.NoError(t, err)
+		require.NotZero(t, ran)
+		require.Less(t, ran, 500*time.Millisecond, "waited on its own lock")
+		_, _, err = e.store.Get(ctx, "sub-own")
+		require.ErrorIs(t, err, database.ErrNotFound, "the adopted lock was not released")
+	})
+
+	t.Run("a create that met another owner's item waits", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		_, err := e.store.Create(ctx, "sub-other", "opstatus/host/12", time.Minute)
+		require.NoError(t, err)
+		ran := false
+		err = lock.New(lostCreateAnswers{e.store}, opts(300*time.Millisecond)).Do(ctx, "sub-other", "opstatus/host/1",
+			func(context.Context) error {
+				ran = true
+				return nil
+			})
+		require.ErrorIs(t, err, lock.ErrHeld)
+		require.False(t, ran)
+		got, _, err := e.store.Get(ctx, "sub-other")
+		require.NoError(t, err)
+		require.Equal(t, "opstatus/host/12", got)
+	})
+
 	t.Run("canceled caller stops waiting", func(t *testing.T) {
+		t.Parallel()
 		e := newEnv(t)
 		_, err := e.store.Create(ctx, "sub-cancel", "frontend", time.Minute)
 		require.NoError(t, err)
@@ -185,6 +306,7 @@ func (h *hangingRenewals) Renew(ctx context.Context, _, _ string, _ time.Duratio
 // A renewal that hangs must not keep the work going past the lease: the work
 // is canceled before the lock item can expire and someone else take it.
 func TestHangingRenewalsCancelTheWorkBeforeTheLeaseEnds(t *testing.T) {
+	t.Parallel()
 	const ttl = 3 * time.Second
 	store := &hangingRenewals{LockStore: database.NewMemoryClient(ttl).Locks()}
 	var canceled time.Time
@@ -194,13 +316,16 @@ func TestHangingRenewalsCancelTheWorkBeforeTheLeaseEnds(t *testing.T) {
 		return context.Cause(ctx)
 	})
 	require.ErrorIs(t, err, lock.ErrLost)
-	require.True(t, canceled.Before(store.created.Add(ttl)),
-		"work canceled %s after the lock was created, at or past its %s TTL", canceled.Sub(store.created), ttl)
+	// The item may expire a TTL after the whole second of its creation.
+	expires := store.created.Truncate(time.Second).Add(ttl)
+	require.True(t, canceled.Before(expires),
+		"work canceled %s after the lock was created, at or past its earliest expiry %s after", canceled.Sub(store.created), expires.Sub(store.created))
 }
 
 // Callers in one process take turns locally: none of them meets a 409 and
 // sleeps a retry interval, and the work never overlaps.
 func TestCallersInOneProcessTakeTurns(t *testing.T) {
+	t.Parallel()
 	m := database.NewMemoryClient(5 * time.Second)
 	var creates atomic.Int64
 	m.Hook = func(call string) error {
@@ -230,4 +355,61 @@ func TestCallersInOneProcessTakeTurns(t *testing.T) {
 	wg.Wait()
 	require.Zero(t, overlaps.Load())
 	require.Equal(t, int64(20), creates.Load(), "every caller created the lock item once, none met a 409")
+}
+
+// A lock TTL the lease margin cannot cover is refused with a clear error.
+func TestShortTTLIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, ttl := range []time.Duration{0, time.Second, lock.MinTTL - time.Millisecond} {
+		_, err := lock.New(database.NewMemoryClient(ttl).Locks(), lock.Options{}).TTL(context.Background())
+		require.ErrorIs(t, err, lock.ErrBadTTL, "ttl %s", ttl)
+		require.ErrorContains(t, err, "DefaultTimeToLive")
+		require.ErrorContains(t, err, "at least "+lock.MinTTL.String())
+	}
+	ttl, err := lock.New(database.NewMemoryClient(lock.MinTTL).Locks(), lock.Options{}).TTL(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, lock.MinTTL, ttl)
+}
+
+// Wait returns only once every Do has finished its release, even a slow
+// release after the work was canceled, and fails when its bound passes
+// first.
+func TestWaitCoversTheRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := database.NewMemoryClient(lock.MinTTL)
+	unblock := make(chan struct{})
+	m.Hook = func(call string) error {
+		if call == "Lock.Delete" {
+			<-unblock
+		}
+		return nil
+	}
+	l := lock.New(m.Locks(), lock.Options{Wait: time.Second})
+	require.NoError(t, l.Wait(ctx), "nothing in progress")
+
+	workCtx, cancel := context.WithCancel(ctx)
+	holding := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- l.Do(workCtx, "sub", "opstatus", func(ctx context.Context) error {
+			close(holding)
+			<-ctx.Done()
+			return context.Cause(ctx)
+		})
+	}()
+	<-holding
+	cancel()
+
+	short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancelShort()
+	require.ErrorIs(t, l.Wait(short), context.DeadlineExceeded, "returned before the release")
+
+	time.AfterFunc(200*time.Millisecond, func() { close(unblock) })
+	bounded, cancelBounded := context.WithTimeout(ctx, 5*time.Second)
+	defer cancelBounded()
+	require.NoError(t, l.Wait(bounded))
+	_, _, err := m.Locks().Get(ctx, "sub")
+	require.ErrorIs(t, err, database.ErrNotFound, "Wait returned before the release was done")
+	require.ErrorIs(t, <-done, context.Canceled)
 }

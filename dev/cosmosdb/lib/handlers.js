@@ -13,7 +13,7 @@
 //  - a query with a partition key header only sees that partition, and needs
 //    no partition key filter in its text;
 //  - time to live: the container's defaultTtl and the item's ttl expire items,
-//    measured from their last write;
+//    measured from their last write's whole-second _ts;
 //  - every write gets a new quoted _etag; If-Match gives 412; "Prefer:
 //    return=minimal" gives an empty body, as in Cosmos DB;
 //  - patch conditions keep their case (stock lower-cases the whole clause);
@@ -91,12 +91,8 @@ function written(req, res, status, doc) {
 // ---------------------------------------------------------------------------
 // Writes: etags and write times
 
-// Precise write time of each stored document, for expiry; _ts has only
-// 1-second resolution.
-const writtenAt = new WeakMap();
-
 // Stock create/replace store and return the same object; give it a quoted
-// etag (as Cosmos DB does) and remember when it was written. Every resource
+// etag, as Cosmos DB does. Every resource
 // (database, container, item) and every item write (upsert, patch, batch)
 // goes through these two.
 function stampWrites() {
@@ -105,7 +101,6 @@ function stampWrites() {
     Items.prototype[name] = function stamped(...args) {
       const doc = original.apply(this, args);
       doc._etag = `"${randomUUID()}"`;
-      writtenAt.set(doc, Date.now());
       return doc;
     };
   });
@@ -175,11 +170,13 @@ function ttlOf(containerProps, doc) {
   return ttl > 0 ? ttl : null;
 }
 
+// Cosmos DB expires an item at _ts + ttl, and _ts is the last write's time
+// in whole seconds: up to a second before the write's time + ttl. Expiring
+// at that earliest moment lets tests catch a lock lease that forgets it.
 function expired(containerProps, doc, now) {
   const ttl = ttlOf(containerProps, doc);
   if (ttl === null) return false;
-  const lastWrite = writtenAt.has(doc) ? writtenAt.get(doc) : doc._ts * 1000;
-  return now >= lastWrite + ttl * 1000;
+  return now >= (doc._ts + ttl) * 1000;
 }
 
 // Removes the container's expired items.
@@ -256,6 +253,10 @@ function checkBody(container, req, body) {
   }
   if (/[/\\?#]/.test(body.id)) {
     throw badRequest("The id contains one of the invalid characters '/', '\\', '?', '#'.");
+  }
+  // Cosmos DB's limit is in bytes of UTF-8, not in characters.
+  if (Buffer.byteLength(body.id, "utf8") > 1023) {
+    throw badRequest("The id is longer than the maximum of 1023 bytes.");
   }
   if (body.ttl !== undefined && body.ttl !== null && !validTtl(body.ttl)) {
     throw badRequest(`The input ttl '${body.ttl}' is invalid.`);

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/functions"
+	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/lock"
+)
+
+// When the drain times out, the invocations still running are canceled and
+// Serve returns while their lock releases are in flight: serve returns only
+// once they are done, so that no lock is left to block the frontend.
+func TestServeWaitsForLockReleases(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	db := database.NewMemoryClient(5 * time.Second)
+	db.Hook = func(call string) error {
+		if call == "Lock.Delete" {
+			time.Sleep(500 * time.Millisecond)
+		}
+		return nil
+	}
+	locker := lock.New(db.Locks(), lock.Options{})
+	holding := make(chan struct{})
+	srv := functions.NewServer(logger, map[string]functions.Handler{
+		"poll": func(ctx context.Context, _ *functions.Invocation) (*functions.Result, error) {
+			return nil, locker.Do(ctx, "sub", "opstatus/test", func(ctx context.Context) error {
+				close(holding)
+				<-ctx.Done()
+				return context.Cause(ctx)
+			})
+		},
+	}, functions.WithDrainTimeout(100*time.Millisecond))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, srv, ln, locker, 5*time.Second, logger) }()
+	go func() {
+		resp, err := http.Post("http://"+ln.Addr().String()+"/poll", "application/json",
+			strings.NewReader(`{"Data":{},"Metadata":{}}`))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-holding:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the invocation never took the lock")
+	}
+	stop()
+
+	select {
+	case err = <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not return")
+	}
+	require.ErrorContains(t, err, "draining", "the drain was expected to time out")
+	_, _, err = db.Locks().Get(context.Background(), "sub")
+	require.ErrorIs(t, err, database.ErrNotFound, "serve returned before the lock was released")
+}
+
+// A lock TTL the lock cannot work with stops the process; Cosmos DB out of
+// reach at start does not.
+func TestCheckLockTTL(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	ctx := context.Background()
+
+	short := database.NewMemoryClient(time.Second)
+	err := checkLockTTL(ctx, lock.New(short.Locks(), lock.Options{}), time.Second, logger)
+	require.ErrorIs(t, err, lock.ErrBadTTL)
+
+	down := database.NewMemoryClient(5 * time.Second)
+	down.Hook = func(string) error { return database.ErrUnavailable }
+	locker := lock.New(down.Locks(), lock.Options{})
+	require.NoError(t, checkLockTTL(ctx, locker, time.Second, logger))
+	// Checked again at first use.
+	down.Hook = nil
+	require.NoError(t, locker.Do(ctx, "sub", "opstatus/test", func(context.Context) error { return nil }))
+}
