@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/opstatus/opstatus/internal/schedule"
 )
 
 // DefaultConnection is the connection setting a queue binding uses when its
@@ -75,7 +77,7 @@ type Function struct {
 // TimerTrigger is a timerTrigger binding.
 type TimerTrigger struct {
 	Binding      string
-	Schedule     Schedule // %SETTING% already resolved
+	Schedule     schedule.Schedule // %SETTING% already resolved
 	RunOnStartup bool
 	// UseMonitor makes the payload carry ScheduleStatus. When function.json
 	// does not set it, it is true for schedules that fire at most once a
@@ -163,7 +165,7 @@ func loadHostConfig(appDir string) (HostConfig, error) {
 	if hj.FunctionTimeout != nil {
 		if strings.TrimSpace(*hj.FunctionTimeout) == "-1" {
 			cfg.FunctionTimeout = 0
-		} else if d, ok := parseTimeSpan(*hj.FunctionTimeout); ok && d > 0 {
+		} else if d, ok := schedule.ParseTimeSpan(*hj.FunctionTimeout); ok && d > 0 {
 			cfg.FunctionTimeout = d
 		} else {
 			return HostConfig{}, fmt.Errorf("%s: functionTimeout %q is not a TimeSpan", path, *hj.FunctionTimeout)
@@ -197,14 +199,14 @@ func loadHostConfig(appDir string) (HostConfig, error) {
 		return HostConfig{}, fmt.Errorf("%s: extensions.queues.maxDequeueCount must be positive", path)
 	}
 	if q.VisibilityTimeout != nil {
-		d, ok := parseTimeSpan(*q.VisibilityTimeout)
+		d, ok := schedule.ParseTimeSpan(*q.VisibilityTimeout)
 		if !ok {
 			return HostConfig{}, fmt.Errorf("%s: extensions.queues.visibilityTimeout %q is not a TimeSpan", path, *q.VisibilityTimeout)
 		}
 		qc.VisibilityTimeout = d
 	}
 	if q.MaxPollingInterval != nil {
-		d, ok := parseTimeSpan(*q.MaxPollingInterval)
+		d, ok := schedule.ParseTimeSpan(*q.MaxPollingInterval)
 		if !ok {
 			return HostConfig{}, fmt.Errorf("%s: extensions.queues.maxPollingInterval %q is not a TimeSpan", path, *q.MaxPollingInterval)
 		}
@@ -339,7 +341,7 @@ func parseTimer(b bindingJSON, settings map[string]string) (*TimerTrigger, error
 	if strings.TrimSpace(expr) == "" {
 		return nil, errors.New("schedule is required")
 	}
-	sched, err := ParseSchedule(expr)
+	sched, err := schedule.Parse(expr)
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +358,7 @@ func parseTimer(b bindingJSON, settings map[string]string) (*TimerTrigger, error
 
 // monitorByDefault is the documented default of useMonitor: true when the
 // schedule fires at most once a minute.
-func monitorByDefault(s Schedule) bool {
+func monitorByDefault(s schedule.Schedule) bool {
 	t0 := s.Next(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 	t1 := s.Next(t0)
 	return t0.IsZero() || t1.IsZero() || t1.Sub(t0) >= time.Minute

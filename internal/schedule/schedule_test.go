@@ -1,4 +1,4 @@
-package hostemu
+package schedule
 
 import (
 	"testing"
@@ -53,7 +53,7 @@ func TestParseCronNext(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := ParseSchedule(tt.expr)
+			s, err := Parse(tt.expr)
 			require.NoError(t, err)
 			require.Equal(t, tt.expr, s.String())
 			require.True(t, s.AdjustForDST())
@@ -84,7 +84,7 @@ func TestParseCronErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseSchedule(tt.expr)
+			_, err := Parse(tt.expr)
 			require.ErrorContains(t, err, tt.wantErr)
 		})
 	}
@@ -102,15 +102,15 @@ func TestParseTimeSpanSchedule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.expr, func(t *testing.T) {
-			s, err := ParseSchedule(tt.expr)
+			s, err := Parse(tt.expr)
 			require.NoError(t, err)
 			require.False(t, s.AdjustForDST())
 			from := utc("2025-03-01T10:00:00Z")
 			require.Equal(t, from.Add(tt.want), s.Next(from))
 		})
 	}
-	_, err := ParseSchedule("00:00:00")
+	_, err := Parse("00:00:00")
 	require.ErrorContains(t, err, "must be positive")
-	_, err = ParseSchedule("25:00:00")
+	_, err = Parse("25:00:00")
 	require.Error(t, err, "an hour of 25 is neither a TimeSpan nor NCRONTAB")
 }

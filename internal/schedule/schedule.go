@@ -1,4 +1,9 @@
-package hostemu
+// Package schedule reads timer schedules as the Azure Functions timer
+// trigger does: six-field NCRONTAB expressions and TimeSpan intervals. The
+// handler reads the scan schedule (SCAN_SCHEDULE, which scan/function.json
+// names) to know when the next scan is due; the local host emulator fires
+// the timer by it.
+package schedule
 
 import (
 	"errors"
@@ -20,12 +25,12 @@ type Schedule interface {
 	AdjustForDST() bool
 }
 
-// ParseSchedule parses a timer schedule the way the Functions host does: a
+// Parse parses a timer schedule the way the Functions host does: a
 // TimeSpan ("hh:mm:ss", "hh:mm" or "d.hh:mm:ss") is a constant interval,
 // anything else must be a six-field NCRONTAB expression.
-func ParseSchedule(expr string) (Schedule, error) {
+func Parse(expr string) (Schedule, error) {
 	expr = strings.TrimSpace(expr)
-	if d, ok := parseTimeSpan(expr); ok {
+	if d, ok := ParseTimeSpan(expr); ok {
 		if d <= 0 {
 			return nil, fmt.Errorf("schedule %q: the interval must be positive", expr)
 		}
@@ -203,9 +208,10 @@ func (f cronField) value(s string) (int, error) {
 	return v, nil
 }
 
-// parseTimeSpan parses the .NET TimeSpan forms a timer schedule uses:
+// ParseTimeSpan parses the .NET TimeSpan forms a timer schedule (and
+// host.json) uses:
 // "hh:mm", "hh:mm:ss" and "d.hh:mm:ss" (fractions of a second allowed).
-func parseTimeSpan(s string) (time.Duration, bool) {
+func ParseTimeSpan(s string) (time.Duration, bool) {
 	if !strings.Contains(s, ":") || strings.ContainsAny(s, " \t*,/") {
 		return 0, false
 	}
