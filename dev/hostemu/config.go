@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,7 +35,9 @@ const (
 // HostConfig is what the emulator uses from host.json.
 type HostConfig struct {
 	// FunctionTimeout bounds one invocation; 0 means no limit ("-1").
-	// Default 5 minutes.
+	// Default 30 minutes, 5 on the Consumption plan (app setting
+	// WEBSITE_SKU=Dynamic), as ScriptJobHostOptionsSetup.
+	// ConfigureFunctionTimeout sets it.
 	FunctionTimeout time.Duration
 	Queues          QueuesConfig
 	Handler         HandlerConfig
@@ -42,8 +46,11 @@ type HostConfig struct {
 // QueuesConfig is host.json's extensions.queues, with the host's defaults
 // filled in.
 type QueuesConfig struct {
-	BatchSize          int           // default 16, at most 32
-	NewBatchThreshold  int           // default BatchSize/2
+	BatchSize int // default 16, at most 32
+	// NewBatchThreshold defaults to (BatchSize/2) × the processor count,
+	// which is 1 on the Consumption plan (QueuesOptions.NewBatchThreshold,
+	// SkuUtility.ProcessorCount).
+	NewBatchThreshold  int
 	MaxDequeueCount    int           // default 5
 	VisibilityTimeout  time.Duration // delay before a failed message reappears; default 0
 	MaxPollingInterval time.Duration // default 1 minute, at least 100 ms
@@ -79,9 +86,10 @@ type TimerTrigger struct {
 	Binding      string
 	Schedule     schedule.Schedule // %SETTING% already resolved
 	RunOnStartup bool
-	// UseMonitor makes the payload carry ScheduleStatus. When function.json
-	// does not set it, it is true for schedules that fire at most once a
-	// minute, as the host documents.
+	// UseMonitor makes the payload carry ScheduleStatus. It is
+	// function.json's useMonitor (default true), turned off for a schedule
+	// that fires more often than once a minute whatever function.json says
+	// (TimerSchedule.Create, ShouldDisableScheduleMonitor).
 	UseMonitor bool
 }
 
@@ -146,8 +154,9 @@ type bindingJSON struct {
 	DataType     string          `json:"dataType"`
 }
 
-// loadHostConfig reads appDir/host.json.
-func loadHostConfig(appDir string) (HostConfig, error) {
+// loadHostConfig reads appDir/host.json. settings are the app settings,
+// which tell the plan (WEBSITE_SKU) that some defaults depend on.
+func loadHostConfig(appDir string, settings map[string]string) (HostConfig, error) {
 	path := filepath.Join(appDir, "host.json")
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -160,15 +169,28 @@ func loadHostConfig(appDir string) (HostConfig, error) {
 	if hj.Version != "2.0" {
 		return HostConfig{}, fmt.Errorf("%s: version must be \"2.0\", got %q", path, hj.Version)
 	}
+	consumption := strings.EqualFold(settings["WEBSITE_SKU"], "Dynamic")
 
-	cfg := HostConfig{FunctionTimeout: 5 * time.Minute}
+	// ScriptJobHostOptionsSetup.ConfigureFunctionTimeout: the default and
+	// the bounds depend on the plan; "-1" means no limit where the plan
+	// allows it.
+	cfg := HostConfig{FunctionTimeout: 30 * time.Minute}
+	maxTimeout := time.Duration(math.MaxInt64)
+	if consumption {
+		cfg.FunctionTimeout, maxTimeout = 5*time.Minute, 10*time.Minute
+	}
 	if hj.FunctionTimeout != nil {
-		if strings.TrimSpace(*hj.FunctionTimeout) == "-1" {
+		v := strings.TrimSpace(*hj.FunctionTimeout)
+		d, ok := schedule.ParseTimeSpan(v)
+		switch {
+		case v == "-1" && !consumption:
 			cfg.FunctionTimeout = 0
-		} else if d, ok := schedule.ParseTimeSpan(*hj.FunctionTimeout); ok && d > 0 {
-			cfg.FunctionTimeout = d
-		} else {
+		case !ok && v != "-1":
 			return HostConfig{}, fmt.Errorf("%s: functionTimeout %q is not a TimeSpan", path, *hj.FunctionTimeout)
+		case d < time.Second || d > maxTimeout:
+			return HostConfig{}, fmt.Errorf("%s: functionTimeout %q must be between 1 second and %v", path, *hj.FunctionTimeout, maxTimeout)
+		default:
+			cfg.FunctionTimeout = d
 		}
 	}
 
@@ -185,7 +207,11 @@ func loadHostConfig(appDir string) (HostConfig, error) {
 	if qc.BatchSize < 1 || qc.BatchSize > 32 {
 		return HostConfig{}, fmt.Errorf("%s: extensions.queues.batchSize must be 1-32, got %d", path, qc.BatchSize)
 	}
-	qc.NewBatchThreshold = qc.BatchSize / 2
+	processors := runtime.NumCPU() // Environment.ProcessorCount
+	if consumption {
+		processors = 1
+	}
+	qc.NewBatchThreshold = (qc.BatchSize / 2) * processors
 	if q.NewBatchThreshold != nil {
 		qc.NewBatchThreshold = *q.NewBatchThreshold
 	}
@@ -349,19 +375,86 @@ func parseTimer(b bindingJSON, settings map[string]string) (*TimerTrigger, error
 	if err != nil {
 		return nil, fmt.Errorf("runOnStartup: %w", err)
 	}
-	useMonitor, err := jsonBool(b.UseMonitor, monitorByDefault(sched))
+	useMonitor, err := jsonBool(b.UseMonitor, true)
 	if err != nil {
 		return nil, fmt.Errorf("useMonitor: %w", err)
+	}
+	if useMonitor && disablesMonitor(sched, time.Now()) {
+		useMonitor = false
 	}
 	return &TimerTrigger{Binding: b.Name, Schedule: sched, RunOnStartup: runOnStartup, UseMonitor: useMonitor}, nil
 }
 
-// monitorByDefault is the documented default of useMonitor: true when the
-// schedule fires at most once a minute.
-func monitorByDefault(s schedule.Schedule) bool {
-	t0 := s.Next(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	t1 := s.Next(t0)
-	return t0.IsZero() || t1.IsZero() || t1.Sub(t0) >= time.Minute
+// disablesMonitor is the timer extension's rule for turning useMonitor off
+// (TimerSchedule.Create): a TimeSpan schedule under a minute, or an
+// NCRONTAB schedule whose fields other than the seconds are all "*" once
+// NCrontab has normalised them (a full range prints as "*") and that fires
+// more than once between now and a minute later
+// (TimerSchedule.ShouldDisableScheduleMonitor).
+func disablesMonitor(s schedule.Schedule, now time.Time) bool {
+	cron, ok := s.(*schedule.CronSchedule)
+	if !ok {
+		t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		return s.Next(t0).Sub(t0) < time.Minute
+	}
+	fields := strings.Fields(cron.String())
+	for i := 1; i < len(fields); i++ {
+		if !fullCronField(i, fields[i]) {
+			return false
+		}
+	}
+	// CrontabSchedule.GetNextOccurrences(now, now+1min): strictly between.
+	end := now.Add(time.Minute)
+	n := 0
+	for t := s.Next(now); !t.IsZero() && t.Before(end); t = s.Next(t) {
+		if n++; n > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// fullCronField reports whether field i (1 minute … 5 day of week) of an
+// NCRONTAB expression covers its whole range: every value of the field
+// fires when the other fields are "*".
+func fullCronField(i int, field string) bool {
+	parts := []string{"0", "*", "*", "*", "*", "*"}
+	parts[i] = field
+	s, err := schedule.ParseCron(strings.Join(parts, " "))
+	if err != nil {
+		return false
+	}
+	// One probe time per value of the field; 2025-01-05 is a Sunday.
+	base := time.Date(2025, 1, 5, 0, 0, 0, 0, time.UTC)
+	var probes []time.Time
+	switch i {
+	case 1:
+		for m := range 60 {
+			probes = append(probes, base.Add(time.Duration(m)*time.Minute))
+		}
+	case 2:
+		for h := range 24 {
+			probes = append(probes, base.Add(time.Duration(h)*time.Hour))
+		}
+	case 3:
+		for d := 1; d <= 31; d++ {
+			probes = append(probes, time.Date(2025, 1, d, 0, 0, 0, 0, time.UTC))
+		}
+	case 4:
+		for m := 1; m <= 12; m++ {
+			probes = append(probes, time.Date(2025, time.Month(m), 1, 0, 0, 0, 0, time.UTC))
+		}
+	case 5:
+		for d := range 7 {
+			probes = append(probes, base.AddDate(0, 0, d))
+		}
+	}
+	for _, p := range probes {
+		if !s.Next(p.Add(-time.Second)).Equal(p) {
+			return false
+		}
+	}
+	return true
 }
 
 // parseQueueBinding resolves a queue binding's queue name and connection.

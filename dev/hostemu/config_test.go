@@ -3,6 +3,7 @@ package hostemu
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ const minimalHostJSON = `{"version":"2.0","customHandler":{"description":{"defau
 
 func TestLoadProjectApp(t *testing.T) {
 	// The project's own host.json, scan/function.json and poll/function.json.
-	h, err := Load("../..", map[string]string{"AzureWebJobsStorage": "UseDevelopmentStorage=true"})
+	h, err := Load("../..", map[string]string{"AzureWebJobsStorage": "UseDevelopmentStorage=true", "SCAN_SCHEDULE": "*/10 * * * * *"})
 	require.NoError(t, err)
 
 	cfg := h.Config()
@@ -64,22 +65,35 @@ func TestLoadProjectApp(t *testing.T) {
 	require.Equal(t, "timer", scan.Timer.Binding)
 	require.Equal(t, "*/10 * * * * *", scan.Timer.Schedule.String())
 	require.False(t, scan.Timer.RunOnStartup)
-	require.True(t, scan.Timer.UseMonitor)
+	require.False(t, scan.Timer.UseMonitor, "a 10 s schedule has no schedule monitor")
 	require.Len(t, scan.Outputs, 1)
 	require.Equal(t, "operations", scan.Outputs[0].Binding)
 	require.Equal(t, "operations", scan.Outputs[0].QueueName)
 }
 
 func TestLoadHostJSON(t *testing.T) {
+	dynamic := map[string]string{"WEBSITE_SKU": "Dynamic"}
 	tests := []struct {
-		name    string
-		host    string
-		want    HostConfig
-		wantErr string
+		name     string
+		host     string
+		settings map[string]string
+		want     HostConfig
+		wantErr  string
 	}{
 		{
-			name: "defaults",
+			name: "defaults: threshold is half the batch per processor",
 			host: minimalHostJSON,
+			want: HostConfig{
+				FunctionTimeout: 30 * time.Minute,
+				Queues: QueuesConfig{BatchSize: 16, NewBatchThreshold: 8 * runtime.NumCPU(), MaxDequeueCount: 5,
+					MaxPollingInterval: time.Minute, MessageEncoding: EncodingBase64},
+				Handler: HandlerConfig{ExecutablePath: "handler", WorkingDirectory: "."},
+			},
+		},
+		{
+			name:     "Consumption plan defaults: one processor, 5 minutes",
+			host:     minimalHostJSON,
+			settings: dynamic,
 			want: HostConfig{
 				FunctionTimeout: 5 * time.Minute,
 				Queues: QueuesConfig{BatchSize: 16, NewBatchThreshold: 8, MaxDequeueCount: 5,
@@ -90,10 +104,11 @@ func TestLoadHostJSON(t *testing.T) {
 		{
 			name: "threshold follows batch size; none encoding; no timeout; working directory",
 			host: `{"version":"2.0","functionTimeout":"-1",
-				"extensions":{"queues":{"batchSize":4,"MaxDequeueCount":2,"visibilityTimeout":"00:00:01","maxPollingInterval":"00:00:00.5","messageEncoding":"None"}},
+				"extensions":{"queues":{"batchSize":5,"MaxDequeueCount":2,"visibilityTimeout":"00:00:01","maxPollingInterval":"00:00:00.5","messageEncoding":"None"}},
 				"customHandler":{"description":{"defaultExecutablePath":"bin/h","arguments":["-x"],"workingDirectory":"bin"}}}`,
+			settings: map[string]string{"WEBSITE_SKU": "ElasticPremium"},
 			want: HostConfig{
-				Queues: QueuesConfig{BatchSize: 4, NewBatchThreshold: 2, MaxDequeueCount: 2,
+				Queues: QueuesConfig{BatchSize: 5, NewBatchThreshold: 2 * runtime.NumCPU(), MaxDequeueCount: 2,
 					VisibilityTimeout: time.Second, MaxPollingInterval: 500 * time.Millisecond, MessageEncoding: EncodingNone},
 				Handler: HandlerConfig{ExecutablePath: "bin/h", Arguments: []string{"-x"}, WorkingDirectory: "bin"},
 			},
@@ -104,12 +119,15 @@ func TestLoadHostJSON(t *testing.T) {
 		{name: "encoding", host: `{"version":"2.0","extensions":{"queues":{"messageEncoding":"utf8"}},"customHandler":{"description":{"defaultExecutablePath":"h"}}}`, wantErr: "messageEncoding must be base64 or none"},
 		{name: "polling interval", host: `{"version":"2.0","extensions":{"queues":{"maxPollingInterval":"00:00:00.01"}},"customHandler":{"description":{"defaultExecutablePath":"h"}}}`, wantErr: "maxPollingInterval must be at least"},
 		{name: "timeout", host: `{"version":"2.0","functionTimeout":"5m","customHandler":{"description":{"defaultExecutablePath":"h"}}}`, wantErr: "functionTimeout"},
+		{name: "timeout below a second", host: `{"version":"2.0","functionTimeout":"00:00:00.5","customHandler":{"description":{"defaultExecutablePath":"h"}}}`, wantErr: "between 1 second"},
+		{name: "no unbounded timeout on Consumption", settings: dynamic, host: `{"version":"2.0","functionTimeout":"-1","customHandler":{"description":{"defaultExecutablePath":"h"}}}`, wantErr: "between 1 second and 10m0s"},
+		{name: "Consumption timeout at most 10 minutes", settings: dynamic, host: `{"version":"2.0","functionTimeout":"00:11:00","customHandler":{"description":{"defaultExecutablePath":"h"}}}`, wantErr: "between 1 second and 10m0s"},
 		{name: "not JSON", host: `{`, wantErr: "parsing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := writeApp(t, map[string]string{"host.json": tt.host})
-			got, err := loadHostConfig(dir)
+			got, err := loadHostConfig(dir, tt.settings)
 			if tt.wantErr != "" {
 				require.ErrorContains(t, err, tt.wantErr)
 				return
@@ -238,4 +256,43 @@ func TestLoadNeedsAFunction(t *testing.T) {
 
 	_, err = Load(t.TempDir(), nil)
 	require.ErrorContains(t, err, "host.json")
+}
+
+func TestScheduleMonitorRule(t *testing.T) {
+	// Whatever function.json says, the timer extension turns the monitor
+	// off for schedules that fire more than once a minute
+	// (TimerSchedule.Create, ShouldDisableScheduleMonitor).
+	tests := []struct {
+		schedule, useMonitor string
+		want                 bool
+	}{
+		{"*/10 * * * * *", "true", false},
+		{"*/10 * * * * *", "", false},
+		{"0,30 * * * * *", "true", false},
+		{"*/10 0-59 * * * *", "true", false}, // NCrontab prints a full range as "*"
+		{"*/10 */1 * 1-31 * 0-6", "true", false},
+		{"*/10 * 9-17 * * *", "true", true}, // the hours are restricted: monitored
+		{"*/10 * * * * 1-5", "true", true},
+		{"0 * * * * *", "true", true}, // once a minute
+		{"0 */5 * * * *", "", true},
+		{"0 */5 * * * *", "false", false},
+		{"00:00:30", "true", false},
+		{"00:01:00", "true", true},
+		{"01:00:00", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.schedule+" useMonitor="+tt.useMonitor, func(t *testing.T) {
+			um := ""
+			if tt.useMonitor != "" {
+				um = `,"useMonitor":` + tt.useMonitor
+			}
+			dir := writeApp(t, map[string]string{
+				"host.json":        minimalHostJSON,
+				"fn/function.json": `{"bindings":[{"name":"t","type":"timerTrigger","direction":"in","schedule":"` + tt.schedule + `"` + um + `}]}`,
+			})
+			h, err := Load(dir, nil)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, h.Functions()[0].Timer.UseMonitor)
+		})
+	}
 }

@@ -1,27 +1,72 @@
 // Package hostemu is a local stand-in for the Azure Functions host, for local
-// runs and tests only: Azure Functions Core Tools cannot be installed on the
-// development machines, and production runs on the real Functions host.
+// runs, tests and benchmarks only: Azure Functions Core Tools cannot be
+// installed on the development machines, and production runs on the real
+// Functions host.
 //
 // It reads the app's host.json and every <function>/function.json, starts
 // the custom handler named by customHandler.description with
-// FUNCTIONS_CUSTOMHANDLER_PORT, and drives it the way the real host does:
+// FUNCTIONS_CUSTOMHANDLER_PORT, and drives it the way the real host does.
+// Each behaviour follows a file of the host's source (repositories
+// Azure/azure-functions-host, Azure/azure-webjobs-sdk,
+// Azure/azure-webjobs-sdk-extensions, and the Storage Queues extension 5.x
+// in Azure/azure-sdk-for-net); where the host and our wish differ, the host
+// wins. What is modelled:
 //
-//   - timerTrigger: six-field NCRONTAB or TimeSpan schedules; invocations
-//     never overlap; the timer runs on one instance only (the host's
-//     listener singleton);
-//   - queueTrigger on Azure Storage queues (Azurite locally): batches of
-//     extensions.queues.batchSize dequeued with a 10-minute visibility
-//     timeout, a new batch when in-flight messages fall to
-//     newBatchThreshold, randomized exponential back-off up to
-//     maxPollingInterval on an empty queue, release with visibilityTimeout
-//     on failure, <queue>-poison after maxDequeueCount;
-//   - queue output bindings, written after a 2xx response, encoded per
-//     extensions.queues.messageEncoding.
+//   - Configuration (ScriptJobHostOptionsSetup, QueuesOptions,
+//     SkuUtility): functionTimeout defaults to 30 minutes (5 on the
+//     Consumption plan, WEBSITE_SKU=Dynamic); batchSize 16, at most 32;
+//     newBatchThreshold (batchSize/2) × the processor count (1 on
+//     Consumption); maxDequeueCount 5; visibilityTimeout 0;
+//     maxPollingInterval 1 minute; messageEncoding base64.
+//   - Timer triggers (timer extension's TimerSchedule, TimerListener):
+//     useMonitor is turned off for schedules that fire more than once a
+//     minute whatever function.json says (ShouldDisableScheduleMonitor), so
+//     the payload's ScheduleStatus is null; invocations never overlap; the
+//     timer is armed only after an invocation ends, so an overrun is
+//     followed at once by the next run; the listener is a singleton, run on
+//     instance 0.
+//   - Queue listeners (QueueListener, QueueProcessor,
+//     RandomizedExponentialBackoffStrategy, QueueListenerFactory): receives
+//     of batchSize messages hidden for 10 minutes (renewed halfway); after a
+//     receive that found messages the next comes at once while no more
+//     than newBatchThreshold are in flight; an empty receive backs off
+//     (min + 2^(n-1) × min × [0.8, 1.2), from 100 ms up to
+//     maxPollingInterval); a write to the queue by this instance ends the
+//     back-off, but one from before the receive began is forgotten; a
+//     failed message is released with visibilityTimeout, moved to
+//     <queue>-poison after maxDequeueCount, or left hidden when the queue
+//     has no poison queue; a message that does not decode goes to poison
+//     without an invocation (QueueServiceClientProvider).
+//   - Queue output bindings (WorkerFunctionInvoker.BindOutputsAsync,
+//     FunctionBinding.BindAsyncCollectorAsync, HttpScriptInvocationResult-
+//     Extensions.GetBindingValue, QueuesExtensionConfigProvider): written
+//     within the invocation after a 2xx, one request per message; an array
+//     is one message per element, an object is written as Newtonsoft's
+//     indented JSON, a string that is valid base64 is decoded unless the
+//     binding is binary (see outputMessages).
+//   - Invocation payloads (ScriptInvocationContextExtensions,
+//     Utility.ApplyBindingData, QueueTriggerBinding): {"Data":{binding:
+//     value},"Metadata":{...}}; a string queue message is serialized twice
+//     (see QueueDataForm); metadata strings are serialized once more
+//     ("Id":"\"…\"", "DequeueCount":"1"), times are whole seconds with
+//     "+00:00", and the message's top-level JSON properties are copied into
+//     the metadata.
+//   - The worker process (DefaultHttpWorkerService, HttpWorkerProcess,
+//     WorkerProcess, HttpFunctionInvocationDispatcher,
+//     WebScriptHostExceptionHandler): GET / every 25 ms until any answer, for
+//     up to 30 s; every invocation goes to the instance's one handler; an
+//     invocation past functionTimeout fails and the handler is killed and
+//     started again; the third handler failure within 30 minutes of the one
+//     before stops the host (Options.Restart then starts it again, as the
+//     platform would).
+//   - Logs (WorkerProcess.ParseErrorMessageAndLog, DefaultHttpWorkerService.
+//     ProcessLogsFromHttpResponse): stdout lines at Information, stderr lines
+//     at Error or, when they contain "warn", Warning; a response's Logs at
+//     Information, and only for a 2xx (see Options.OnLog).
 //
-// The invocation payloads copy what the host's custom-handler code sends:
-// {"Data":{binding: value},"Metadata":{...}} where string metadata values are
-// JSON-serialized once more ("Id":"\"…\"", "DequeueCount":"1") and a string
-// queue message is serialized twice (see [QueueDataForm]). Where the real
-// host behaves in a surprising way, the emulator does too, and the code says
-// which host source the behaviour comes from.
+// Options.StorageLatency adds a delay to every Storage request, standing in
+// for the round trip to a real account. The emulator's own choices, where
+// the host's source has nothing to follow, are marked as such: Run fails
+// when the first handler cannot start, and stops the handlers with SIGTERM
+// and a drain when its context ends.
 package hostemu

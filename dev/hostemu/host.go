@@ -37,15 +37,24 @@ const (
 // Options configures Run. The zero value is usable.
 type Options struct {
 	// Instances is the number of independent host instances, each with its
-	// own handler process and queue pollers, as when the app scales out.
+	// own handler process and queue listeners, as when the app scales out.
 	// Timer triggers run on instance 0 only. Default 1.
 	Instances int
-	// Restart starts a handler again when it exits on its own (the real
-	// host always does). Without it, Run stops and returns an error.
+	// Restart makes a handler that exits on its own do what it does under
+	// the host: a new one starts unless it exited with status 0, and the
+	// third failure within 30 minutes of the one before stops the host,
+	// which then starts again as a new host, as the platform would. Without
+	// it, any exit of a handler stops Run with an error. A function timeout
+	// kills the handler and starts a new one either way.
 	Restart bool
-	// Output receives the handlers' stdout and stderr; with several
+	// Output receives the handlers' stdout and stderr lines; with several
 	// instances each line starts with "[<instance>] ". Default os.Stderr.
 	Output io.Writer
+	// OnLog is called with every line the host would log for a handler: its
+	// stdout and stderr lines and its responses' Logs, with the level the
+	// host gives each (see LogLine). It must be safe for concurrent use and
+	// return quickly.
+	OnLog func(LogLine)
 	// Logger receives the host's own log (invocations, retries, poison
 	// messages, the handlers' Logs). Default slog.Default().
 	Logger *slog.Logger
@@ -57,11 +66,12 @@ type Options struct {
 	// Env is the handler's base environment, before the settings and the
 	// host's variables. Nil means os.Environ().
 	Env []string
-	// Location is the time zone schedules are evaluated in and timer
-	// payloads are written in. Default UTC, as in Azure.
+	// Location is the host's local time zone: schedules are evaluated in
+	// it, and dates read from JSON with an offset are converted to it.
+	// Default UTC, as in Azure.
 	Location *time.Location
 	// StartTimeout bounds the wait for a new handler to answer GET /.
-	// Default 30 s.
+	// Default 30 s (HttpWorkerOptions.InitializationTimeout).
 	StartTimeout time.Duration
 	// StopTimeout is how long a handler has to exit after SIGTERM before it
 	// gets SIGKILL. Default 10 s.
@@ -70,9 +80,14 @@ type Options struct {
 	// invocations in flight to finish before it sends SIGTERM to the
 	// handlers. Default 0: SIGTERM at once, the handler drains them.
 	DrainTimeout time.Duration
-	// InvocationTimeout bounds one invocation. Default host.json's
-	// functionTimeout.
+	// InvocationTimeout bounds one invocation, its output bindings
+	// included; an invocation that runs out of it fails and its handler is
+	// killed and started again. Default host.json's functionTimeout.
 	InvocationTimeout time.Duration
+	// StorageLatency delays every request the emulator makes to Storage
+	// (receive, delete, update, put, each output message included), standing
+	// in for the round trip to a real account. Default 0.
+	StorageLatency time.Duration
 }
 
 // Invocation describes one finished invocation, for Options.OnInvocation.
@@ -85,7 +100,10 @@ type Invocation struct {
 	Status int
 	// Err is nil when the invocation succeeded (2xx, a valid response and
 	// its outputs written).
-	Err      error
+	Err error
+	// Start is when the invocation began; Duration how long it took, its
+	// output bindings included.
+	Start    time.Time
 	Duration time.Duration
 	// ReturnValue is the response's ReturnValue, when the body was JSON.
 	ReturnValue json.RawMessage
@@ -116,7 +134,14 @@ type Counters struct {
 	MessagesPoisoned  int64 // moved to <queue>-poison
 	TimerTicksRun     int64
 	TimerTicksSkipped int64 // occurrences that passed while a run was going
-	HandlerRestarts   int64
+	// HandlerRestarts counts the handlers started after the first of a
+	// host: after a failure, an exit or a function timeout.
+	HandlerRestarts int64
+	// Timeouts counts the invocations that ran out of functionTimeout.
+	Timeouts int64
+	// HostRestarts counts the times a host stopped (three handler
+	// failures) and started again.
+	HostRestarts int64
 }
 
 // Calls returns the number of invocations of function, whatever their
@@ -166,6 +191,8 @@ type stats struct {
 	ticksRun    atomic.Int64
 	ticksSkip   atomic.Int64
 	restarts    atomic.Int64
+	timeouts    atomic.Int64
+	hostRestart atomic.Int64
 }
 
 // Load reads appDir/host.json and every appDir/<function>/function.json.
@@ -176,13 +203,13 @@ func Load(appDir string, settings map[string]string) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading app %s: %w", appDir, err)
 	}
-	cfg, err := loadHostConfig(abs)
-	if err != nil {
-		return nil, fmt.Errorf("loading app %s: %w", abs, err)
-	}
 	settings = maps.Clone(settings)
 	if settings == nil {
 		settings = map[string]string{}
+	}
+	cfg, err := loadHostConfig(abs, settings)
+	if err != nil {
+		return nil, fmt.Errorf("loading app %s: %w", abs, err)
 	}
 	fns, err := loadFunctions(abs, settings)
 	if err != nil {
@@ -219,6 +246,8 @@ func (h *Host) Counters() Counters {
 		TimerTicksRun:     h.stats.ticksRun.Load(),
 		TimerTicksSkipped: h.stats.ticksSkip.Load(),
 		HandlerRestarts:   h.stats.restarts.Load(),
+		Timeouts:          h.stats.timeouts.Load(),
+		HostRestarts:      h.stats.hostRestart.Load(),
 	}
 }
 
@@ -285,16 +314,13 @@ func (h *Host) withDefaults(o Options) Options {
 	return o
 }
 
-// completionGrace bounds how long Run waits, after the handlers have
-// stopped, for message completions (deletes, releases) to finish.
-const completionGrace = 30 * time.Second
-
 // Run starts the handlers, waits until each answers, then runs the timers
-// and queue pollers until ctx ends. Then it stops taking work, sends SIGTERM
-// to the handlers (after Options.DrainTimeout), waits for them and for the
-// message completions, and returns nil. It returns an error when a handler
-// cannot start, or exits on its own without Options.Restart. A Host runs
-// once.
+// and queue listeners until ctx ends. Then it stops taking work, sends
+// SIGTERM to the handlers (after Options.DrainTimeout), waits for them and
+// for the message completions, and returns nil. It returns an error when a
+// handler cannot start, when a handler exits on its own without
+// Options.Restart, or when a host stops itself without Options.Restart. A
+// Host runs once.
 func (h *Host) Run(ctx context.Context) error {
 	h.mu.Lock()
 	if h.started {
@@ -304,6 +330,7 @@ func (h *Host) Run(ctx context.Context) error {
 	h.started = true
 	h.opts = h.withDefaults(h.Options)
 	h.log = h.opts.Logger
+	h.queues.latency = h.opts.StorageLatency
 	out := newSharedWriter(h.opts.Output)
 	for i := range h.opts.Instances {
 		h.instances = append(h.instances, newInstance(h, i, out))
@@ -315,97 +342,41 @@ func (h *Host) Run(ctx context.Context) error {
 		return err
 	}
 
-	// Three lifetimes: intake (timers and pollers take new work), handlers
-	// (processes run) and work (invocations and message completions).
-	intake, stopIntake := context.WithCancel(ctx)
-	defer stopIntake()
-	handlersCtx, stopHandlers := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopHandlers()
-	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWork()
-
-	superErr := make(chan error, len(instances))
+	// runCtx ends the instances: when ctx ends, or when one fails for good.
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	ready := make(chan error, len(instances))
+	done := make(chan error, len(instances))
 	for _, in := range instances {
-		go func() { superErr <- in.supervise(handlersCtx, ready) }()
+		go func() { done <- in.run(runCtx, ready) }()
 	}
-	running := len(instances)
-	var startErr error
-	for range instances {
-		if err := <-ready; err != nil && startErr == nil {
-			startErr = err
-		}
-	}
-	if startErr != nil {
-		stopHandlers()
-		for range running {
-			<-superErr
-		}
-		return startErr
-	}
-
-	var wg sync.WaitGroup
-	for i, in := range instances {
-		for fi := range h.functions {
-			fn := &h.functions[fi]
-			if fn.Disabled {
-				continue
-			}
-			switch {
-			case fn.Timer != nil && i == 0:
-				// Timer listeners are singletons: one instance holds the
-				// lock and runs the schedule.
-				tr := &timerRunner{h: h, in: in, fn: fn}
-				wg.Go(func() { tr.run(intake, work) })
-			case fn.Queue != nil:
-				p, err := newPoller(h, in, fn)
-				if err != nil {
-					stopIntake()
-					stopHandlers()
-					wg.Wait()
-					for range running {
-						<-superErr
-					}
-					return err
-				}
-				wg.Go(func() { p.run(intake, work, &wg) })
-			}
-		}
-	}
-	h.log.Info("hostemu: host started", "app", h.appDir, "instances", len(instances), "functions", len(h.functions))
-
 	var runErr error
-	select {
-	case <-ctx.Done():
-	case err := <-superErr:
-		running--
-		runErr = err
-	}
-	stopIntake()
-
-	allDone := make(chan struct{})
-	go func() { wg.Wait(); close(allDone) }()
-	if h.opts.DrainTimeout > 0 {
-		select {
-		case <-allDone:
-		case <-time.After(h.opts.DrainTimeout):
-		}
-	}
-	stopHandlers()
-	for range running {
-		if err := <-superErr; err != nil && runErr == nil {
+	for range instances {
+		if err := <-ready; err != nil && runErr == nil {
 			runErr = err
 		}
 	}
-	// The handlers are gone, so invocations in flight end quickly; give
-	// their message completions time to reach the queue.
-	select {
-	case <-allDone:
-	case <-time.After(completionGrace):
-		h.log.Warn("hostemu: work still running after the handlers stopped; cancelling it")
+	if runErr != nil {
+		stop()
+		for range instances {
+			<-done
+		}
+		return runErr
 	}
-	stopWork()
-	<-allDone
+	h.log.Info("hostemu: host started", "app", h.appDir, "instances", len(instances), "functions", len(h.functions))
+
+	running := len(instances)
+	select {
+	case <-ctx.Done():
+	case runErr = <-done:
+		running--
+	}
+	stop()
+	for range running {
+		if err := <-done; err != nil && runErr == nil {
+			runErr = err
+		}
+	}
 	h.log.Info("hostemu: host stopped")
 	return runErr
 }

@@ -1,7 +1,6 @@
 package hostemu
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -28,11 +27,42 @@ const (
 	envScriptRoot        = "AzureWebJobsScriptRoot"
 )
 
-// errHandlerStopped fails invocations once an instance's handler is gone
-// for good.
-var errHandlerStopped = errors.New("handler stopped")
+// Worker process constants of the host.
+const (
+	// workerReadyPoll is how often the host asks a starting handler for
+	// GET / (WorkerConstants.WorkerReadyCheckPollingIntervalMilliseconds).
+	workerReadyPoll = 25 * time.Millisecond
+	// crashLimit and crashWindow: the host stops at the third handler
+	// failure that comes within 30 minutes of the one before
+	// (HttpFunctionInvocationDispatcher.ErrorEventsThreshold,
+	// AddOrUpdateErrorBucket; WorkerConstants.
+	// WorkerRestartErrorIntervalThresholdInMinutes).
+	crashLimit  = 3
+	crashWindow = 30 * time.Minute
+	// intentionalRestartExit is the exit status that asks the host for a
+	// new handler without counting as a failure
+	// (WorkerConstants.IntentionalRestartExitCode).
+	intentionalRestartExit = 200
+	// killWait is how long WorkerProcess.Dispose waits for a killed handler.
+	killWait = time.Second
+	// platformRestartDelay is how long after the host stops the emulator
+	// starts it again with Options.Restart. The platform restarts a stopped
+	// host; the host's source says nothing of when.
+	platformRestartDelay = time.Second
+)
 
-// Instance is one host instance: a handler process and the pollers that
+var (
+	// errHandlerStopped fails invocations once an instance's handler is
+	// gone for good.
+	errHandlerStopped = errors.New("handler stopped")
+	// errHostStopped ends an instance whose handler failed crashLimit
+	// times.
+	errHostStopped = errors.New("exceeded http worker restart retry count: the host stopped")
+	// errRestart ends a start that the host abandons for a new one.
+	errRestart = errors.New("handler restart")
+)
+
+// Instance is one host instance: a handler process and the listeners that
 // feed it.
 type Instance struct {
 	h      *Host
@@ -46,8 +76,11 @@ type Instance struct {
 	stopped bool          // no process will run again
 	changed chan struct{} // closed and replaced on every change above
 
+	// restarts asks the supervisor for a new handler (function timeouts).
+	restarts chan string
+
 	watchMu  sync.Mutex
-	watchers map[queueKey][]*poller
+	watchers map[string][]*poller // by queue name
 }
 
 // handlerProc is one run of the handler executable.
@@ -63,6 +96,8 @@ func newInstance(h *Host, index int, out *sharedWriter) *Instance {
 	if h.opts.Instances > 1 {
 		w = out.prefixed(fmt.Sprintf("[%d] ", index))
 	}
+	// DefaultHttpWorkerService's HttpClient puts no limit on the
+	// invocations in flight to the handler; neither does this one.
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.Proxy = nil
 	transport.MaxIdleConnsPerHost = 256
@@ -72,7 +107,8 @@ func newInstance(h *Host, index int, out *sharedWriter) *Instance {
 		out:      w,
 		client:   &http.Client{Transport: transport},
 		changed:  make(chan struct{}),
-		watchers: map[queueKey][]*poller{},
+		restarts: make(chan string, 16),
+		watchers: map[string][]*poller{},
 	}
 }
 
@@ -111,6 +147,14 @@ func (in *Instance) Kill() error {
 	return p.signal(syscall.SIGKILL)
 }
 
+// restartHandler asks for the handler to be killed and a new one started.
+func (in *Instance) restartHandler(reason string) {
+	select {
+	case in.restarts <- reason:
+	default: // restarts already pending
+	}
+}
+
 // setState updates the process state and wakes everyone waiting on it.
 func (in *Instance) setState(p *handlerProc, ready, stopped bool) {
 	in.mu.Lock()
@@ -135,82 +179,257 @@ func (in *Instance) acquire(ctx context.Context) (*handlerProc, error) {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for the handler: %w", ctx.Err())
+			return nil, fmt.Errorf("waiting for the handler: %w", context.Cause(ctx))
 		}
 	}
 }
 
-// supervise runs the handler until ctx ends: it starts it, reports the
-// first start on ready, and starts it again after a crash when
-// Options.Restart is set. On ctx end it stops the handler with SIGTERM
-// (then SIGKILL after Options.StopTimeout).
-func (in *Instance) supervise(ctx context.Context, ready chan<- error) error {
-	log := in.h.log.With("instance", in.index)
-	first := true
-	failures := 0
-	for {
-		p, err := in.start(ctx)
+// completionGrace bounds how long an instance waits, after its handler has
+// stopped, for message completions (deletes, releases) to finish.
+const completionGrace = 30 * time.Second
+
+// run runs the instance until ctx ends: its handler, and its listeners
+// (the timers on instance 0 only: the timer listener is a singleton). It
+// reports on ready whether the first handler started. When ctx ends it
+// stops taking work, waits up to Options.DrainTimeout for the work in
+// flight, stops the handler, and waits for the message completions.
+//
+// When the host stops itself (three handler failures) the instance ends
+// with an error, or with Options.Restart starts again as a new host, as
+// the platform would.
+func (in *Instance) run(ctx context.Context, ready chan<- error) error {
+	for first := true; ; first = false {
+		err := in.runHost(ctx, first, ready)
+		if !errors.Is(err, errHostStopped) || !in.h.opts.Restart || ctx.Err() != nil {
+			return err
+		}
+		in.h.log.Error("hostemu: the host stopped; starting it again as the platform does", "instance", in.index, "err", err)
+		in.h.stats.hostRestart.Add(1)
+		if !sleepCtx(ctx, platformRestartDelay) {
+			return nil
+		}
+	}
+}
+
+// runHost is one life of the host on this instance.
+func (in *Instance) runHost(ctx context.Context, first bool, ready chan<- error) error {
+	h := in.h
+	fail := func(err error) error {
 		if first {
-			first = false
 			ready <- err
-			if err != nil {
-				in.setState(nil, false, true)
-				return err
-			}
-		} else if err != nil {
-			if ctx.Err() != nil {
-				in.setState(nil, false, true)
-				return nil
-			}
-			if !in.h.opts.Restart {
-				in.setState(nil, false, true)
-				return err
-			}
-			failures++
-			log.Error("hostemu: handler failed to start; retrying", "err", err)
-			if !sleepCtx(ctx, min(time.Duration(failures)*500*time.Millisecond, 5*time.Second)) {
-				in.setState(nil, false, true)
-				return nil
-			}
-			in.h.stats.restarts.Add(1)
+		}
+		return err
+	}
+	// HttpWorkerOptionsSetup picks one port for the host's life; every
+	// handler it starts listens on it.
+	port, err := freePort()
+	if err != nil {
+		return fail(fmt.Errorf("instance %d: %w", in.index, err))
+	}
+	in.watchMu.Lock()
+	clear(in.watchers)
+	in.watchMu.Unlock()
+	var pollers []*poller
+	for fi := range h.functions {
+		fn := &h.functions[fi]
+		if fn.Disabled || fn.Queue == nil {
 			continue
 		}
-		failures = 0
+		p, err := newPoller(h, in, fn)
+		if err != nil {
+			return fail(err)
+		}
+		pollers = append(pollers, p)
+	}
+	for len(in.restarts) > 0 {
+		<-in.restarts
+	}
+	in.setState(nil, false, false)
+
+	// Three lifetimes: intake (listeners take new work), handlers (the
+	// process runs) and work (invocations and message completions).
+	intake, stopIntake := context.WithCancel(ctx)
+	defer stopIntake()
+	handlers, stopHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHandlers()
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+
+	started := make(chan error, 1)
+	superDone := make(chan error, 1)
+	go func() { superDone <- in.supervise(handlers, port, first, started) }()
+	if first {
+		err := <-started
+		ready <- err
+		if err != nil {
+			<-superDone
+			return err
+		}
+	}
+
+	var wg sync.WaitGroup
+	if in.index == 0 {
+		for fi := range h.functions {
+			if fn := &h.functions[fi]; !fn.Disabled && fn.Timer != nil {
+				tr := &timerRunner{h: h, in: in, fn: fn}
+				wg.Go(func() { tr.run(intake, work) })
+			}
+		}
+	}
+	for _, p := range pollers {
+		wg.Go(func() { p.run(intake, work, &wg) })
+	}
+
+	select {
+	case <-ctx.Done():
+	case err = <-superDone:
+		superDone = nil
+	}
+	stopIntake()
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
+	if err == nil && h.opts.DrainTimeout > 0 {
+		select {
+		case <-allDone:
+		case <-time.After(h.opts.DrainTimeout):
+		}
+	}
+	stopHandlers()
+	if superDone != nil {
+		if e := <-superDone; e != nil && err == nil {
+			err = e
+		}
+	}
+	// The handler is gone, so invocations in flight end quickly; give
+	// their message completions time to reach the queue.
+	select {
+	case <-allDone:
+	case <-time.After(completionGrace):
+		h.log.Warn("hostemu: work still running after the handler stopped; cancelling it", "instance", in.index)
+	}
+	stopWork()
+	<-allDone
+	return err
+}
+
+// supervise runs the handler until ctx ends. It starts it, reports the
+// first start on started when report is set, and then does what the host
+// does when the handler exits or an invocation times out:
+//
+//   - a function timeout kills the process (WorkerProcess.Dispose:
+//     Process.Kill, SIGKILL to the process alone) and starts a new one;
+//     that is no failure;
+//   - exit status 0 raises nothing (WorkerProcess.OnProcessExited): the
+//     host keeps sending invocations to the dead port;
+//   - exit status 200 starts a new one (HttpWorkerProcess.
+//     HandleWorkerProcessRestart);
+//   - any other exit, and a start that fails, is a failure
+//     (HttpWorkerProcess.HandleWorkerProcessExitError, HttpWorkerChannel.
+//     DelayUntilWokerInitialized): a new one starts at once, and the third
+//     failure within 30 minutes of the one before stops the host
+//     (HttpFunctionInvocationDispatcher.RestartWorkerChannel).
+//
+// Without Options.Restart any exit ends supervise with an error. On ctx
+// end it stops the handler with SIGTERM (then SIGKILL after
+// Options.StopTimeout).
+func (in *Instance) supervise(ctx context.Context, port int, report bool, started chan<- error) error {
+	h := in.h
+	log := h.log.With("instance", in.index)
+	var failures []time.Time
+	// failed counts a failure and reports whether the host gives up.
+	failed := func(why string) bool {
+		now := time.Now()
+		if n := len(failures); n > 0 && now.Sub(failures[n-1]) > crashWindow {
+			failures = failures[:0]
+		}
+		failures = append(failures, now)
+		if len(failures) >= crashLimit {
+			log.Error("hostemu: exceeded http worker restart retry count; the host stops", "reason", why)
+			return true
+		}
+		log.Error("hostemu: handler failed; starting a new one", "reason", why)
+		return false
+	}
+	stop := func(err error) error {
+		in.setState(nil, false, true)
+		return err
+	}
+	for {
+		p, err := in.start(ctx, port)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			if report {
+				started <- err
+			}
+			return stop(nil)
+		case report:
+			started <- err
+			return stop(err)
+		case errors.Is(err, errRestart):
+			h.stats.restarts.Add(1)
+			continue
+		case !h.opts.Restart:
+			return stop(err)
+		default:
+			if failed(err.Error()) {
+				return stop(fmt.Errorf("instance %d: %w (last: %v)", in.index, errHostStopped, err))
+			}
+			h.stats.restarts.Add(1)
+			continue
+		}
+		if report {
+			started <- nil
+			report = false
+		}
 		in.setState(p, true, false)
 		log.Info("hostemu: handler ready", "pid", p.cmd.Process.Pid, "port", p.port)
 
 		select {
 		case <-p.exited:
 			if ctx.Err() != nil {
-				in.setState(nil, false, true)
-				return nil
+				return stop(nil)
 			}
+			why := exitText(p.waitErr)
+			if !h.opts.Restart {
+				return stop(fmt.Errorf("instance %d: handler exited: %s", in.index, why))
+			}
+			switch p.cmd.ProcessState.ExitCode() {
+			case 0:
+				log.Error("hostemu: handler exited with status 0; the host does not start a new one")
+				select {
+				case reason := <-in.restarts:
+					log.Warn("hostemu: starting a new handler", "reason", reason)
+				case <-ctx.Done():
+					return stop(nil)
+				}
+			case intentionalRestartExit:
+				log.Info("hostemu: handler exited to be restarted")
+			default:
+				if failed(why) {
+					return stop(fmt.Errorf("instance %d: %w (last: handler exited: %s)", in.index, errHostStopped, why))
+				}
+			}
+		case reason := <-in.restarts:
+			log.Warn("hostemu: killing the handler and starting a new one", "reason", reason, "pid", p.cmd.Process.Pid)
 			in.setState(nil, false, false)
-			if !in.h.opts.Restart {
-				in.setState(nil, false, true)
-				return fmt.Errorf("instance %d: handler exited: %s", in.index, exitText(p.waitErr))
-			}
-			log.Error("hostemu: handler exited; restarting it", "err", exitText(p.waitErr))
-			in.h.stats.restarts.Add(1)
+			p.kill()
 		case <-ctx.Done():
 			// Stop taking invocations, then let the handler drain the ones
 			// in flight.
 			in.setState(p, false, true)
-			p.stop(in.h.opts.StopTimeout)
+			p.stop(h.opts.StopTimeout)
 			log.Info("hostemu: handler stopped", "exit", exitText(p.waitErr))
-			in.setState(nil, false, true)
-			return nil
+			return stop(nil)
 		}
+		in.setState(nil, false, false)
+		h.stats.restarts.Add(1)
 	}
 }
 
 // start starts a handler process and waits until it answers GET /.
-func (in *Instance) start(ctx context.Context) (*handlerProc, error) {
+func (in *Instance) start(ctx context.Context, port int) (*handlerProc, error) {
 	h := in.h
-	port, err := freePort()
-	if err != nil {
-		return nil, fmt.Errorf("instance %d: starting the handler: %w", in.index, err)
-	}
 	exe := h.config.Handler.ExecutablePath
 	if !filepath.IsAbs(exe) {
 		// Like HttpWorkerDescription: relative to the app, else on PATH.
@@ -221,9 +440,10 @@ func (in *Instance) start(ctx context.Context) (*handlerProc, error) {
 	cmd := exec.Command(exe, h.config.Handler.Arguments...)
 	cmd.Dir = h.config.Handler.WorkingDirectory
 	cmd.Env = in.environment(port)
-	lw := &lineFlusher{w: in.out}
-	cmd.Stdout = lw
-	cmd.Stderr = lw
+	stdout := &lineSplitter{line: func(s string) { in.processLine(SourceStdout, s) }}
+	stderr := &lineSplitter{line: func(s string) { in.processLine(SourceStderr, s) }}
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
 	cmd.SysProcAttr = sysProcAttr()
 	// A grandchild holding the output pipe open must not block Wait.
 	cmd.WaitDelay = 2 * time.Second
@@ -233,7 +453,8 @@ func (in *Instance) start(ctx context.Context) (*handlerProc, error) {
 	p := &handlerProc{cmd: cmd, port: port, exited: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
-		lw.flush()
+		stdout.flush()
+		stderr.flush()
 		close(p.exited)
 	}()
 	in.mu.Lock()
@@ -241,37 +462,62 @@ func (in *Instance) start(ctx context.Context) (*handlerProc, error) {
 	in.mu.Unlock()
 
 	if err := in.waitReady(ctx, p); err != nil {
-		p.stop(in.h.opts.StopTimeout)
+		p.kill()
 		return nil, fmt.Errorf("instance %d: %w", in.index, err)
 	}
 	return p, nil
 }
 
-// waitReady polls GET / until the handler answers. Like the host
-// (DefaultHttpWorkerService.IsWorkerReady), any HTTP response means ready;
-// only a refused connection means "not yet".
+// waitReady asks the handler for GET / every 25 ms until it answers, as
+// DefaultHttpWorkerService.IsWorkerReady does: any HTTP response, or any
+// failure but a refused connection, means ready; the host gives up after
+// Options.StartTimeout's worth of polling intervals (30 s). A handler that
+// exits with a failure status ends the wait at once; one that exits with
+// status 0 raises nothing, and the polling runs on.
 func (in *Instance) waitReady(ctx context.Context, p *handlerProc) error {
-	deadline := time.NewTimer(in.h.opts.StartTimeout)
-	defer deadline.Stop()
+	polls := int(in.h.opts.StartTimeout / workerReadyPoll)
 	url := "http://127.0.0.1:" + strconv.Itoa(p.port) + "/"
-	for {
-		reqCtx, cancel := context.WithTimeout(ctx, time.Second)
-		req, _ := http.NewRequestWithContext(reqCtx, http.MethodGet, url, nil)
+	exited := p.exited
+	for i := 0; ; i++ {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := in.client.Do(req)
-		cancel()
 		if err == nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 			_ = resp.Body.Close()
 			return nil
 		}
-		select {
-		case <-p.exited:
-			return fmt.Errorf("the handler exited before answering GET /: %s", exitText(p.waitErr))
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			return ctx.Err()
-		case <-deadline.C:
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil
+		}
+		if i >= polls {
 			return fmt.Errorf("the handler did not answer GET / on port %d within %v", p.port, in.h.opts.StartTimeout)
-		case <-time.After(50 * time.Millisecond):
+		}
+		t := time.NewTimer(workerReadyPoll)
+		for waiting := true; waiting; {
+			select {
+			case <-exited:
+				switch p.cmd.ProcessState.ExitCode() {
+				case 0:
+					exited = nil
+				case intentionalRestartExit:
+					t.Stop()
+					return errRestart
+				default:
+					t.Stop()
+					return fmt.Errorf("the handler exited before answering GET /: %s", exitText(p.waitErr))
+				}
+			case reason := <-in.restarts:
+				t.Stop()
+				return fmt.Errorf("%w: %s", errRestart, reason)
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+				waiting = false
+			}
 		}
 	}
 }
@@ -310,6 +556,23 @@ func (p *handlerProc) signal(sig syscall.Signal) error {
 	default:
 	}
 	return signalGroup(p.cmd.Process, sig)
+}
+
+// kill is WorkerProcess.Dispose: Process.Kill (SIGKILL to the process,
+// not its group), then a wait of up to a second.
+func (p *handlerProc) kill() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Kill()
+	t := time.NewTimer(killWait)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+	case <-t.C:
+	}
 }
 
 // stop sends SIGTERM, waits up to grace, then SIGKILL, and waits for exit.
@@ -356,71 +619,5 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return true
 	case <-ctx.Done():
 		return false
-	}
-}
-
-// sharedWriter serializes writes from several handlers to one writer.
-type sharedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func newSharedWriter(w io.Writer) *sharedWriter { return &sharedWriter{w: w} }
-
-func (s *sharedWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
-
-// prefixed returns a writer that puts prefix before every line.
-func (s *sharedWriter) prefixed(prefix string) io.Writer {
-	return prefixWriter{s: s, prefix: []byte(prefix)}
-}
-
-// prefixWriter receives whole lines from a lineFlusher.
-type prefixWriter struct {
-	s      *sharedWriter
-	prefix []byte
-}
-
-func (p prefixWriter) Write(b []byte) (int, error) {
-	var buf bytes.Buffer
-	for line := range bytes.Lines(b) {
-		buf.Write(p.prefix)
-		buf.Write(line)
-	}
-	if _, err := p.s.Write(buf.Bytes()); err != nil {
-		return 0, err
-	}
-	return len(b), nil
-}
-
-// lineFlusher passes whole lines on, so that lines of several handlers do
-// not interleave mid-line.
-type lineFlusher struct {
-	mu  sync.Mutex
-	w   io.Writer
-	buf []byte
-}
-
-func (l *lineFlusher) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	if i := bytes.LastIndexByte(l.buf, '\n'); i >= 0 {
-		_, _ = l.w.Write(l.buf[:i+1])
-		l.buf = append(l.buf[:0], l.buf[i+1:]...)
-	}
-	return len(p), nil
-}
-
-// flush writes a last unterminated line.
-func (l *lineFlusher) flush() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.buf) > 0 {
-		_, _ = l.w.Write(append(l.buf, '\n'))
-		l.buf = nil
 	}
 }

@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -38,6 +40,10 @@ const (
 	dateTimeMin = "0001-01-01T00:00:00"
 )
 
+// errFunctionTimeout is the cause of an invocation context that ran out of
+// functionTimeout.
+var errFunctionTimeout = errors.New("function timeout")
+
 // invocationResult is the body a custom handler answers with.
 type invocationResult struct {
 	Outputs     map[string]json.RawMessage `json:"Outputs"`
@@ -45,30 +51,51 @@ type invocationResult struct {
 	ReturnValue json.RawMessage            `json:"ReturnValue"`
 }
 
-// invoke POSTs one invocation to the instance's handler, writes the output
-// bindings after a 2xx, records it and reports whether it succeeded.
-func (in *Instance) invoke(ctx context.Context, fn *Function, data, metadata map[string]any, dequeueCount int64) bool {
+// invoke runs one invocation: it POSTs data and metadata to the instance's
+// handler and, after a 2xx, writes the output bindings; it records the
+// invocation and reports whether it succeeded.
+//
+// Like the host, the invocation ends only once its output bindings are
+// written (WorkerFunctionInvoker.InvokeCore awaits BindOutputsAsync), and
+// functionTimeout bounds the whole of it (FunctionExecutor.
+// InvokeWithTimeoutAsync). An invocation that runs out of time fails, and
+// the host kills the handler process and starts a new one
+// (WebScriptHostExceptionHandler.OnTimeoutExceptionAsync with the zero
+// grace period the script host configures, then HttpFunctionInvocation-
+// Dispatcher.RestartWorkerWithInvocationIdAsync).
+func (in *Instance) invoke(ctx context.Context, fn *Function, data map[string]any, metadata *bindingData, dequeueCount int64) bool {
 	h := in.h
 	start := time.Now()
-	inv := Invocation{Function: fn.Name, Instance: in.index, ID: newUUID(), DequeueCount: dequeueCount}
-	metadata["sys"] = map[string]any{
-		"MethodName": fn.Name,
-		"UtcNow":     start.UTC().Format(layoutUTC),
-		"RandGuid":   newUUID(),
+	inv := Invocation{Function: fn.Name, Instance: in.index, ID: newUUID(), DequeueCount: dequeueCount, Start: start}
+	if metadata == nil {
+		metadata = newBindingData()
+		metadata.set("sys", sysBindingData(fn.Name, start))
 	}
-	status, result, err := in.post(ctx, fn, inv.ID, map[string]any{"Data": data, "Metadata": metadata})
+	timeout := h.opts.InvocationTimeout
+	ictx, cancel := ctx, context.CancelFunc(func() {})
+	if timeout > 0 {
+		ictx, cancel = context.WithTimeoutCause(ctx, timeout, errFunctionTimeout)
+	}
+	status, result, err := in.post(ictx, fn, inv.ID, map[string]any{"Data": data, "Metadata": metadata})
 	inv.Status = status
 	if result != nil {
 		inv.ReturnValue = result.ReturnValue
 	}
 	if err == nil {
-		// Like the host, the response's Logs are logged only after a 2xx.
+		// DefaultHttpWorkerService.ProcessLogsFromHttpResponse: the Logs of a
+		// 2xx response whose body the host could read, each at Information.
 		for _, line := range result.Logs {
 			h.log.Info(line, "function", fn.Name, "invocation", inv.ID)
+			in.emitLog(LogLine{Level: slog.LevelInfo, Source: SourceLogs, Function: fn.Name, InvocationID: inv.ID, Text: line})
 		}
-		// Outputs are written only after a 2xx; a failure to write them
-		// fails the invocation.
-		err = in.writeOutputs(ctx, fn, result)
+		err = in.writeOutputs(ictx, fn, result)
+	}
+	timedOut := err != nil && errors.Is(context.Cause(ictx), errFunctionTimeout)
+	cancel()
+	if timedOut {
+		err = fmt.Errorf("timeout value of %v exceeded by function %q: %w", timeout, fn.Name, err)
+		h.stats.timeouts.Add(1)
+		in.restartHandler("function timeout")
 	}
 	inv.Err = err
 	inv.Duration = time.Since(start)
@@ -90,11 +117,7 @@ func (in *Instance) post(ctx context.Context, fn *Function, id string, payload a
 	if err != nil {
 		return 0, nil, fmt.Errorf("encoding the request: %w", err)
 	}
-	if t := in.h.opts.InvocationTimeout; t > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, t)
-		defer cancel()
-	}
+	// WorkerFunctionInvoker.InvokeCore waits while the handler (re)starts.
 	p, err := in.acquire(ctx)
 	if err != nil {
 		return 0, nil, err
@@ -146,103 +169,101 @@ func (in *Instance) post(ctx context.Context, fn *Function, id string, payload a
 	return resp.StatusCode, result, nil
 }
 
-// writeOutputs writes the queue output bindings of a successful invocation.
+// writeOutputs writes the queue output bindings of a successful
+// invocation. The bindings are written side by side, the messages of one
+// binding one after the other (WorkerFunctionInvoker.BindOutputsAsync
+// awaits Task.WhenAll of the bindings; FunctionBinding.
+// BindAsyncCollectorAsync awaits one AddAsync per message).
 func (in *Instance) writeOutputs(ctx context.Context, fn *Function, result *invocationResult) error {
-	h := in.h
-	for _, o := range fn.Outputs {
+	var wg sync.WaitGroup
+	errs := make([]error, len(fn.Outputs))
+	for i := range fn.Outputs {
+		o := &fn.Outputs[i]
 		raw, ok := result.Outputs[o.Binding]
 		if !ok {
 			continue
 		}
-		msgs, err := outputMessages(raw, o.DataType)
-		if err != nil {
+		wg.Go(func() { errs[i] = in.writeBinding(ctx, o, raw) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// writeBinding writes one output binding's messages, each with a request of
+// its own (QueuesExtensionConfigProvider.QueueAsyncCollector.AddAsync: no
+// batching).
+func (in *Instance) writeBinding(ctx context.Context, o *QueueOutput, raw json.RawMessage) error {
+	h := in.h
+	msgs, err := outputMessages(raw, o.DataType, h.opts.Location)
+	if err != nil {
+		return fmt.Errorf("output binding %q: %w", o.Binding, err)
+	}
+	for _, m := range msgs {
+		text := encodeMessage(m, h.config.Queues.MessageEncoding)
+		if err := h.queues.enqueue(ctx, o.connectionString, o.QueueName, text); err != nil {
 			return fmt.Errorf("output binding %q: %w", o.Binding, err)
 		}
-		if len(msgs) == 0 {
-			continue
-		}
-		for _, m := range msgs {
-			text := encodeMessage(m, h.config.Queues.MessageEncoding)
-			if err := h.queues.enqueue(ctx, o.connectionString, o.QueueName, text); err != nil {
-				return fmt.Errorf("output binding %q: %w", o.Binding, err)
-			}
-			h.stats.enqueued.Add(1)
-			// As the host's QueueAsyncCollector does after each message
-			// (SharedQueueWatcher): a poller of this queue in the same
-			// instance that is backing off polls at once.
-			in.notify(queueKey{conn: o.connectionString, name: o.QueueName})
-		}
+		h.stats.enqueued.Add(1)
+		// QueueAsyncCollector.AddAsync notifies the instance's listeners of
+		// the queue after each message (SharedQueueWatcher).
+		in.notify(o.QueueName)
 	}
 	return nil
 }
 
-// outputMessages turns an output binding's value into queue messages, as
-// the host does: an array is one message per element (strings as they
-// are, anything else as its JSON); a lone string is base64-decoded when it
-// happens to be valid base64 and the binding is not binary
-// (HttpScriptInvocationResultExtensions.GetBindingValue); any other value
-// is one message of its JSON.
-func outputMessages(raw json.RawMessage, dataType string) ([][]byte, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
+// outputMessages turns an output binding's value into the contents of the
+// queue messages the host writes for it:
+//
+//   - null: none (WorkerFunctionInvoker.BindOutputsAsync skips it);
+//   - a string that is valid base64, unless the binding's dataType is
+//     binary: its bytes (HttpScriptInvocationResultExtensions.
+//     GetBindingValue);
+//   - another string that looks like JSON (Utility.IsJson): parsed, and
+//     then an array gives one message per element, anything else one
+//     message (FunctionBinding.ReadAsEnumerable); a string that does not
+//     parse fails the invocation;
+//   - an array: one message per element;
+//   - anything else: one message.
+//
+// Each value becomes its ToString() text (FunctionBinding.
+// BindAsyncCollectorAsync with the IAsyncCollector<byte[]> the queue
+// binding's converters make the default): an object or array is indented
+// JSON, a string is its text, a number or a boolean its .NET text ("True"),
+// a null element the empty message. The host reads the response with
+// Newtonsoft.Json, so a string in the ISO date form is a DateTime by then
+// and is written back in Newtonsoft's date form.
+func outputMessages(raw json.RawMessage, dataType string, loc *time.Location) ([][]byte, error) {
+	if loc == nil {
+		loc = time.UTC
+	}
+	v, err := parseJToken(raw, loc)
+	if err != nil {
+		return nil, err
+	}
+	if v.kind == jNull {
 		return nil, nil
 	}
-	switch raw[0] {
-	case '[':
-		var elems []json.RawMessage
-		if err := json.Unmarshal(raw, &elems); err != nil {
-			return nil, err
-		}
-		msgs := make([][]byte, 0, len(elems))
-		for _, e := range elems {
-			m, err := messageOf(e)
-			if err != nil {
-				return nil, err
-			}
-			if m != nil {
-				msgs = append(msgs, m)
-			}
-		}
-		return msgs, nil
-	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, err
-		}
+	if v.kind == jString {
 		if dataType != "binary" {
-			if b, ok := dotnetBase64(s); ok {
+			if b, ok := dotnetBase64(v.text); ok {
 				return [][]byte{b}, nil
 			}
 		}
-		return [][]byte{[]byte(s)}, nil
-	default:
-		m, err := messageOf(raw)
-		if err != nil {
-			return nil, err
+		if isJSONText(v.text) {
+			if v, err = parseJToken([]byte(v.text), loc); err != nil {
+				return nil, fmt.Errorf("the string looks like JSON but is not: %w", err)
+			}
 		}
-		return [][]byte{m}, nil
 	}
-}
-
-// messageOf is one message's content: a string's text, or compact JSON.
-// A null element is no message.
-func messageOf(raw json.RawMessage) ([]byte, error) {
-	raw = bytes.TrimSpace(raw)
-	if string(raw) == "null" {
-		return nil, nil
+	values := []*jtoken{v}
+	if v.kind == jArray {
+		values = v.items
 	}
-	if len(raw) > 0 && raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, err
-		}
-		return []byte(s), nil
+	msgs := make([][]byte, len(values))
+	for i, e := range values {
+		msgs[i] = []byte(e.valueText())
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return msgs, nil
 }
 
 // dotnetBase64 decodes s like Convert.FromBase64String: white space is
@@ -299,8 +320,70 @@ func marshal(v any) ([]byte, error) {
 // jsonString is s serialized as a JSON string, as JsonConvert.SerializeObject
 // does for a string.
 func jsonString(s string) string {
-	b, _ := marshal(s)
-	return string(b)
+	return newtonsoftQuote(s)
+}
+
+// bindingData is an invocation's binding data as the host keeps it: a
+// dictionary whose keys compare case-insensitively, where setting a key
+// that is there keeps its first spelling and position. It marshals as the
+// invocation's Metadata (ScriptInvocationContextExtensions.
+// ToHttpScriptInvocationContext): null values and keys ending in "trigger"
+// are left out.
+type bindingData struct {
+	keys []string
+	vals map[string]any // by upper-cased key
+}
+
+func newBindingData() *bindingData { return &bindingData{vals: map[string]any{}} }
+
+func (b *bindingData) set(key string, v any) {
+	k := strings.ToUpper(key)
+	if _, ok := b.vals[k]; !ok {
+		b.keys = append(b.keys, key)
+	}
+	b.vals[k] = v
+}
+
+// get returns the value of key.
+func (b *bindingData) get(key string) (any, bool) {
+	v, ok := b.vals[strings.ToUpper(key)]
+	return v, ok
+}
+
+// MarshalJSON writes the Metadata object.
+func (b *bindingData) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	n := 0
+	for _, key := range b.keys {
+		v := b.vals[strings.ToUpper(key)]
+		if v == nil || strings.HasSuffix(strings.ToLower(key), "trigger") {
+			continue
+		}
+		enc, err := marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			buf.WriteByte(',')
+		}
+		n++
+		buf.WriteString(newtonsoftQuote(key))
+		buf.WriteByte(':')
+		buf.Write(enc)
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// sysBindingData is the "sys" binding data the WebJobs SDK adds to every
+// invocation (SystemBindingData).
+func sysBindingData(function string, now time.Time) map[string]any {
+	return map[string]any{
+		"MethodName": function,
+		"UtcNow":     now.UTC().Format(layoutUTC),
+		"RandGuid":   newUUID(),
+	}
 }
 
 // snippet shortens a response body for an error message.

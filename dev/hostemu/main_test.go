@@ -154,7 +154,11 @@ func runHost(t *testing.T, appDir string, settings map[string]string, opts Optio
 	r := &running{h: h, rec: &recorder{}, out: &syncBuffer{}}
 	opts.Output = r.out
 	opts.Logger = slog.New(slog.NewTextHandler(r.out, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	opts.OnInvocation = r.rec.add
+	if f := opts.OnInvocation; f != nil {
+		opts.OnInvocation = func(inv Invocation) { r.rec.add(inv); f(inv) }
+	} else {
+		opts.OnInvocation = r.rec.add
+	}
 	h.Options = opts
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -5,10 +5,14 @@ import (
 	"time"
 )
 
-// timerRunner runs one timer-triggered function, modelled on the host's
-// TimerListener: one invocation at a time, the next occurrence computed
-// from when the last one ran, so occurrences that pass during a run are
-// skipped (and one that is already due runs at once).
+// timerRunner runs one timer-triggered function, modelled on the timer
+// extension's TimerListener: one invocation at a time (its invocation
+// lock); after an invocation, Next is the schedule's next occurrence after
+// the time the invocation began (InvokeJobFunction), and the timer is armed
+// only once the invocation has ended (HandleTimerEvent, StartTimer). So a
+// run that overruns its interval is followed at once by the next
+// (GetNextTimerInterval: a Next in the past is due in one tick), and the
+// occurrences that passed in between are skipped.
 type timerRunner struct {
 	h  *Host
 	in *Instance
@@ -65,6 +69,7 @@ func (t *timerRunner) run(intake, work context.Context) {
 			"ScheduleStatus": nil,
 			"IsPastDue":      false,
 		}
+		// TimerListener passes ScheduleStatus only with a schedule monitor.
 		if trig.UseMonitor {
 			payload["ScheduleStatus"] = map[string]any{
 				"Last":        dateTime(status.last),
@@ -72,7 +77,7 @@ func (t *timerRunner) run(intake, work context.Context) {
 				"LastUpdated": dateTime(status.lastUpdated),
 			}
 		}
-		t.in.invoke(work, t.fn, map[string]any{trig.Binding: payload}, map[string]any{}, 0)
+		t.in.invoke(work, t.fn, map[string]any{trig.Binding: payload}, nil, 0)
 		t.h.stats.ticksRun.Add(1)
 
 		// A timer that fires a little early counts as on time

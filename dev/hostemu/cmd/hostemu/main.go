@@ -1,7 +1,7 @@
 // Command hostemu runs a function app under the local Functions host
 // stand-in (package hostemu) until SIGINT or SIGTERM:
 //
-//	hostemu --app /work/main --settings local.settings.json
+//	hostemu --app /work/main --settings local.settings.json [--storage-latency 8ms]
 //
 // The settings file has the Core Tools shape
 // {"IsEncrypted":false,"Values":{"NAME":"value",...}}; a relative path is
@@ -34,8 +34,9 @@ func run() error {
 	app := flag.String("app", ".", "function app directory (holds host.json)")
 	settingsPath := flag.String("settings", "local.settings.json", "settings file; relative paths are taken from --app")
 	instances := flag.Int("instances", 1, "number of host instances")
-	restart := flag.Bool("restart", true, "start the handler again when it exits")
+	restart := flag.Bool("restart", true, "when a handler exits, do what the host and the platform do (see Options.Restart); else stop")
 	verbose := flag.Bool("v", false, "log every invocation")
+	storageLatency := flag.Duration("storage-latency", 0, "delay every Storage queue request (receive, delete, update, each message written) by this much")
 	flag.Parse()
 
 	level := slog.LevelInfo
@@ -57,10 +58,11 @@ func run() error {
 		return err
 	}
 	h.Options = hostemu.Options{
-		Instances: *instances,
-		Restart:   *restart,
-		Output:    os.Stdout,
-		Logger:    logger,
+		Instances:      *instances,
+		Restart:        *restart,
+		Output:         os.Stdout,
+		Logger:         logger,
+		StorageLatency: *storageLatency,
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -76,7 +78,7 @@ func run() error {
 		"enqueued", c.MessagesEnqueued, "deleted", c.MessagesDeleted,
 		"retried", c.MessagesRetried, "poisoned", c.MessagesPoisoned,
 		"ticksRun", c.TimerTicksRun, "ticksSkipped", c.TimerTicksSkipped,
-		"restarts", c.HandlerRestarts)
+		"restarts", c.HandlerRestarts, "timeouts", c.Timeouts, "hostRestarts", c.HostRestarts)
 	return err
 }
 

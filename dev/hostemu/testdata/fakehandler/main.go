@@ -1,12 +1,15 @@
 // Command fakehandler is a tiny custom handler for the hostemu tests.
 //
 // GET / answers 200. POST /scan answers 200 with three queue messages in
-// Outputs.operations and three values of other kinds in Outputs.audit on
-// its first call, and empty arrays after that; it sleeps SCAN_SLEEP first.
-// POST /poll answers 500 when the message's operationId starts with "fail",
-// else 200. Every response's ReturnValue echoes the request, so that tests
-// see what the host sent. On SIGTERM it prints "fakehandler: SIGTERM",
-// drains and exits 0.
+// Outputs.operations (SCAN_MESSAGES of them when set) and three values of
+// other kinds in Outputs.audit on its first call, and empty arrays after
+// that; it sleeps SCAN_SLEEP first. With SCAN_LOG set, every scan writes
+// lines to stdout and stderr; with SCAN_EXIT set, the first scan exits the
+// process with that status. POST /poll answers 500 when the message's
+// operationId starts with "fail", sleeps first when it is "sleep:<duration>",
+// and answers 200. Every response's ReturnValue echoes the request, so that
+// tests see what the host sent. On SIGTERM it prints "fakehandler:
+// SIGTERM", drains and exits 0.
 package main
 
 import (
@@ -17,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,13 +49,30 @@ func main() {
 		overlap := active.Add(1) > 1
 		defer active.Add(-1)
 		body, _ := io.ReadAll(r.Body)
+		if os.Getenv("SCAN_LOG") != "" {
+			fmt.Println("fakehandler: scan on stdout")
+			fmt.Fprintln(os.Stderr, "fakehandler: scan on stderr")
+			fmt.Fprintln(os.Stderr, "fakehandler: WARNING: scan warns")
+			fmt.Fprintln(os.Stderr, "LanguageWorkerConsoleLogfakehandler: for the host")
+		}
+		first := scans.Add(1) == 1
+		if code := os.Getenv("SCAN_EXIT"); code != "" && first {
+			n, _ := strconv.Atoi(code)
+			os.Exit(n)
+		}
 		time.Sleep(sleep)
 		ops, audit := []any{}, []any{}
-		if scans.Add(1) == 1 {
+		if first {
 			ops = []any{
 				map[string]string{"subscriptionId": "sub", "operationId": "ok-1"},
 				map[string]string{"subscriptionId": "sub", "operationId": "ok-2"},
 				map[string]string{"subscriptionId": "sub", "operationId": "fail-1"},
+			}
+			if n, err := strconv.Atoi(os.Getenv("SCAN_MESSAGES")); err == nil {
+				ops = ops[:0]
+				for i := range n {
+					ops = append(ops, map[string]string{"subscriptionId": "sub", "operationId": "op-" + strconv.Itoa(i)})
+				}
 			}
 			audit = []any{map[string]int{"a": 1}, "plain text", []int{1, 2}}
 		}
@@ -65,8 +86,12 @@ func main() {
 		status := http.StatusOK
 		if err := json.Unmarshal(body, &req); err != nil {
 			status = http.StatusBadRequest
-		} else if strings.HasPrefix(operationID(req.Data["operation"]), "fail") {
+		} else if id := operationID(req.Data["operation"]); strings.HasPrefix(id, "fail") {
 			status = http.StatusInternalServerError
+		} else if d, ok := strings.CutPrefix(id, "sleep:"); ok {
+			if d, err := time.ParseDuration(d); err == nil {
+				time.Sleep(d)
+			}
 		}
 		reply(w, status, map[string]any{}, r, body, false)
 	})
