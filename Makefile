@@ -34,7 +34,7 @@ bench: build
 fuzz:
 	$(GO) test ./functions -run '^$$' -fuzz FuzzQueueMessage -fuzztime 30s
 	$(GO) test ./functions -run '^$$' -fuzz FuzzDecodeEnvelope -fuzztime 30s
-	$(GO) test ./poll -run '^$$' -fuzz FuzzMessageValidate -fuzztime 30s
+	$(GO) test ./internal/queuemsg -run '^$$' -fuzz FuzzDecode -fuzztime 30s
 	$(GO) test ./internal/clusterservice -run '^$$' -fuzz FuzzParseInternalID -fuzztime 30s
 
 clean:

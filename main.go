@@ -30,7 +30,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "opstatus: setting %v\n", err)
 		os.Exit(1)
 	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	// The host logs stdout lines at Information and stderr lines at Error
+	// (Warning if they contain "warn"): Info goes to stdout, Warn and Error
+	// to stderr.
+	logger := slog.New(functions.NewLogHandler(os.Stdout, os.Stderr, slog.LevelInfo))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := run(ctx, cfg, logger); err != nil {
@@ -83,17 +86,21 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 
+	timeout := functionTimeout(logger)
 	hostname, _ := os.Hostname()
-	schedule := &poll.Schedule{}
 	pollFn := &poll.Function{
-		DB:       db,
-		Cluster:  cs,
-		Locker:   locker,
-		Notifier: arm.NewNotifier(cfg.NotificationsAllowHTTP),
-		Owner:    fmt.Sprintf("opstatus/%s/%d", hostname, os.Getpid()),
-		Schedule: schedule,
+		DB:          db,
+		Cluster:     cs,
+		Locker:      locker,
+		Notifier:    arm.NewNotifier(cfg.NotificationsAllowHTTP),
+		Owner:       fmt.Sprintf("opstatus/%s/%d", hostname, os.Getpid()),
+		Interval:    cfg.ScanInterval(time.Now()),
+		MaxInFlight: cfg.ClusterServiceMaxInFlight,
+		Deadline:    timeout / 2,
 	}
-	scanFn := &scan.Function{DB: db, Schedule: schedule}
+	// The host writes scan's messages after its answer, within the same
+	// functionTimeout: the listing takes at most a quarter of it.
+	scanFn := &scan.Function{DB: db, Deadline: timeout / 4}
 	srv := functions.NewServer(logger, map[string]functions.Handler{
 		"scan": scanFn.Handle,
 		"poll": pollFn.Handle,
@@ -109,6 +116,22 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	}
 	logger.Info("opstatus listening", "addr", ln.Addr().String())
 	return serve(ctx, srv, ln, locker, releaseWait, logger)
+}
+
+// functionTimeout is host.json's functionTimeout, read from the working
+// directory, which the host sets to the function app's root; when it cannot
+// be read, the shortest default of the plans.
+func functionTimeout(logger *slog.Logger) time.Duration {
+	b, err := os.ReadFile("host.json")
+	if err == nil {
+		var d time.Duration
+		if d, err = config.FunctionTimeout(b); err == nil {
+			return d
+		}
+	}
+	logger.Warn("functionTimeout not read from host.json; assuming the default", "error", err,
+		"function_timeout", config.DefaultFunctionTimeout)
+	return config.DefaultFunctionTimeout
 }
 
 // checkLockTTL reads the lock TTL within timeout. Only a TTL the lock cannot

@@ -1,7 +1,7 @@
 package functions
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -11,40 +11,154 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+func TestLogHandlerWritesEachLevelWhereTheHostReadsIt(t *testing.T) {
+	tests := []struct {
+		name       string
+		level      slog.Level // of the handler; Info if zero
+		record     slog.Level
+		msg        string
+		attrs      []any
+		wantStream string // "" for none
+	}{
+		{name: "debug is off", record: slog.LevelDebug, msg: "d"},
+		{name: "debug when asked for", level: slog.LevelDebug, record: slog.LevelDebug, msg: "d", wantStream: "stdout"},
+		{name: "info", record: slog.LevelInfo, msg: "i", wantStream: "stdout"},
+		{name: "info that mentions errors", record: slog.LevelInfo, msg: "error: failed, severe", wantStream: "stdout"},
+		{name: "warn", record: slog.LevelWarn, msg: "w", wantStream: "stderr"},
+		{name: "between warn and error", record: slog.LevelWarn + 2, msg: "w2", wantStream: "stderr"},
+		{name: "error", record: slog.LevelError, msg: "e", wantStream: "stderr"},
+		{name: "error above error", record: slog.LevelError + 4, msg: "e4", wantStream: "stderr"},
+		{
+			name: "error that mentions warnings", record: slog.LevelError, msg: "Warning: WARN, warn and wArNiNg",
+			attrs: []any{"warnings", "AWARNING", "nested", slog.GroupValue(slog.String("warn", "swarn"))}, wantStream: "stderr",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr safeBuffer
+			log := slog.New(NewLogHandler(&stdout, &stderr, tt.level))
+			log.Log(context.Background(), tt.record, tt.msg, tt.attrs...)
+
+			entries := processEntries(t, &stdout, &stderr)
+			if tt.wantStream == "" {
+				require.Empty(t, entries)
+				return
+			}
+			require.Len(t, entries, 1)
+			e := entries[0]
+			require.Equal(t, tt.wantStream, e.source)
+			require.Equal(t, hostLevelOf(tt.record), e.level, e.line)
+			require.Equal(t, tt.msg, e.msg, "JSON decoders read the text as it was logged")
+			if tt.attrs != nil {
+				require.Equal(t, "AWARNING", e.rec["warnings"])
+				require.Equal(t, map[string]any{"warn": "swarn"}, e.rec["nested"])
+			}
+		})
+	}
+}
+
+func TestLogHandlerKeepsAttributesAndGroups(t *testing.T) {
+	var stdout, stderr safeBuffer
+	log := slog.New(NewLogHandler(&stdout, &stderr, nil)).With("k", "v").WithGroup("g")
+	log.Info("i", "a", 1)
+	log.Warn("w", "a", 2)
+	log.Error("e", "a", 3)
+
+	entries := processEntries(t, &stdout, &stderr)
+	require.Len(t, entries, 3)
+	for _, e := range entries {
+		require.Equal(t, "v", e.rec["k"], e.line)
+		require.Contains(t, e.rec["g"], "a", e.line)
+		require.Equal(t, hostLevelOf(map[string]slog.Level{"i": slog.LevelInfo, "w": slog.LevelWarn, "e": slog.LevelError}[e.msg]), e.level)
+	}
+}
+
+func TestEscapeWarn(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{in: `{"msg":"ok"}`, want: `{"msg":"ok"}`},
+		{in: `{"msg":"warn"}`, want: `{"msg":"\u0077arn"}`},
+		{in: `{"msg":"WARN Warning wArN"}`, want: `{"msg":"\u0057ARN \u0057arning \u0077ArN"}`},
+		{in: `{"warnwarn":"swarn"}`, want: `{"\u0077arn\u0077arn":"s\u0077arn"}`},
+		{in: `{"msg":"war n, wa rn, \\warn"}`, want: `{"msg":"war n, wa rn, \\\u0077arn"}`},
+		{in: `{"msg":"wwarn"}`, want: `{"msg":"w\u0077arn"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got := string(escapeWarn([]byte(tt.in)))
+			require.Equal(t, tt.want, got)
+			require.Equal(t, -1, indexWarn([]byte(got)))
+			var in, out any
+			require.NoError(t, json.Unmarshal([]byte(tt.in), &in))
+			require.NoError(t, json.Unmarshal([]byte(got), &out))
+			require.Equal(t, in, out, "the same text once decoded")
+		})
+	}
+}
+
 func TestInvocationLogger(t *testing.T) {
-	var process bytes.Buffer
-	base := slog.New(slog.NewJSONHandler(&process, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	c := &collector{}
-	log := invocationLogger(base, c, "inv-1", "poll")
+	var stdout, stderr safeBuffer
+	base := slog.New(NewLogHandler(&stdout, &stderr, nil))
+	c, log := newInvocation(base, "inv-1", "poll")
 
 	log.Info("first", "n", 1)
 	log = log.With("subscription_id", "sub-1", "operation_id", "op-1")
 	log.Warn("second", "text", "with spaces")
 	log.WithGroup("cs").Error("third", "state", "ready")
-	log.Debug("debug goes to the process log only")
+	log.WithGroup("cs").Info("fourth", "state", "ready")
+	log.Debug("debug is off")
 
-	lines := c.Lines()
 	require.Equal(t, []string{
 		`level=INFO msg=first invocation_id=inv-1 function=poll n=1`,
-		`level=WARN msg=second invocation_id=inv-1 function=poll subscription_id=sub-1 operation_id=op-1 text="with spaces"`,
-		`level=ERROR msg=third invocation_id=inv-1 function=poll subscription_id=sub-1 operation_id=op-1 cs.state=ready`,
-	}, lines)
+		`level=INFO msg=fourth invocation_id=inv-1 function=poll subscription_id=sub-1 operation_id=op-1 cs.state=ready`,
+	}, c.Lines(), "records below Warn, in Logs only")
 
-	var records []map[string]any
-	for line := range strings.Lines(process.String()) {
-		var rec map[string]any
-		require.NoError(t, json.Unmarshal([]byte(line), &rec))
-		records = append(records, rec)
+	require.Empty(t, stdout.String(), "nothing below Warn is in the process log")
+	entries := processEntries(t, &stdout, &stderr)
+	require.Len(t, entries, 2)
+	for _, e := range entries {
+		require.Equal(t, "stderr", e.source)
+		require.Equal(t, "inv-1", e.rec["invocation_id"])
+		require.Equal(t, "poll", e.rec["function"])
+		require.Equal(t, "sub-1", e.rec["subscription_id"])
+		require.Contains(t, e.rec, "time")
 	}
-	require.Len(t, records, 4)
-	for _, rec := range records {
-		require.Equal(t, "inv-1", rec["invocation_id"])
-		require.Equal(t, "poll", rec["function"])
-		require.Contains(t, rec, "time")
+	require.Equal(t, "second", entries[0].msg)
+	require.Equal(t, hostWarning, entries[0].level)
+	require.Equal(t, "third", entries[1].msg)
+	require.Equal(t, hostError, entries[1].level)
+	require.Equal(t, map[string]any{"state": "ready"}, entries[1].rec["cs"])
+
+	// Once the Logs are taken, later records go to the process log.
+	log.Info("late")
+	require.Len(t, c.Lines(), 2)
+	entries = processEntries(t, &stdout, &stderr)
+	require.Len(t, entries, 3)
+	require.Equal(t, "late", entries[0].msg)
+	require.Equal(t, "stdout", entries[0].source)
+	require.Equal(t, "sub-1", entries[0].rec["subscription_id"])
+}
+
+func TestInvocationLoggerReplay(t *testing.T) {
+	var stdout, stderr safeBuffer
+	base := slog.New(NewLogHandler(&stdout, &stderr, slog.LevelDebug))
+	c, log := newInvocation(base, "inv-2", "scan")
+	log.With("k", "v").WithGroup("g").Info("first", "a", 1)
+	log.Debug("second")
+
+	c.replay(context.Background())
+	c.replay(context.Background())
+	log.Info("third")
+
+	entries := processEntries(t, &stdout, &stderr)
+	require.Len(t, entries, 3, "each record once")
+	for i, msg := range []string{"first", "second", "third"} {
+		require.Equal(t, msg, entries[i].msg)
+		require.Equal(t, "stdout", entries[i].source)
+		require.Equal(t, "inv-2", entries[i].rec["invocation_id"])
+		require.Equal(t, "scan", entries[i].rec["function"])
 	}
-	require.Equal(t, "sub-1", records[1]["subscription_id"])
-	require.Equal(t, "op-1", records[2]["operation_id"])
-	require.Equal(t, map[string]any{"state": "ready"}, records[2]["cs"])
+	require.Equal(t, "v", entries[0].rec["k"])
+	require.Equal(t, map[string]any{"a": 1.0}, entries[0].rec["g"])
 }
 
 func TestCollectorLimits(t *testing.T) {
@@ -57,23 +171,38 @@ func TestCollectorLimits(t *testing.T) {
 	}{
 		{name: "under the limits", lines: 10, lineLen: 10, wantKept: 10},
 		{name: "too many lines", lines: maxLogLines + 5, lineLen: 10, wantKept: maxLogLines, wantDropped: 5},
-		{name: "too many bytes", lines: 10, lineLen: maxLogBytes / 4, wantKept: 4, wantDropped: 6},
+		{name: "too many bytes", lines: 10, lineLen: maxLogBytes / 4, wantKept: 3, wantDropped: 7},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := &collector{}
-			for range tt.lines {
-				_, err := c.Write([]byte(strings.Repeat("x", tt.lineLen) + "\n"))
-				require.NoError(t, err)
-			}
-			lines := c.Lines()
-			if tt.wantDropped == 0 {
-				require.Len(t, lines, tt.wantKept)
-				return
-			}
-			require.Len(t, lines, tt.wantKept+1)
-			require.Contains(t, lines[len(lines)-1], fmt.Sprintf("%d more log lines", tt.wantDropped))
-		})
+		for _, failed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, failed %t", tt.name, failed), func(t *testing.T) {
+				var stdout, stderr safeBuffer
+				c, log := newInvocation(slog.New(NewLogHandler(&stdout, &stderr, nil)), "inv-3", "scan")
+				for i := range tt.lines {
+					log.Info(strings.Repeat("x", tt.lineLen), "i", i)
+				}
+				var lines []string
+				if failed {
+					c.replay(context.Background())
+					for _, e := range processEntries(t, &stdout, &stderr) {
+						require.Equal(t, hostInformation, e.level)
+						lines = append(lines, e.msg)
+					}
+				} else {
+					lines = c.Lines()
+				}
+				if tt.wantDropped == 0 {
+					require.Len(t, lines, tt.wantKept)
+					return
+				}
+				require.Len(t, lines, tt.wantKept+1)
+				require.Contains(t, lines[len(lines)-1], fmt.Sprintf("%d more log lines", tt.wantDropped))
+				if !failed {
+					require.True(t, strings.HasPrefix(lines[len(lines)-1], "level=INFO "), "the host logs it at Information")
+					require.Contains(t, lines[len(lines)-1], "invocation_id=\"inv-3\"")
+				}
+			})
+		}
 	}
 }
 

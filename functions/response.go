@@ -21,7 +21,7 @@ import (
 // given as a pointer is read then. A stream that yields an error (or
 // panics) fails the invocation. The first 32 KiB of an answer are held
 // back, so a stream that fails early gets a plain error answer
-// (StatusOf(err), the error in Logs); one that fails after that has its
+// (StatusOf(err), the error logged); one that fails after that has its
 // response aborted, so that the host never takes a partial output.
 type Stream iter.Seq2[any, error]
 
@@ -34,8 +34,9 @@ const holdBack = 32 << 10
 var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, holdBack) }}
 
 // body is the body of every answer: the host reads the output bindings from
-// Outputs, forwards Logs to its own log and keeps ReturnValue for a $return
-// binding; Outputs is always an object and Logs an array.
+// Outputs, logs each Logs line of a 2xx answer at Information and keeps
+// ReturnValue for a $return binding; Outputs is always an object and Logs
+// an array.
 type body struct {
 	outputs []output // by name, as encoding/json orders map keys
 	logs    func() []string
@@ -188,10 +189,10 @@ func (h *heldWriter) Write(p []byte) (int, error) {
 	return h.w.Write(p)
 }
 
-// writeLogsOnly answers status with empty Outputs, the given Logs and a null
+// writeEmpty answers status with empty Outputs and Logs and a null
 // ReturnValue; such a body always encodes.
-func writeLogsOnly(w http.ResponseWriter, status int, logs []string) {
-	b := &body{logs: func() []string { return logs }}
+func writeEmpty(w http.ResponseWriter, status int) {
+	b := &body{}
 	_, _ = b.writeTo(w, status) // the caller has gone if this fails; nothing to do
 }
 

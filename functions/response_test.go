@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -185,8 +186,8 @@ func TestFailingStream(t *testing.T) {
 					return
 				}
 			}
-			var process safeBuffer
-			s := NewServer(slog.New(slog.NewJSONHandler(&process, nil)), map[string]Handler{
+			var stdout, stderr safeBuffer
+			s := NewServer(slog.New(NewLogHandler(&stdout, &stderr, nil)), map[string]Handler{
 				"scan": func(context.Context, *Invocation) (*Result, error) {
 					return &Result{Outputs: map[string]any{"operations": Stream(stream)}}, nil
 				},
@@ -208,26 +209,35 @@ func TestFailingStream(t *testing.T) {
 				}
 				require.Equal(t, want, a.Status)
 				require.Empty(t, a.Outputs, "no partial output")
-				requireLogsContain(t, a.Logs, tt.errorLog)
+				require.Empty(t, a.Logs, "the reason is on stderr: the host logs no Logs of a failure")
 			}
 
-			var invocation map[string]any
+			require.Eventually(t, func() bool { return accessLogged(&stdout, &stderr, "inv-x") },
+				10*time.Second, 5*time.Millisecond, "no invocation line")
+			var invocation, failure map[string]any
 			var stack bool
-			for _, rec := range process.records(t) {
-				if rec["msg"] == "invocation" && rec["invocation_id"] == "inv-x" {
-					invocation = rec
-				}
-				if rec["msg"] == "handler panicked" {
-					stack = strings.Contains(rec["stack"].(string), "response_test.go")
+			for _, e := range processEntries(t, &stdout, &stderr) {
+				switch e.msg {
+				case "invocation":
+					require.Equal(t, hostWarning, e.level, "a failed invocation's access line")
+					invocation = e.rec
+				case "invocation failed":
+					require.Equal(t, hostError, e.level)
+					require.Nil(t, failure, "one line says why")
+					failure = e.rec
+				case "handler panicked":
+					require.Equal(t, hostError, e.level)
+					stack = strings.Contains(e.rec["stack"].(string), "response_test.go")
 				}
 			}
 			require.NotNil(t, invocation, "no invocation line")
+			require.NotNil(t, failure, "no line says why the invocation failed")
+			require.Contains(t, failure["error"], tt.errorLog)
 			if tt.aborted {
-				require.Equal(t, "ERROR", invocation["level"])
-				require.Contains(t, invocation["error"], "response aborted")
-				require.Contains(t, invocation["error"], tt.errorLog)
+				require.Equal(t, true, invocation["aborted"])
+				require.Contains(t, failure["error"], "response aborted")
 			} else {
-				require.Equal(t, "INFO", invocation["level"])
+				require.NotContains(t, invocation, "aborted")
 			}
 			require.Equal(t, tt.panics, stack, "a panic is logged with its stack")
 		})

@@ -41,7 +41,7 @@ const (
 )
 
 // Handler runs one invocation. A nil error answers 200 with the result's
-// outputs; an error answers StatusOf(err) and its text goes to Logs.
+// outputs; an error answers StatusOf(err) and is logged at Error.
 type Handler func(ctx context.Context, inv *Invocation) (*Result, error)
 
 // Invocation is one call from the host.
@@ -54,9 +54,12 @@ type Invocation struct {
 	Data map[string]json.RawMessage
 	// Metadata holds the envelope's Metadata: trigger metadata by name.
 	Metadata map[string]json.RawMessage
-	// Log writes to the process log and to the response's Logs. Every line
-	// carries invocation_id and function; attributes added with Log.With
-	// reach both destinations.
+	// Log is the invocation's log. Every record carries invocation_id and
+	// function. Records below Warn go to the response's Logs, which the
+	// host logs at Information with the invocation, or to the process log
+	// if the invocation fails, since the host drops a failure's Logs.
+	// Warn and Error records go to the process log only (stderr with
+	// NewLogHandler), at once.
 	Log *slog.Logger
 }
 
@@ -102,12 +105,16 @@ func WithDrainTimeout(d time.Duration) Option {
 }
 
 // NewServer returns a server that routes POST /<name> to handlers[name].
-// logger receives the process log (nil discards it). Names must be
+// logger receives the process log (nil discards it, at Info); NewLogHandler
+// writes it the way the host reads it. The records of an invocation that
+// go to its Logs are those logger is enabled for. Names must be
 // non-empty path segments and handlers non-nil; anything else is a
 // programming error and panics.
 func NewServer(logger *slog.Logger, handlers map[string]Handler, opts ...Option) *Server {
 	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+		// Not slog.DiscardHandler, which enables no level: the Logs of an
+		// invocation follow the process log's level.
+		logger = slog.New(NewLogHandler(io.Discard, io.Discard, nil))
 	}
 	s := &Server{
 		logger:       logger,
@@ -203,31 +210,53 @@ func ListenAddr(port string) (string, error) {
 func (s *Server) invoke(name string, h Handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		ctx := r.Context()
 		id := r.Header.Get(InvocationIDHeader)
-		c := &collector{invocationID: id}
-		log := invocationLogger(s.logger, c, id, name)
+		c, log := newInvocation(s.logger, id, name)
+		// Unless the Logs went out in a whole 2xx answer, the host never
+		// logs them: their records go to the process log instead. Deferred
+		// too for a panic that ends this function early.
+		delivered := false
+		defer func() {
+			if !delivered {
+				c.replay(ctx)
+			}
+		}()
 
 		status, body := s.run(w, r, name, id, h, log, c)
 		sent, err := body.writeTo(w, status)
 		if pe, ok := errors.AsType[*panicError](err); ok {
-			pe.log(r.Context(), log)
+			pe.log(ctx, log)
 		}
 		if err != nil && !sent {
 			// Nothing has gone out yet: answer a plain failure instead.
-			status, body = failed(r.Context(), log, c, StatusOf(err), err)
+			status, body = failed(ctx, log, StatusOf(err), err)
 			sent, err = body.writeTo(w, status)
 		}
+		if err != nil {
+			log.LogAttrs(ctx, slog.LevelError, "invocation failed",
+				slog.Int("status", status), slog.String("error", "response aborted: "+err.Error()))
+		}
+		delivered = err == nil && status >= 200 && status < 300
+		if !delivered {
+			c.replay(ctx)
+		}
 
+		// One access line: at Info for a success, at Warn for a failure,
+		// whose cause is logged at Error above.
 		level, attrs := slog.LevelInfo, []slog.Attr{
 			slog.String("invocation_id", id),
 			slog.String("function", name),
 			slog.Int("status", status),
 			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 		}
-		if err != nil {
-			level, attrs = slog.LevelError, append(attrs, slog.String("error", "response aborted: "+err.Error()))
+		if !delivered {
+			level = slog.LevelWarn
 		}
-		s.logger.LogAttrs(r.Context(), level, "invocation", attrs...)
+		if err != nil {
+			attrs = append(attrs, slog.Bool("aborted", true))
+		}
+		s.logger.LogAttrs(ctx, level, "invocation", attrs...)
 		if err != nil {
 			// The status has gone out: only a broken response keeps the
 			// host from taking a truncated one as the function's output.
@@ -238,7 +267,7 @@ func (s *Server) invoke(name string, h Handler) http.HandlerFunc {
 
 // run reads the envelope, calls the handler and prepares the answer.
 func (s *Server) run(w http.ResponseWriter, r *http.Request, name, id string, h Handler, log *slog.Logger, c *collector) (int, *body) {
-	fail := func(status int, err error) (int, *body) { return failed(r.Context(), log, c, status, err) }
+	fail := func(status int, err error) (int, *body) { return failed(r.Context(), log, status, err) }
 
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBodyBytes))
 	if err != nil {
@@ -269,10 +298,12 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, name, id string, h 
 }
 
 // failed logs why an invocation failed and returns the answer that says so.
-func failed(ctx context.Context, log *slog.Logger, c *collector, status int, err error) (int, *body) {
+// The reason is logged at Error, which reaches stderr: the host logs no Logs
+// line of a failed invocation, so the answer's Logs stay empty.
+func failed(ctx context.Context, log *slog.Logger, status int, err error) (int, *body) {
 	log.LogAttrs(ctx, slog.LevelError, "invocation failed",
 		slog.Int("status", status), slog.String("error", err.Error()))
-	return status, &body{logs: c.Lines}
+	return status, &body{}
 }
 
 // panicError is a handler's panic turned into an error.
@@ -304,7 +335,7 @@ func call(ctx context.Context, h Handler, inv *Invocation) (res *Result, err err
 
 // ready answers the host's readiness probe.
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
-	writeLogsOnly(w, http.StatusOK, nil)
+	writeEmpty(w, http.StatusOK)
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
@@ -316,17 +347,15 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 }
 
 // reject answers a request that is not an invocation, logging why to the
-// process log and in the response's Logs.
+// process log.
 func (s *Server) reject(w http.ResponseWriter, r *http.Request, status int, msg string) {
-	c := &collector{}
-	log := slog.New(teeHandler{a: s.logger.Handler(), b: newCollectorHandler(c)})
-	log.LogAttrs(r.Context(), slog.LevelWarn, msg,
+	s.logger.LogAttrs(r.Context(), slog.LevelWarn, msg,
 		slog.String("invocation_id", r.Header.Get(InvocationIDHeader)),
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
 		slog.Int("status", status),
 	)
-	writeLogsOnly(w, status, c.Lines())
+	writeEmpty(w, status)
 }
 
 // recoverer turns a panic outside a handler into a 500 instead of a
@@ -342,10 +371,11 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 				panic(v)
 			}
 			s.logger.LogAttrs(r.Context(), slog.LevelError, "request panicked",
+				slog.String("invocation_id", r.Header.Get(InvocationIDHeader)),
 				slog.String("path", r.URL.Path),
 				slog.String("panic", fmt.Sprint(v)),
 				slog.String("stack", string(debug.Stack())))
-			writeLogsOnly(w, http.StatusInternalServerError, []string{"level=ERROR msg=\"internal error\""})
+			writeEmpty(w, http.StatusInternalServerError)
 		}()
 		next.ServeHTTP(w, r)
 	})

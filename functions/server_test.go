@@ -32,18 +32,10 @@ func (b *safeBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
-// records returns the JSON log records written so far.
-func (b *safeBuffer) records(t *testing.T) []map[string]any {
-	t.Helper()
+func (b *safeBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []map[string]any
-	for line := range strings.Lines(b.buf.String()) {
-		var rec map[string]any
-		require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
-		out = append(out, rec)
-	}
-	return out
+	return b.buf.String()
 }
 
 // answer is a decoded response.
@@ -159,8 +151,8 @@ func TestServerResponses(t *testing.T) {
 			return &Result{Outputs: map[string]any{"x": 1}}, errors.New("half done")
 		},
 	}
-	var process safeBuffer
-	s := NewServer(slog.New(slog.NewJSONHandler(&process, nil)), handlers, WithMaxBodyBytes(4096))
+	var stdout, stderr safeBuffer
+	s := NewServer(slog.New(NewLogHandler(&stdout, &stderr, nil)), handlers, WithMaxBodyBytes(4096))
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 
@@ -173,7 +165,8 @@ func TestServerResponses(t *testing.T) {
 		wantStatus  int
 		wantOutputs map[string]any
 		wantReturn  any
-		wantLogs    []string // substrings that some line must contain
+		wantLogs    []string // substrings that some Logs line must contain
+		wantStderr  []string // substrings that some stderr line of the invocation must contain
 	}{
 		{name: "readiness probe", method: http.MethodGet, path: "/", wantStatus: 200, wantOutputs: map[string]any{}},
 		{
@@ -186,32 +179,33 @@ func TestServerResponses(t *testing.T) {
 			name: "poll", path: "/poll", body: pollBody, wantStatus: 200, wantOutputs: map[string]any{},
 			wantLogs: []string{"msg=polled", "subscription_id=sub-1 operation_id=op-1", "message_id=m-1", "dequeue_count=2", "function_name=poll"},
 		},
-		{name: "scan without its timer", path: "/scan", body: `{"Data":{}}`, wantStatus: 400, wantLogs: []string{`timer \"timer\": binding missing`}},
-		{name: "poll with a bad message", path: "/poll", body: `{"Data":{"operation":"[1]"}}`, wantStatus: 400, wantLogs: []string{"holds an array"}},
-		{name: "unknown function", path: "/nope", body: `{}`, wantStatus: 404, wantLogs: []string{"unknown function", "path=/nope"}},
+		{name: "scan without its timer", path: "/scan", body: `{"Data":{}}`, wantStatus: 400, wantStderr: []string{`timer \"timer\": binding missing`}},
+		{name: "poll with a bad message", path: "/poll", body: `{"Data":{"operation":"[1]"}}`, wantStatus: 400, wantStderr: []string{"holds an array"}},
+		{name: "unknown function", path: "/nope", body: `{}`, wantStatus: 404, wantStderr: []string{"unknown function", `"path":"/nope"`}},
 		{name: "nested unknown path", path: "/scan/x", body: `{}`, wantStatus: 404},
-		{name: "wrong method", method: http.MethodGet, path: "/scan", wantStatus: 405, wantLogs: []string{"method not allowed"}},
-		{name: "oversized body", path: "/scan", body: `{"Data":{"x":"` + strings.Repeat("a", 5000) + `"}}`, wantStatus: 413, wantLogs: []string{"larger than 4096 bytes"}},
-		{name: "body not JSON", path: "/scan", body: `Data=1`, wantStatus: 400, wantLogs: []string{"request body is not valid JSON"}},
-		{name: "body an array", path: "/scan", body: `[]`, wantStatus: 400, wantLogs: []string{"request body is an array"}},
-		{name: "empty body", path: "/scan", body: ``, wantStatus: 400, wantLogs: []string{"request body is empty"}},
-		{name: "invalid UTF-8", path: "/scan", body: "{\"Data\":{\"timer\":\"\xc3\x28\"}}", wantStatus: 400, wantLogs: []string{"not valid UTF-8"}},
-		{name: "too deep", path: "/scan", body: `{"Data":{"x":` + strings.Repeat("[", 65) + strings.Repeat("]", 65) + `}}`, wantStatus: 400, wantLogs: []string{"nests deeper than 64 levels"}},
-		{name: "bad request", path: "/bad", body: `{}`, wantStatus: 400, wantLogs: []string{"no such thing", "status=400"}},
-		{name: "other error", path: "/fail", body: `{}`, wantStatus: 500, wantLogs: []string{"cosmos: boom"}},
-		{name: "outputs with an error are dropped", path: "/partial", body: `{}`, wantStatus: 500, wantOutputs: map[string]any{}, wantLogs: []string{"half done"}},
-		{name: "panic", path: "/panic", body: `{}`, wantStatus: 500, wantLogs: []string{"handler panicked", "kaboom", "stack="}},
-		{name: "outputs that do not encode", path: "/unencodable", body: `{}`, wantStatus: 500, wantLogs: []string{"unsupported type"}},
+		{name: "wrong method", method: http.MethodGet, path: "/scan", wantStatus: 405, wantStderr: []string{"method not allowed"}},
+		{name: "oversized body", path: "/scan", body: `{"Data":{"x":"` + strings.Repeat("a", 5000) + `"}}`, wantStatus: 413, wantStderr: []string{"larger than 4096 bytes"}},
+		{name: "body not JSON", path: "/scan", body: `Data=1`, wantStatus: 400, wantStderr: []string{"request body is not valid JSON"}},
+		{name: "body an array", path: "/scan", body: `[]`, wantStatus: 400, wantStderr: []string{"request body is an array"}},
+		{name: "empty body", path: "/scan", body: ``, wantStatus: 400, wantStderr: []string{"request body is empty"}},
+		{name: "invalid UTF-8", path: "/scan", body: "{\"Data\":{\"timer\":\"\xc3\x28\"}}", wantStatus: 400, wantStderr: []string{"not valid UTF-8"}},
+		{name: "too deep", path: "/scan", body: `{"Data":{"x":` + strings.Repeat("[", 65) + strings.Repeat("]", 65) + `}}`, wantStatus: 400, wantStderr: []string{"nests deeper than 64 levels"}},
+		{name: "bad request", path: "/bad", body: `{}`, wantStatus: 400, wantStderr: []string{"no such thing", `"status":400`}},
+		{name: "other error", path: "/fail", body: `{}`, wantStatus: 500, wantStderr: []string{"cosmos: boom"}},
+		{name: "outputs with an error are dropped", path: "/partial", body: `{}`, wantStatus: 500, wantOutputs: map[string]any{}, wantStderr: []string{"half done"}},
+		{name: "panic", path: "/panic", body: `{}`, wantStatus: 500, wantStderr: []string{"handler panicked", "kaboom", `"stack":`}},
+		{name: "outputs that do not encode", path: "/unencodable", body: `{}`, wantStatus: 500, wantStderr: []string{"unsupported type"}},
 	}
-	for _, tt := range tests {
+	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			id := fmt.Sprintf("inv-%d", i)
 			method := tt.method
 			if method == "" {
 				method = http.MethodPost
 			}
 			req, err := http.NewRequest(method, ts.URL+tt.path, strings.NewReader(tt.body))
 			require.NoError(t, err)
-			req.Header.Set(InvocationIDHeader, "inv-42")
+			req.Header.Set(InvocationIDHeader, id)
 			resp, err := ts.Client().Do(req)
 			require.NoError(t, err)
 			a := readAnswer(t, resp)
@@ -222,16 +216,25 @@ func TestServerResponses(t *testing.T) {
 			}
 			if tt.wantStatus != 200 {
 				require.Empty(t, a.Outputs)
-				require.NotEmpty(t, a.Logs)
+				require.Empty(t, a.Logs, "the host logs no Logs line of a failed invocation")
 			}
 			require.Equal(t, tt.wantReturn, a.ReturnValue)
 			for _, want := range tt.wantLogs {
 				requireLogsContain(t, a.Logs, want)
 			}
 			for _, line := range a.Logs {
-				require.Contains(t, line, "invocation_id=inv-42")
+				require.Contains(t, line, "invocation_id="+id)
 				require.NotContains(t, line, "time=")
 				require.NotContains(t, line, "\n")
+			}
+			var lines []string
+			for _, e := range entriesOf(t, processEntries(t, &stdout, &stderr), id) {
+				if e.source == "stderr" {
+					lines = append(lines, e.line)
+				}
+			}
+			for _, want := range tt.wantStderr {
+				requireLogsContain(t, lines, want)
 			}
 		})
 	}
@@ -246,36 +249,31 @@ func TestServerResponses(t *testing.T) {
 	t.Run("process log", func(t *testing.T) {
 		a := post(t, ts.URL+"/poll", "inv-process", pollBody)
 		require.Equal(t, 200, a.Status)
+		requireLogsContain(t, a.Logs, "msg=polled")
 
-		var polled, access map[string]any
-		for _, rec := range process.records(t) {
-			if rec["invocation_id"] != "inv-process" {
-				continue
-			}
-			switch rec["msg"] {
-			case "polled":
-				polled = rec
-			case "invocation":
-				access = rec
+		require.Eventually(t, func() bool { return accessLogged(&stdout, &stderr, "inv-process") },
+			10*time.Second, 5*time.Millisecond)
+		var access []hostEntry
+		for _, e := range entriesOf(t, processEntries(t, &stdout, &stderr), "inv-process") {
+			require.NotEqual(t, "polled", e.msg, "a line in Logs is not in the process log too")
+			if e.msg == "invocation" {
+				access = append(access, e)
 			}
 		}
-		require.NotNil(t, polled, "the handler's line reaches the process log")
-		require.Equal(t, "sub-1", polled["subscription_id"])
-		require.Equal(t, "op-1", polled["operation_id"])
-		require.Equal(t, "poll", polled["function"])
-
-		require.NotNil(t, access, "one access line per invocation")
-		require.Equal(t, "poll", access["function"])
-		require.Equal(t, float64(200), access["status"])
-		require.Contains(t, access, "duration_ms")
+		require.Len(t, access, 1, "one access line per invocation")
+		require.Equal(t, "stdout", access[0].source)
+		require.Equal(t, "poll", access[0].rec["function"])
+		require.Equal(t, float64(200), access[0].rec["status"])
+		require.Contains(t, access[0].rec, "duration_ms")
 	})
 
 	t.Run("panic stack in the process log", func(t *testing.T) {
 		post(t, ts.URL+"/panic", "inv-stack", `{}`)
 		var found bool
-		for _, rec := range process.records(t) {
-			if rec["invocation_id"] == "inv-stack" && rec["msg"] == "handler panicked" {
-				require.Contains(t, rec["stack"], "server_test.go")
+		for _, e := range entriesOf(t, processEntries(t, &stdout, &stderr), "inv-stack") {
+			if e.msg == "handler panicked" {
+				require.Equal(t, hostError, e.level)
+				require.Contains(t, e.rec["stack"], "server_test.go")
 				found = true
 			}
 		}

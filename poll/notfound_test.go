@@ -114,7 +114,7 @@ func (f *fixture) pollLogged(t *testing.T, opID string) (poll.Outcome, string) {
 		Log:      slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	require.NoError(t, err)
-	return res.ReturnValue.(poll.Outcome), logs.String()
+	return only(t, res), logs.String()
 }
 
 // TestDeleteIsNotFinishedByA404ThatIsNotAnOCMError: a 404 from anything but

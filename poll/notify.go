@@ -3,93 +3,148 @@ package poll
 import (
 	"context"
 	"errors"
-	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/database"
 )
 
-// notify tells ARM that op has ended, then clears its notificationUri so that
-// it is sent once. A failed delivery is retried by later scans until NotifyFor
-// has passed since the operation ended; a rejected one is given up at once.
+// notifyAll tells ARM of every operation of the message that has ended with
+// a notificationUri, then clears the notificationUris, each subscription's
+// under its lock a few at a time, so that each is sent once. A failed
+// delivery is retried by later scans until NotifyFor has passed since the
+// operation ended; a rejected one is given up at once. The delivery is sent
+// outside the lock, so that a slow ARM does not hold it.
 //
 // Two invocations of this process that find the same ended operation (the
 // one that wrote the end and one for an older message, say) send it once:
 // the second sees the first's delivery in flight, or finds the
 // notificationUri cleared when it reads the operation again. Across
 // processes delivery stays at least once.
-func (f *Function) notify(ctx context.Context, log *slog.Logger, op *database.Operation, owner string) (Outcome, error) {
-	key := op.PartitionKey + "/" + op.ID
-	if _, busy := f.notifying.LoadOrStore(key, struct{}{}); busy {
-		log.Debug("notification already being delivered by this process")
-		return OutcomeDone, nil
+func (r *run) notifyAll(ctx context.Context, items []*item) {
+	var (
+		mu      sync.Mutex
+		toClear []*item
+		wg      sync.WaitGroup
+	)
+	for _, it := range items {
+		if it.ended == nil {
+			continue
+		}
+		key := it.ended.PartitionKey + "/" + it.ended.ID
+		if _, busy := r.f.notifying.LoadOrStore(key, struct{}{}); busy {
+			it.log.Debug("notification already being delivered by this process")
+			continue
+		}
+		defer r.f.notifying.Delete(key)
+		wg.Go(func() {
+			if r.deliver(ctx, it) {
+				mu.Lock()
+				toClear = append(toClear, it)
+				mu.Unlock()
+			}
+		})
 	}
-	defer f.notifying.Delete(key)
-	cur, err := f.DB.GetOperation(ctx, op.PartitionKey, op.ID)
+	wg.Wait()
+	r.underLock(ctx, toClear, func(ctx context.Context, it *item) error {
+		return r.clear(ctx, it)
+	}, r.failNotification)
+}
+
+// notification is what an item's delivery did, kept until its
+// notificationUri is cleared.
+type notification struct {
+	uri     string
+	outcome Outcome
+}
+
+// deliver sends it's notification, or gives it up, and reports whether its
+// notificationUri is to be cleared.
+func (r *run) deliver(ctx context.Context, it *item) bool {
+	op := it.ended
+	cur, err := r.f.DB.GetOperation(ctx, op.PartitionKey, op.ID)
 	switch {
 	case errors.Is(err, database.ErrNotFound):
-		return OutcomeGone, nil
+		r.settle(it, OutcomeGone)
+		return false
 	case err != nil:
-		return "", err
+		r.failNotification(it, err)
+		return false
 	case cur.NotificationURI != op.NotificationURI:
-		return OutcomeDone, nil
+		r.settle(it, OutcomeDone)
+		return false
 	}
-	notifyFor := f.NotifyFor
-	if notifyFor <= 0 {
-		notifyFor = defaultNotifyFor
+	it.note = &notification{uri: op.NotificationURI, outcome: OutcomeNotified}
+	if ended := endedAt(op); r.f.now().Sub(ended) > orDefault(r.f.NotifyFor, defaultNotifyFor) {
+		it.log.Error("notification not delivered in time; given up", "ended", ended)
+		it.note.outcome = OutcomeDone
+		return true
 	}
-	uri := op.NotificationURI
-	outcome := OutcomeNotified
-	if ended := endedAt(op); f.now().Sub(ended) > notifyFor {
-		log.Error("notification not delivered in time; given up", "ended", ended)
-		outcome = OutcomeDone
-	} else {
-		status := arm.OperationStatus{ID: op.OperationID, Name: op.ID, Status: op.Status, Error: op.Error}
-		if !op.StartTime.IsZero() {
-			status.StartTime = &op.StartTime
-		}
-		if !op.LastTransitionTime.IsZero() {
-			status.EndTime = &op.LastTransitionTime
-		}
-		err := f.Notifier.Notify(ctx, uri, status)
+	status := arm.OperationStatus{ID: op.OperationID, Name: op.ID, Status: op.Status, Error: op.Error}
+	if !op.StartTime.IsZero() {
+		status.StartTime = &op.StartTime
+	}
+	if !op.LastTransitionTime.IsZero() {
+		status.EndTime = &op.LastTransitionTime
+	}
+	err = r.f.Notifier.Notify(ctx, op.NotificationURI, status)
+	switch {
+	case errors.Is(err, arm.ErrPermanent):
+		it.log.Error("notification rejected; given up", "error", err)
+		it.note.outcome = OutcomeDone
+	case err != nil:
+		it.log.Warn("notification failed; the next scan retries it", "error", err)
+		r.settle(it, OutcomeDeferred)
+		return false
+	default:
+		it.log.Info("ARM notified", "status", op.Status)
+	}
+	return true
+}
+
+// clear removes the notificationUri of a delivered (or given up)
+// notification; the caller holds the subscription lock.
+func (r *run) clear(ctx context.Context, it *item) error {
+	op := it.ended
+	for range maxAttempts {
+		cur, err := r.f.DB.GetOperation(ctx, op.PartitionKey, op.ID)
 		switch {
-		case errors.Is(err, arm.ErrPermanent):
-			log.Error("notification rejected; given up", "error", err)
-			outcome = OutcomeDone
+		case errors.Is(err, database.ErrNotFound):
 		case err != nil:
-			log.Warn("notification failed; the next scan retries it", "error", err)
-			return OutcomeDeferred, nil
-		default:
-			log.Info("ARM notified", "status", op.Status)
-		}
-	}
-	err = f.Locker.Do(ctx, op.PartitionKey, owner, func(ctx context.Context) error {
-		for range maxAttempts {
-			cur, err := f.DB.GetOperation(ctx, op.PartitionKey, op.ID)
-			if errors.Is(err, database.ErrNotFound) {
-				return nil
+			return err
+		case cur.NotificationURI == it.note.uri:
+			cur.NotificationURI = ""
+			_, err = r.f.DB.ReplaceOperation(ctx, cur)
+			if errors.Is(err, database.ErrPreconditionFailed) {
+				continue
 			}
 			if err != nil {
 				return err
 			}
-			if cur.NotificationURI != uri {
-				return nil
-			}
-			cur.NotificationURI = ""
-			_, err = f.DB.ReplaceOperation(ctx, cur)
-			if errors.Is(err, database.ErrPreconditionFailed) {
-				continue
-			}
-			return err
 		}
-		return errTooManyConflicts
-	})
-	if err != nil {
-		// Delivered but not recorded: a later scan sends it again.
-		return "", err
+		r.settle(it, it.note.outcome)
+		return nil
 	}
-	return outcome, nil
+	return errTooManyConflicts
+}
+
+// settle gives an item the outcome of its notification, unless the item
+// wrote the end itself: its outcome is that write.
+func (r *run) settle(it *item, o Outcome) {
+	if it.change == nil {
+		it.outcome = o
+	}
+}
+
+// failNotification records a notification that was not delivered, or
+// delivered but not recorded: a later scan sends it again.
+func (r *run) failNotification(it *item, err error) {
+	if it.change == nil {
+		it.defer_(err)
+		return
+	}
+	it.log.Warn("notification not recorded; the next scan retries it", "error", err)
 }
 
 // endedAt is when op ended, as far as its item tells: its last transition,

@@ -14,7 +14,20 @@ import (
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/lock"
+	"github.com/opstatus/opstatus/internal/queuemsg"
 )
+
+// notifyOne delivers the notification of one ended operation as a message
+// naming it would, and returns its outcome.
+func notifyOne(ctx context.Context, f *Function, op *database.Operation, owner string) Outcome {
+	r := &run{f: f, log: slog.New(slog.DiscardHandler), owner: owner}
+	it := &item{
+		msg: queuemsg.Operation{SubscriptionID: op.PartitionKey, OperationID: op.ID},
+		log: r.log, op: op, ended: op, outcome: OutcomeDone,
+	}
+	r.notifyAll(ctx, []*item{it})
+	return it.outcome
+}
 
 // TestStaleReadDoesNotNotifyAgain: an invocation that read the ended
 // operation before another one delivered its notification and cleared
@@ -41,20 +54,17 @@ func TestStaleReadDoesNotNotifyAgain(t *testing.T) {
 	require.NoError(t, err)
 
 	// Another invocation delivers and clears it.
-	out, err := f.notify(ctx, slog.New(slog.DiscardHandler), stale, "other")
-	require.NoError(t, err)
+	out := notifyOne(ctx, f, stale, "other")
 	require.Equal(t, OutcomeNotified, out)
 	require.Equal(t, int32(1), sent.Load())
 
-	out, err = f.notify(ctx, slog.New(slog.DiscardHandler), stale, "this")
-	require.NoError(t, err)
+	out = notifyOne(ctx, f, stale, "this")
 	require.Equal(t, OutcomeDone, out)
 	require.Equal(t, int32(1), sent.Load(), "sent once")
 
 	gone := *stale
 	gone.ID = "deleted-meanwhile"
-	out, err = f.notify(ctx, slog.New(slog.DiscardHandler), &gone, "this")
-	require.NoError(t, err)
+	out = notifyOne(ctx, f, &gone, "this")
 	require.Equal(t, OutcomeGone, out)
 	require.Equal(t, int32(1), sent.Load())
 }
@@ -98,8 +108,7 @@ func TestNotificationIsGivenUpWithoutLastTransitionTime(t *testing.T) {
 			op, err := db.GetOperation(ctx, "sub", "op")
 			require.NoError(t, err)
 
-			out, err := f.notify(ctx, slog.New(slog.DiscardHandler), op, "this")
-			require.NoError(t, err)
+			out := notifyOne(ctx, f, op, "this")
 			after, err := db.GetOperation(ctx, "sub", "op")
 			require.NoError(t, err)
 			if tc.givenUp {

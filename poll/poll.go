@@ -1,11 +1,13 @@
-// Package poll is the queue-triggered function: it brings one operation up to
-// date with Cluster Service and writes the result to Cosmos DB.
+// Package poll is the queue-triggered function: it brings the operations a
+// message names up to date with Cluster Service and writes the results to
+// Cosmos DB.
 package poll
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,21 +20,27 @@ import (
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/lock"
+	"github.com/opstatus/opstatus/internal/queuemsg"
 )
 
 // Binding is the queue trigger's binding name in poll/function.json.
 const Binding = "operation"
 
-// defaultNotifyFor is how long a notification is retried after the operation ends.
-const defaultNotifyFor = time.Hour
+// Defaults for Function's settings.
+const (
+	defaultNotifyFor     = time.Hour
+	defaultMaxInFlight   = 64
+	defaultWritesPerHold = 4
+	defaultDeadline      = 2 * time.Minute
+)
 
-// Outcome says what one poll did; it is the invocation's ReturnValue.
+// Outcome says what poll did with one operation.
 type Outcome string
 
-// Outcomes of a poll.
+// Outcomes of an operation.
 const (
 	OutcomeGone       Outcome = "gone"       // the operation item does not exist
-	OutcomeInvalid    Outcome = "invalid"    // the item cannot be acted on; logged
+	OutcomeInvalid    Outcome = "invalid"    // the item or its ids cannot be acted on; logged
 	OutcomeDone       Outcome = "done"       // terminal and nothing left to notify
 	OutcomeUnchanged  Outcome = "unchanged"  // Cluster Service says nothing new
 	OutcomeUpdated    Outcome = "updated"    // a new status was written
@@ -41,6 +49,10 @@ const (
 	OutcomeDeferred   Outcome = "deferred"   // a dependency failed; the next scan retries
 	OutcomeSuperseded Outcome = "superseded" // a later scan has sent a fresher message
 )
+
+// Tally counts a message's operations by outcome; it is the invocation's
+// ReturnValue.
+type Tally map[Outcome]int
 
 // StatusGetter is the part of the Cluster Service client poll uses.
 type StatusGetter interface {
@@ -52,7 +64,8 @@ type Notifier interface {
 	Notify(ctx context.Context, uri string, status arm.OperationStatus) error
 }
 
-// Function polls operations.
+// Function polls operations. Use it through a pointer; its zero settings
+// take the defaults.
 type Function struct {
 	DB       database.DBClient
 	Cluster  StatusGetter
@@ -60,14 +73,28 @@ type Function struct {
 	Notifier Notifier
 	// Owner names this process in lock items; the invocation id is appended.
 	Owner string
+	// Interval is the scan schedule's interval: a message that has waited
+	// longer than that has been superseded by a fresher one and is dropped
+	// (queuemsg.Superseded). Zero keeps every message.
+	Interval time.Duration
+	// MaxInFlight caps the Cluster Service requests in flight across all
+	// invocations of the process; default 64.
+	MaxInFlight int
+	// WritesPerHold bounds the operations written under one hold of a
+	// subscription's lock, which the frontend waits for on every customer
+	// request; default 4.
+	WritesPerHold int
+	// Deadline bounds the work of one invocation, well inside the host's
+	// functionTimeout; default 2 minutes.
+	Deadline time.Duration
 	// NotifyFor is how long after an operation ends its notification is
 	// retried before it is given up; default one hour.
 	NotifyFor time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
-	// Schedule, shared with scan, gives messages without an interval the
-	// one last seen; nil leaves them without.
-	Schedule *Schedule
+
+	slotsOnce sync.Once
+	slots     chan struct{} // Cluster Service requests in flight
 
 	notifying sync.Map // "subscription/operation" of notifications in flight
 }
@@ -79,62 +106,138 @@ func (f *Function) now() time.Time {
 	return time.Now().UTC()
 }
 
-// Handle is the functions.Handler of poll. A malformed message answers 400 (the
-// host retries it, then moves it to the poison queue); a well-formed one whose
-// ids poll will not act on (Message.CheckIDs) answers 200 with OutcomeInvalid,
-// since scan never sends one and a retry cannot help; a dependency failure
-// answers 200 and leaves the operation unchanged, since the next scan sends it
-// again and an outage must not fill the poison queue. Transient failures log
-// a warning, others (a Cluster Service answer that does not parse, a 401) an
-// error.
+func orDefault[T int | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// Handle is the functions.Handler of poll. Only a message that is malformed
+// as a whole answers 400 (the host retries it, then moves it to the poison
+// queue). Every operation of a well-formed message gets an outcome of its
+// own, and the answer is 200 with their Tally: an operation that cannot be
+// acted on is logged and left alone; a dependency failure is logged and
+// leaves the operation unchanged, since the next scan sends it again and an
+// outage must not fill the poison queue.
 func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*functions.Result, error) {
-	var msg Message
-	if err := inv.QueueMessage(Binding, &msg); err != nil {
+	var raw json.RawMessage
+	if err := inv.QueueMessage(Binding, &raw); err != nil {
 		inv.Log.Error("malformed queue message", "error", err)
-		return nil, functions.BadRequest(fmt.Errorf("queue message: %w", err))
+		return nil, err
 	}
-	if err := msg.Validate(); err != nil {
-		inv.Log.Error("malformed queue message", "error", err)
-		return nil, functions.BadRequest(fmt.Errorf("queue message: %w", err))
-	}
-	if err := msg.CheckIDs(); err != nil {
-		// Every retry would be refused the same way: answered, the message
-		// is gone instead of cycling into the poison queue.
-		inv.Log.Error("queue message names no operation poll can act on; dropped", "error", err)
-		return &functions.Result{ReturnValue: OutcomeInvalid}, nil
-	}
-	log := inv.Log.With("subscription_id", msg.SubscriptionID, "operation_id", msg.OperationID)
-	msg.inserted = inv.QueueMetadata().InsertionTime
-	if msg.ScanInterval > 0 {
-		f.Schedule.Observe(msg.ScanInterval)
-	} else {
-		msg.ScanInterval = f.Schedule.Interval()
-	}
-	if msg.superseded(f.now()) {
-		log.Debug("message superseded by a later scan; dropped", "inserted", msg.inserted, "scanned_at", msg.ScannedAt)
-		return &functions.Result{ReturnValue: OutcomeSuperseded}, nil
-	}
-	outcome, err := f.Poll(ctx, log, msg, f.Owner+"/"+ownerSuffix(inv.ID))
+	msg, err := queuemsg.Decode(raw)
 	if err != nil {
-		// Poll turns every problem of the operation's own data into an
-		// outcome, so an error here is a dependency's: the operation is still
-		// pending and the next scan retries it. Failing the invocation would
-		// only move a good message to the poison queue.
+		inv.Log.Error("malformed queue message", "error", err)
+		return nil, functions.BadRequest(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, orDefault(f.Deadline, defaultDeadline))
+	defer cancel()
+	run := &run{
+		f:        f,
+		log:      inv.Log,
+		owner:    f.Owner + "/" + ownerSuffix(inv.ID),
+		msg:      msg,
+		inserted: inv.QueueMetadata().InsertionTime,
+		outcomes: make([]Outcome, len(msg.Entries)),
+	}
+	run.do(ctx)
+	tally := Tally{}
+	for _, o := range run.outcomes {
+		tally[o]++
+	}
+	if !msg.Single {
+		inv.Log.Debug("polled a message", "operations", len(msg.Entries), "outcomes", tally)
+	}
+	return &functions.Result{ReturnValue: tally}, nil
+}
+
+// run is one invocation's work on one message.
+type run struct {
+	f        *Function
+	log      *slog.Logger
+	owner    string
+	msg      queuemsg.Read
+	inserted time.Time // the queue's InsertionTime
+
+	outcomes []Outcome // by entry
+}
+
+func (r *run) superseded() bool {
+	return queuemsg.Superseded(r.f.now(), r.msg.ScannedAt, r.inserted, r.f.Interval)
+}
+
+// do brings every operation of the message up to date: first each one's
+// status, concurrently; then the writes, each subscription's under its
+// lock a few at a time; then the notifications of those that ended.
+func (r *run) do(ctx context.Context) {
+	if r.superseded() {
+		r.log.Debug("message superseded by a later scan; dropped", "operations", len(r.msg.Entries),
+			"inserted", r.inserted, "scanned_at", r.msg.ScannedAt)
+		for i := range r.outcomes {
+			r.outcomes[i] = OutcomeSuperseded
+		}
+		return
+	}
+	items := make([]*item, len(r.msg.Entries))
+	var wg sync.WaitGroup
+	for i, e := range r.msg.Entries {
+		it := &item{msg: e.Operation, log: r.log}
+		items[i] = it
+		err := e.Err
+		if err == nil {
+			err = e.Check() // its text quotes the ids, bounded
+		}
+		if err != nil {
+			it.log.Error("queue message names no operation poll can act on; skipped", "error", err)
+			it.outcome = OutcomeInvalid
+			continue
+		}
+		it.log = r.log.With("subscription_id", e.SubscriptionID, "operation_id", e.OperationID)
+		wg.Go(func() { r.check(ctx, it) })
+	}
+	wg.Wait()
+	r.writeAll(ctx, items)
+	r.notifyAll(ctx, items)
+	for i, it := range items {
+		r.outcomes[i] = it.outcome
+		it.report()
+	}
+}
+
+// item is one operation of a message on its way through the run.
+type item struct {
+	msg queuemsg.Operation
+	log *slog.Logger
+
+	op      *database.Operation // as first read
+	change  *change             // the write it needs, if any
+	ended   *database.Operation // ended with a notification to send
+	note    *notification       // what its delivery did, until it is recorded
+	outcome Outcome
+	err     error // the dependency failure behind OutcomeDeferred
+}
+
+// defer_ records a dependency failure: the operation stays as it is.
+func (it *item) defer_(err error) {
+	it.outcome, it.err = OutcomeDeferred, err
+}
+
+// report logs the item's outcome: most polls change nothing, and those are
+// Debug, so that the log at Info is the record of what opstatus did.
+func (it *item) report() {
+	switch it.outcome {
+	case OutcomeDeferred:
 		level := slog.LevelWarn
-		if !Transient(err) {
+		if !Transient(it.err) {
 			level = slog.LevelError
 		}
-		log.Log(ctx, level, "operation left unchanged; the next scan retries it", "error", err)
-		return &functions.Result{ReturnValue: OutcomeDeferred}, nil
+		it.log.Log(context.Background(), level, "operation left unchanged; the next scan retries it", "error", it.err)
+	case OutcomeUpdated, OutcomeDeleted, OutcomeNotified:
+		it.log.Info("polled", "outcome", it.outcome)
+	default:
+		it.log.Debug("polled", "outcome", it.outcome)
 	}
-	// Most polls change nothing: those are Debug, so that the log at Info
-	// is the record of what opstatus did (the ReturnValue has every outcome).
-	level := slog.LevelDebug
-	if outcome == OutcomeUpdated || outcome == OutcomeDeleted || outcome == OutcomeNotified {
-		level = slog.LevelInfo
-	}
-	log.Log(ctx, level, "polled", "outcome", outcome)
-	return &functions.Result{ReturnValue: outcome}, nil
 }
 
 // ownerSuffix names an invocation in lock owners: its id when that is a
@@ -160,67 +263,15 @@ func Transient(err error) bool {
 		clusterservice.IsTransient(err)
 }
 
-// Poll brings one operation up to date. Cluster Service is called without
-// the lock; the lock is taken only when there is something to write.
-func (f *Function) Poll(ctx context.Context, log *slog.Logger, msg Message, owner string) (Outcome, error) {
-	op, err := f.DB.GetOperation(ctx, msg.SubscriptionID, msg.OperationID)
-	if errors.Is(err, database.ErrNotFound) {
-		log.Info("operation item not found; nothing to do")
-		return OutcomeGone, nil
+// callCluster calls Cluster Service within the process's cap on requests in
+// flight.
+func (f *Function) callCluster(ctx context.Context, id clusterservice.InternalID) (clusterservice.Status, error) {
+	f.slotsOnce.Do(func() { f.slots = make(chan struct{}, orDefault(f.MaxInFlight, defaultMaxInFlight)) })
+	select {
+	case f.slots <- struct{}{}:
+	case <-ctx.Done():
+		return clusterservice.Status{}, fmt.Errorf("waiting to call Cluster Service: %w", context.Cause(ctx))
 	}
-	if errors.Is(err, database.ErrMalformed) {
-		log.Error("operation item is unreadable; left as it is", "error", err)
-		return OutcomeInvalid, nil
-	}
-	if err != nil {
-		return "", err
-	}
-	if err := op.Validate(); err != nil {
-		log.Error("operation item is invalid; left as it is", "error", err)
-		return OutcomeInvalid, nil
-	}
-	log = log.With("resource_id", op.ExternalID, "internal_id", op.InternalID)
-
-	if op.Status.IsTerminal() {
-		if op.NotificationURI == "" {
-			return OutcomeDone, nil
-		}
-		return f.notify(ctx, log, op, owner)
-	}
-
-	id, err := clusterservice.ParseInternalID(op.InternalID)
-	if err != nil {
-		log.Error("internalId is not a Cluster Service path; left as it is", "error", err)
-		return OutcomeInvalid, nil
-	}
-	// Checked again just before the call: the read may have waited past the
-	// next scan's start.
-	if msg.superseded(f.now()) {
-		return OutcomeSuperseded, nil
-	}
-	st, err := f.Cluster.Status(ctx, id)
-	if errors.Is(err, clusterservice.ErrNotFound) {
-		if op.Request != arm.RequestDelete {
-			log.Warn("Cluster Service does not know the resource; left as it is", "request", op.Request)
-			return OutcomeUnchanged, nil
-		}
-		return f.write(ctx, log, msg, owner, func(op *database.Operation) clusterservice.Decision {
-			return clusterservice.Decision{State: arm.ProvisioningStateSucceeded, Change: op.Status != arm.ProvisioningStateSucceeded}
-		}, op.ExternalID, true)
-	}
-	if err != nil {
-		return "", fmt.Errorf("cluster service: %w", err)
-	}
-	decide := func(op *database.Operation) clusterservice.Decision {
-		return clusterservice.Decide(id.Kind, st, op.Request, op.Status)
-	}
-	d := decide(op)
-	if d.Problem != "" {
-		log.Warn("Cluster Service state not applied", "cs_state", st.State, "status", op.Status, "request", op.Request, "problem", d.Problem)
-		return OutcomeUnchanged, nil
-	}
-	if !d.Change {
-		return OutcomeUnchanged, nil
-	}
-	return f.write(ctx, log, msg, owner, decide, op.ExternalID, false)
+	defer func() { <-f.slots }()
+	return f.Cluster.Status(ctx, id)
 }

@@ -142,7 +142,7 @@ func newFixture(t testing.TB) *fixture {
 		Notifier: arm.NewNotifier(true),
 		Owner:    "opstatus-test",
 		Now:      func() time.Time { return f.now },
-		Schedule: &poll.Schedule{},
+		Interval: 10 * time.Second,
 	}
 	return f
 }
@@ -213,11 +213,24 @@ func (f *fixture) invokeAt(t testing.TB, msg string, inserted time.Time) (*funct
 	return f.fn.Handle(context.Background(), inv)
 }
 
+// only returns the outcome of a message's one operation.
+func only(t testing.TB, res *functions.Result) poll.Outcome {
+	t.Helper()
+	tally, ok := res.ReturnValue.(poll.Tally)
+	require.True(t, ok, "ReturnValue %#v", res.ReturnValue)
+	require.Len(t, tally, 1, "%v", tally)
+	for o, n := range tally {
+		require.Equal(t, 1, n, "%v", tally)
+		return o
+	}
+	return ""
+}
+
 func (f *fixture) poll(t testing.TB, opID string) poll.Outcome {
 	t.Helper()
 	res, err := f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"`+opID+`"}`)
 	require.NoError(t, err)
-	return res.ReturnValue.(poll.Outcome)
+	return only(t, res)
 }
 
 // Ids poll will not act on answer 200 "invalid": see ids_test.go.
@@ -247,7 +260,7 @@ func TestMessageDecodesFromHostEncodings(t *testing.T) {
 	for _, msg := range []string{plain, string(quoted)} {
 		res, err := f.invoke(t, msg)
 		require.NoError(t, err)
-		require.Equal(t, poll.OutcomeGone, res.ReturnValue)
+		require.Equal(t, poll.OutcomeGone, only(t, res))
 	}
 }
 
@@ -442,7 +455,7 @@ func TestDependencyFailuresDefer(t *testing.T) {
 			setup(f)
 			res, err := f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"op"}`)
 			require.NoError(t, err, "a dependency failure must not send the message to the poison queue")
-			require.Equal(t, poll.OutcomeDeferred, res.ReturnValue)
+			require.Equal(t, poll.OutcomeDeferred, only(t, res))
 			f.db.Hook = nil
 			require.Equal(t, arm.ProvisioningStateAccepted, f.op(t, "op").Status)
 			_, err = f.db.Locks().Create(context.Background(), sub, "next", time.Second)
@@ -589,7 +602,7 @@ func TestConcurrentPollsNotifyOnce(t *testing.T) {
 				out <- poll.Outcome(err.Error())
 				return
 			}
-			out <- res.ReturnValue.(poll.Outcome)
+			out <- only(t, res)
 		}()
 		return out
 	}
@@ -626,129 +639,4 @@ func TestNodePoolStatus(t *testing.T) {
 	op := f.op(t, "np")
 	require.Equal(t, arm.ProvisioningStateFailed, op.Status)
 	require.Equal(t, &arm.CloudErrorBody{Code: arm.CodeInternalServerError, Message: "no capacity"}, op.Error)
-}
-
-func TestSupersededMessagesAreDroppedWithoutWork(t *testing.T) {
-	f := newFixture(t)
-	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
-	f.resetCounts()
-	deliver := func(msg string, inserted time.Time) (*functions.Result, error) {
-		inv := &functions.Invocation{
-			ID: "inv-2", Function: "poll", Log: slog.New(slog.DiscardHandler),
-			Data: map[string]json.RawMessage{"operation": json.RawMessage(msg)},
-			// As the host sends them: quoted strings, a string count.
-			Metadata: map[string]json.RawMessage{
-				"InsertionTime": json.RawMessage(`"` + inserted.Format(time.RFC3339) + `"`),
-				"DequeueCount":  json.RawMessage(`"1"`),
-			},
-		}
-		return f.fn.Handle(context.Background(), inv)
-	}
-	msg := `{"subscriptionId":"` + sub + `","operationId":"op","scanInterval":10}`
-	noInterval := `{"subscriptionId":"` + sub + `","operationId":"op"}`
-
-	// Until a message with an interval has come, one without (a schedule's
-	// first scan) is not known to be superseded.
-	res, err := deliver(noInterval, f.now.Add(-time.Hour))
-	require.NoError(t, err)
-	require.Equal(t, poll.OutcomeUpdated, res.ReturnValue, "no interval known: never expires")
-
-	f.resetCounts()
-	calls := f.cs.calls()
-	res, err = deliver(msg, f.now.Add(-11*time.Second))
-	require.NoError(t, err)
-	require.Equal(t, poll.OutcomeSuperseded, res.ReturnValue, "waited longer than a scan interval")
-	require.Equal(t, calls, f.cs.calls())
-	require.Zero(t, f.count("GetOperation"))
-
-	// Then it takes the interval the later scans' messages carry (or that
-	// scan, in this process, has seen in its timer).
-	res, err = deliver(noInterval, f.now.Add(-11*time.Second))
-	require.NoError(t, err)
-	require.Equal(t, poll.OutcomeSuperseded, res.ReturnValue, "a first scan's message, older than the interval since seen")
-	require.Equal(t, calls, f.cs.calls())
-	f.cs.set(clusterCS, 200, clusterStatus("ready"))
-	res, err = deliver(noInterval, f.now.Add(-9*time.Second))
-	require.NoError(t, err)
-	require.Equal(t, poll.OutcomeUpdated, res.ReturnValue, "a first scan's message, younger than that")
-
-	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-	res, err = deliver(msg, f.now.Add(-9*time.Second))
-	require.NoError(t, err)
-	require.Equal(t, poll.OutcomeUpdated, res.ReturnValue, "younger than a scan interval")
-
-	// scannedAt, when there, counts instead of the insertion time: a message
-	// queued late in a long scan is still dropped once the next scan began.
-	scanned := func(at time.Time) string {
-		return `{"subscriptionId":"` + sub + `","operationId":"op","scanInterval":10,"scannedAt":"` + at.Format(time.RFC3339Nano) + `"}`
-	}
-	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-	calls = f.cs.calls()
-	res, err = deliver(scanned(f.now.Add(-10500*time.Millisecond)), f.now.Add(-2*time.Second))
-	require.NoError(t, err)
-	require.Equal(t, poll.OutcomeSuperseded, res.ReturnValue, "its scan started more than an interval ago")
-	require.Equal(t, calls, f.cs.calls())
-	res, err = deliver(scanned(f.now.Add(-9*time.Second)), f.now.Add(-8*time.Second))
-	require.NoError(t, err)
-	require.Equal(t, poll.OutcomeUpdated, res.ReturnValue, "its scan started less than an interval ago")
-
-	// A scan that overran its interval: the next one starts when it ends,
-	// so its late messages expire an interval after their insertion.
-	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-	res, err = deliver(scanned(f.now.Add(-25*time.Second)), f.now.Add(-12*time.Second))
-	require.NoError(t, err)
-	require.Equal(t, poll.OutcomeSuperseded, res.ReturnValue, "inserted at scan + 13 s, expired at scan + 23 s")
-	res, err = deliver(scanned(f.now.Add(-25*time.Second)), f.now.Add(-2*time.Second))
-	require.NoError(t, err)
-	require.Equal(t, poll.OutcomeUpdated, res.ReturnValue, "inserted at scan + 23 s: kept until scan + 33 s")
-
-	_, err = deliver(`{"subscriptionId":"`+sub+`","operationId":"op","scanInterval":"soon"}`, f.now)
-	require.Equal(t, http.StatusBadRequest, functions.StatusOf(err))
-	_, err = deliver(`{"subscriptionId":"`+sub+`","operationId":"op","scanInterval":-5}`, f.now)
-	require.Equal(t, http.StatusBadRequest, functions.StatusOf(err))
-}
-
-// In the process that runs the timer, scan tells poll the interval as soon
-// as it knows it: the first scan's messages, queued ahead of the second's,
-// expire then.
-func TestScheduleFromScanExpiresFirstScanMessages(t *testing.T) {
-	f := newFixture(t)
-	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
-	msg := `{"subscriptionId":"` + sub + `","operationId":"op"}`
-	inserted := f.now.Add(-11 * time.Second)
-	res, err := f.invokeAt(t, msg, inserted)
-	require.NoError(t, err)
-	require.Equal(t, poll.OutcomeUnchanged, res.ReturnValue, "no interval known yet")
-
-	f.fn.Schedule.Observe(10) // scan's second run
-	calls := f.cs.calls()
-	res, err = f.invokeAt(t, msg, inserted)
-	require.NoError(t, err)
-	require.Equal(t, poll.OutcomeSuperseded, res.ReturnValue)
-	require.Equal(t, calls, f.cs.calls())
-
-	var none *poll.Schedule
-	none.Observe(10)
-	require.Zero(t, none.Interval(), "a nil Schedule remembers nothing")
-}
-
-// A message whose next scan comes due while its operation is read is
-// dropped before the Cluster Service call, not after.
-func TestMessageSupersededDuringTheReadMakesNoCall(t *testing.T) {
-	f := newFixture(t)
-	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
-	f.db.Hook = func(call string) error {
-		if call == "GetOperation" {
-			f.now = f.now.Add(2 * time.Second) // a slow read
-		}
-		return nil
-	}
-	scanned := f.now.Add(-9 * time.Second)
-	res, err := f.invoke(t, `{"subscriptionId":"`+sub+`","operationId":"op","scanInterval":10,"scannedAt":"`+scanned.Format(time.RFC3339Nano)+`"}`)
-	require.NoError(t, err)
-	require.Equal(t, poll.OutcomeSuperseded, res.ReturnValue)
-	require.Zero(t, f.cs.calls())
 }

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/opstatus/opstatus/internal/arm"
-	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/queuemsg"
 )
 
 // maxAttempts bounds re-reads after 412s: each one means somebody else wrote
@@ -18,80 +20,122 @@ const maxAttempts = 5
 
 var errTooManyConflicts = fmt.Errorf("%w: item kept changing (412) under the lock", database.ErrUnavailable)
 
-// write decides again on a fresh read and writes the decision, under the
-// subscription lock. The Resources item is written before the operation: if
-// the process dies in between, the operation is still pending and the next
-// poll finishes the job. key is the operation's resource as first read.
-func (f *Function) write(ctx context.Context, log *slog.Logger, msg Message, owner string,
-	decide func(*database.Operation) clusterservice.Decision, key string, deleteResources bool) (Outcome, error) {
-	outcome := OutcomeUnchanged
-	var ended *database.Operation
-	err := f.Locker.Do(ctx, msg.SubscriptionID, owner, func(ctx context.Context) error {
-		for attempt := range maxAttempts {
-			var op *database.Operation
-			var pre *resourceRead
-			var err error
-			if attempt == 0 {
-				op, pre, err = f.readTogether(ctx, msg, key)
-			} else {
-				op, err = f.DB.GetOperation(ctx, msg.SubscriptionID, msg.OperationID)
-			}
-			if errors.Is(err, database.ErrNotFound) {
-				outcome = OutcomeGone
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if op.Status.IsTerminal() {
-				return nil
-			}
-			d := decide(op)
-			if !d.Change || d.Problem != "" {
-				return nil
-			}
-			if deleteResources {
-				if err := f.deleteResources(ctx, log, op, pre); err != nil {
-					return err
+// writeAll writes the changes the check found, each subscription's under
+// its lock, a few operations per hold.
+func (r *run) writeAll(ctx context.Context, items []*item) {
+	var changed []*item
+	for _, it := range items {
+		if it.change != nil {
+			changed = append(changed, it)
+		}
+	}
+	r.underLock(ctx, changed, func(ctx context.Context, it *item) error {
+		outcome, err := r.apply(ctx, it)
+		if err == nil {
+			it.outcome = outcome
+		}
+		return err
+	}, (*item).defer_)
+}
+
+// underLock runs step for each item while holding the lock of the item's
+// subscription, at most WritesPerHold items per hold: the frontend waits
+// for the same lock on every customer request, so a hold stays short
+// whatever the message. Subscriptions are handled in parallel. fail gets
+// each item whose step failed, or that a hold could not run (the lock was
+// held by someone else, or lost), with the error.
+func (r *run) underLock(ctx context.Context, items []*item, step func(context.Context, *item) error, fail func(*item, error)) {
+	bySub := map[string][]*item{}
+	var subs []string
+	for _, it := range items {
+		sub := strings.ToLower(it.msg.SubscriptionID)
+		if _, ok := bySub[sub]; !ok {
+			subs = append(subs, sub)
+		}
+		bySub[sub] = append(bySub[sub], it)
+	}
+	per := orDefault(r.f.WritesPerHold, defaultWritesPerHold)
+	var wg sync.WaitGroup
+	for _, sub := range subs {
+		wg.Go(func() {
+			for chunk := range slices.Chunk(bySub[sub], per) {
+				ran := 0
+				err := r.f.Locker.Do(ctx, sub, r.owner, func(ctx context.Context) error {
+					for _, it := range chunk {
+						if err := step(ctx, it); err != nil {
+							fail(it, err)
+						}
+						ran++
+					}
+					return nil
+				})
+				if err != nil {
+					for _, it := range chunk[ran:] {
+						fail(it, err)
+					}
 				}
-			} else if err := f.followResource(ctx, log, op, d.State, pre); err != nil {
-				return err
 			}
-			next := *op
-			next.Status, next.Error = d.State, d.Error
-			if d.State != op.Status {
-				next.LastTransitionTime = f.now()
-			}
-			written, err := f.DB.ReplaceOperation(ctx, &next)
-			if errors.Is(err, database.ErrPreconditionFailed) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			log.Info("operation status changed", "from", op.Status, "to", written.Status)
-			outcome = OutcomeUpdated
-			if deleteResources {
-				outcome = OutcomeDeleted
-			}
-			if written.Status.IsTerminal() && written.NotificationURI != "" {
-				ended = written
-			}
-			return nil
-		}
-		return errTooManyConflicts
-	})
-	if err != nil {
-		return "", err
+		})
 	}
-	if ended != nil {
-		// The status is written either way; a notification that fails here
-		// is retried by the next scan.
-		if _, err := f.notify(ctx, log, ended, owner); err != nil {
-			log.Warn("notification not recorded; the next scan retries it", "error", err)
+	wg.Wait()
+}
+
+// apply decides again on a fresh read and writes the decision; the caller
+// holds the subscription lock. The Resources item is written before the
+// operation: if the process dies in between, the operation is still
+// pending and the next poll finishes the job.
+func (r *run) apply(ctx context.Context, it *item) (Outcome, error) {
+	for attempt := range maxAttempts {
+		var op *database.Operation
+		var pre *resourceRead
+		var err error
+		if attempt == 0 {
+			op, pre, err = r.readTogether(ctx, it.msg, it.op.ExternalID)
+		} else {
+			op, err = r.f.DB.GetOperation(ctx, it.msg.SubscriptionID, it.msg.OperationID)
 		}
+		if errors.Is(err, database.ErrNotFound) {
+			return OutcomeGone, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if op.Status.IsTerminal() {
+			return OutcomeUnchanged, nil
+		}
+		d := it.change.decide(op)
+		if !d.Change || d.Problem != "" {
+			return OutcomeUnchanged, nil
+		}
+		if it.change.deleteResources {
+			if err := r.f.deleteResources(ctx, it.log, op, pre); err != nil {
+				return "", err
+			}
+		} else if err := r.f.followResource(ctx, it.log, op, d.State, pre); err != nil {
+			return "", err
+		}
+		next := *op
+		next.Status, next.Error = d.State, d.Error
+		if d.State != op.Status {
+			next.LastTransitionTime = r.f.now()
+		}
+		written, err := r.f.DB.ReplaceOperation(ctx, &next)
+		if errors.Is(err, database.ErrPreconditionFailed) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		it.log.Info("operation status changed", "from", op.Status, "to", written.Status)
+		if written.Status.IsTerminal() && written.NotificationURI != "" {
+			it.ended = written
+		}
+		if it.change.deleteResources {
+			return OutcomeDeleted, nil
+		}
+		return OutcomeUpdated, nil
 	}
-	return outcome, nil
+	return "", errTooManyConflicts
 }
 
 // resourceRead is a read of the Resources item of key made together with the
@@ -104,14 +148,14 @@ type resourceRead struct {
 
 // readTogether reads the operation and the Resources item of key at once: a
 // change needs both, and the lock is then held one round trip less.
-func (f *Function) readTogether(ctx context.Context, msg Message, key string) (*database.Operation, *resourceRead, error) {
+func (r *run) readTogether(ctx context.Context, msg queuemsg.Operation, key string) (*database.Operation, *resourceRead, error) {
 	pre := &resourceRead{key: key}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pre.r, pre.err = f.DB.GetResource(ctx, msg.SubscriptionID, key)
+		pre.r, pre.err = r.f.DB.GetResource(ctx, msg.SubscriptionID, key)
 	}()
-	op, err := f.DB.GetOperation(ctx, msg.SubscriptionID, msg.OperationID)
+	op, err := r.f.DB.GetOperation(ctx, msg.SubscriptionID, msg.OperationID)
 	<-done
 	return op, pre, err
 }

@@ -174,11 +174,12 @@ type invocation struct {
 	At       time.Time // when it finished
 	Duration time.Duration
 	Status   int
-	// Outcome is the poll's ReturnValue, "ok" for a successful scan, "HTTP
-	// <status>" for a failed invocation, "no response" when the handler
-	// died or could not be reached.
-	Outcome string
-	// Pending is a successful scan's ReturnValue (messages enqueued); -1
+	// Outcomes counts what the invocation did: for a poll its ReturnValue
+	// (operations by outcome), "ok" for a successful scan, "HTTP <status>"
+	// for a failed invocation, "no response" when the handler died or could
+	// not be reached.
+	Outcomes map[string]int
+	// Pending is a successful scan's ReturnValue (operations listed); -1
 	// otherwise.
 	Pending int
 }
@@ -193,19 +194,19 @@ func (r *invocations) record(inv hostemu.Invocation) {
 	rec := invocation{Function: inv.Function, ID: inv.ID, At: time.Now(), Duration: inv.Duration, Status: inv.Status, Pending: -1}
 	switch {
 	case inv.Err == nil && inv.Status/100 == 2:
-		rec.Outcome = "ok"
-		var s string
-		if inv.Function == "poll" && json.Unmarshal(inv.ReturnValue, &s) == nil {
-			rec.Outcome = s
+		rec.Outcomes = map[string]int{"ok": 1}
+		var tally map[string]int
+		if inv.Function == "poll" && json.Unmarshal(inv.ReturnValue, &tally) == nil {
+			rec.Outcomes = tally
 		}
 		var n int
 		if inv.Function == "scan" && json.Unmarshal(inv.ReturnValue, &n) == nil {
 			rec.Pending = n
 		}
 	case inv.Status == 0:
-		rec.Outcome = "no response"
+		rec.Outcomes = map[string]int{"no response": 1}
 	default:
-		rec.Outcome = fmt.Sprintf("HTTP %d", inv.Status)
+		rec.Outcomes = map[string]int{fmt.Sprintf("HTTP %d", inv.Status): 1}
 	}
 	r.mu.Lock()
 	r.list = append(r.list, rec)
@@ -219,12 +220,14 @@ func (r *invocations) all() []invocation {
 	return slices.Clone(r.list)
 }
 
-// outcomes counts function's invocations by outcome.
+// outcomes sums function's invocations' outcomes.
 func (r *invocations) outcomes(function string) map[string]int {
 	out := map[string]int{}
 	for _, inv := range r.all() {
 		if inv.Function == function {
-			out[inv.Outcome]++
+			for o, n := range inv.Outcomes {
+				out[o] += n
+			}
 		}
 	}
 	return out

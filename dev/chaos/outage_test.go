@@ -66,8 +66,8 @@ func TestClusterServiceOutage(t *testing.T) {
 		switch {
 		case inv.Function == "scan":
 			scansDown++
-		case inv.Outcome == "deferred":
-			deferredDown++
+		default:
+			deferredDown += inv.Outcomes["deferred"]
 		}
 	}
 	sim := e.s.Sim.Stats()

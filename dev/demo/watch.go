@@ -141,7 +141,8 @@ func (w *Watcher) Summary(ctx context.Context) bool {
 	return ok
 }
 
-// Outcomes counts poll invocations by their ReturnValue (or HTTP status).
+// Outcomes counts the operations polls handled by outcome (their
+// ReturnValues), and failed poll invocations by HTTP status.
 type Outcomes struct {
 	mu     sync.Mutex
 	counts map[string]int
@@ -155,12 +156,14 @@ func (o *Outcomes) Record(inv hostemu.Invocation) {
 	if inv.Function != "poll" {
 		return
 	}
-	var rv string
-	if inv.Status != 200 || json.Unmarshal(inv.ReturnValue, &rv) != nil {
-		rv = fmt.Sprintf("HTTP %d", inv.Status)
+	var tally map[string]int
+	if inv.Status != 200 || json.Unmarshal(inv.ReturnValue, &tally) != nil {
+		tally = map[string]int{fmt.Sprintf("HTTP %d", inv.Status): 1}
 	}
 	o.mu.Lock()
-	o.counts[rv]++
+	for k, n := range tally {
+		o.counts[k] += n
+	}
 	o.mu.Unlock()
 }
 
@@ -193,8 +196,8 @@ func (w *Watcher) Status(id string) string { return w.status[id] }
 // ResourceIDs returns the Resources item ids the demo wrote for d.
 func (w *Watcher) ResourceIDs(d Op) []string { return w.resourceIDs(d) }
 
-// Count returns how many polls ended with outcome (a ReturnValue, or
-// "HTTP <status>" for a failed invocation).
+// Count returns how many operations polls ended with outcome, or, for
+// "HTTP <status>", how many poll invocations failed so.
 func (o *Outcomes) Count(outcome string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()

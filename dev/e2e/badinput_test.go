@@ -52,7 +52,7 @@ func (s *handlerStack) do(req *http.Request, invocationID string) (response, []b
 	require.NoError(s.t, err)
 	var r response
 	require.NoError(s.t, json.Unmarshal(raw, &r), string(raw))
-	r.Status = resp.StatusCode
+	r.Status, r.ID = resp.StatusCode, invocationID
 	for _, line := range r.Logs {
 		require.Contains(s.t, line, invocationID, "every log line carries the invocation id")
 	}
@@ -62,7 +62,8 @@ func (s *handlerStack) do(req *http.Request, invocationID string) (response, []b
 // envelope is a poll invocation body as the host sends it, with data as the
 // value of Data.
 func envelope(data string) []byte {
-	return []byte(`{"Data":` + data + `,"Metadata":{"DequeueCount":"1","Id":"\"5f0e9d1c\""}}`)
+	return []byte(`{"Data":` + data + `,"Metadata":{"DequeueCount":"1","Id":"\"5f0e9d1c\"","InsertionTime":"\"` +
+		time.Now().UTC().Format("2006-01-02T15:04:05+00:00") + `\""}}`)
 }
 
 // pollData is the Data of a poll invocation for a message given as text.
@@ -87,21 +88,6 @@ func (s *handlerStack) requireAlive() {
 	require.NoError(s.t, err, "handler stopped answering")
 	resp.Body.Close()
 	require.Equal(s.t, http.StatusOK, resp.StatusCode)
-}
-
-// requireLog checks that some line of logs contains every part.
-func requireLog(t *testing.T, logs []string, parts ...string) {
-	t.Helper()
-	for _, line := range logs {
-		found := true
-		for _, p := range parts {
-			found = found && strings.Contains(line, p)
-		}
-		if found {
-			return
-		}
-	}
-	t.Fatalf("no log line contains all of %q:\n%s", parts, strings.Join(logs, "\n"))
 }
 
 // itemRef names one item: an operation or a resource of a subscription.
@@ -179,11 +165,18 @@ func (s *handlerStack) seedOp(sub, id, internalID, notificationURI string) {
 }
 
 // outcome decodes a poll's ReturnValue.
+// outcome returns the outcome of a message's one operation: poll's
+// ReturnValue counts the operations of a message by outcome.
 func outcome(t *testing.T, r response) string {
 	t.Helper()
-	var o string
-	require.NoError(t, json.Unmarshal(r.ReturnValue, &o), string(r.ReturnValue))
-	return o
+	var tally map[string]int
+	require.NoError(t, json.Unmarshal(r.ReturnValue, &tally), string(r.ReturnValue))
+	require.Len(t, tally, 1, string(r.ReturnValue))
+	for o, n := range tally {
+		require.Equal(t, 1, n, string(r.ReturnValue))
+		return o
+	}
+	return ""
 }
 
 // memory reads a /proc/<pid>/status field in KiB (VmRSS, VmHWM).
@@ -264,7 +257,11 @@ func TestBadEnvelopes(t *testing.T) {
 			s.sim.ResetStats()
 			r, _ := s.post(tc.function, tc.body)
 			require.Equal(t, tc.status, r.Status, r.Logs)
-			requireLog(t, r.Logs, tc.log)
+			level := hostError // why an invocation failed
+			if tc.status == http.StatusNotFound {
+				level = hostWarning // not an invocation
+			}
+			s.requireLog(t, r, level, tc.log)
 			require.Empty(t, r.Outputs, "no output binding on a failed invocation")
 			require.Equal(t, "null", string(r.ReturnValue))
 			s.requireAlive()
@@ -279,7 +276,7 @@ func TestBadEnvelopes(t *testing.T) {
 		require.NoError(t, err)
 		r, _ := s.do(req, "")
 		require.Equal(t, http.StatusMethodNotAllowed, r.Status)
-		requireLog(t, r.Logs, "method not allowed")
+		s.requireLog(t, r, hostWarning, "method not allowed")
 		s.requireAlive()
 	})
 
@@ -336,8 +333,8 @@ func TestBadIDs(t *testing.T) {
 		{"space", subA, "op id", 200, "gone", "not found"},
 		{"line separator", subA, "op-id\u2028", 200, "gone", "not found"},
 		{"1,023-byte operation id", subA, long[1:], 200, "gone", "not found"},
-		{"empty operation id", subA, "", 400, "", "operationId is missing"},
-		{"empty subscription id", "", "op-id", 400, "", "subscriptionId is missing"},
+		{"empty operation id", subA, "", 400, "", "operationId is empty"},
+		{"empty subscription id", "", "op-id", 400, "", "subscriptionId is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer s.use(t)()
@@ -349,7 +346,7 @@ func TestBadIDs(t *testing.T) {
 			if tc.outcome != "" {
 				require.Equal(t, tc.outcome, outcome(t, r))
 			}
-			requireLog(t, r.Logs, tc.log)
+			s.requireLog(t, r, anyLevel, tc.log)
 			for _, line := range r.Logs {
 				require.NotContains(t, line, "\n", "ids cannot forge log lines")
 				require.NotContains(t, line, "\r", "ids cannot forge log lines")
@@ -366,7 +363,7 @@ func TestBadIDs(t *testing.T) {
 		raw := []byte(`{"subscriptionId":"` + subA + `","operationId":"op-id` + "\xc3\x28" + `"}`)
 		r, _ := s.post("poll", envelope(pollData(base64.StdEncoding.EncodeToString(raw))))
 		require.Equal(t, http.StatusBadRequest, r.Status, r.Logs)
-		requireLog(t, r.Logs, "UTF-8")
+		s.requireLog(t, r, hostError, "UTF-8")
 		s.requireAlive()
 		s.requireUnchanged(before)
 	})
@@ -463,7 +460,7 @@ func TestUnusableInternalIDs(t *testing.T) {
 			r, _ := s.post("poll", envelope(pollData(fmt.Sprintf(`{"subscriptionId":%q,"operationId":%q}`, subA, opID))))
 			require.Equal(t, http.StatusOK, r.Status, r.Logs)
 			require.Equal(t, "invalid", outcome(t, r))
-			requireLog(t, r.Logs, "level=ERROR", "internalId is not a Cluster Service path")
+			s.requireLog(t, r, hostError, "internalId is not a Cluster Service path")
 			s.requireAlive()
 			s.requireUnchanged(before)
 			require.Zero(t, s.csRequests(), "no Cluster Service call")
@@ -611,9 +608,9 @@ func TestClusterServiceBadReplies(t *testing.T) {
 			// scan retries it; not a reason to poison the message.
 			require.Equal(t, http.StatusOK, r.Status, r.Logs)
 			require.Equal(t, "deferred", outcome(t, r))
-			requireLog(t, r.Logs, "level=ERROR", "operation left unchanged", "GET /api/clusters_mgmt/v1/clusters/"+tc.id+"/status", tc.log)
-			for _, line := range r.Logs {
-				require.Less(t, len(line), 2048, "a bad reply is summarized, not logged whole")
+			s.requireLog(t, r, hostError, "operation left unchanged", "GET /api/clusters_mgmt/v1/clusters/"+tc.id+"/status", tc.log)
+			for _, line := range s.hostLines(r) {
+				require.Less(t, len(line.text), 2048, "a bad reply is summarized, not logged whole")
 			}
 			require.Equal(t, requests+1, cs.requests.Load(), "one call, no retry")
 			s.requireAlive()
@@ -694,7 +691,7 @@ func TestUnusableCosmosItems(t *testing.T) {
 			r, _ := s.post("poll", envelope(pollData(fmt.Sprintf(`{"subscriptionId":%q,"operationId":%q}`, subA, it.id))))
 			require.Equal(t, http.StatusOK, r.Status, r.Logs)
 			require.Equal(t, "invalid", outcome(t, r))
-			requireLog(t, r.Logs, "level=ERROR", "left as it is", it.log)
+			s.requireLog(t, r, hostError, "left as it is", it.log)
 			require.Zero(t, s.csRequests(), "no Cluster Service call for an unusable item")
 			s.requireAlive()
 		})
@@ -708,17 +705,23 @@ func TestUnusableCosmosItems(t *testing.T) {
 	require.NoError(t, s.fe.PutRawOperation(ctx, "", []byte(`{"id":"no-subscription","partitionKey":"","request":"Create","status":"Accepted"}`)))
 	r, raw := s.post("scan", []byte(`{"Data":{"timer":{"IsPastDue":false}},"Metadata":{}}`))
 	require.Equal(t, http.StatusOK, r.Status, r.Logs)
-	requireLog(t, r.Logs, "level=ERROR", "skipping an operation item", "no-subscription")
-	var msgs []map[string]string
+	s.requireLog(t, r, hostError, "skipping an operation item", "no-subscription")
+	var msgs []json.RawMessage
 	require.NoError(t, json.Unmarshal(r.Outputs["operations"], &msgs), string(raw))
 	var listed []string
 	for _, m := range msgs {
-		listed = append(listed, m["subscriptionId"]+"/"+m["operationId"])
+		var batch struct {
+			Operations []map[string]string
+		}
+		require.NoError(t, json.Unmarshal(m, &batch))
+		for _, op := range batch.Operations {
+			listed = append(listed, op["subscriptionId"]+"/"+op["operationId"])
+		}
 	}
 	require.Contains(t, listed, subA+"/good-a")
 	require.Contains(t, listed, subB+"/good-b")
 	for _, m := range msgs {
-		r := s.poll(fmt.Sprintf(`{"subscriptionId":%q,"operationId":%q}`, m["subscriptionId"], m["operationId"]))
+		r := s.poll(string(m))
 		require.Equal(t, http.StatusOK, r.Status, r.Logs)
 	}
 	require.Equal(t, "Provisioning", s.opStatus(subA, "good-a"))
@@ -769,7 +772,7 @@ func TestClusterServiceStringsAreBounded(t *testing.T) {
 	}
 	s.seedOp(subA, "op-state", "/api/clusters_mgmt/v1/clusters/cstate", "")
 	require.Equal(t, "unchanged", pollOp("op-state"))
-	for _, line := range strings.Split(s.stderr.String(), "\n") {
+	for _, line := range strings.Split(s.stdout.String()+s.stderr.String(), "\n") {
 		require.Less(t, len(line), 16<<10, "a Cluster Service state was logged whole")
 	}
 

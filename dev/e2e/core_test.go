@@ -145,7 +145,7 @@ func TestHandlerRejectsMalformedMessages(t *testing.T) {
 	for _, msg := range []string{`not json`, `{"subscriptionId":"","operationId":"x"}`, `{}`, `[]`} {
 		r := s.poll(msg)
 		require.Equal(t, http.StatusBadRequest, r.Status, msg)
-		require.NotEmpty(t, r.Logs)
+		s.requireLog(t, r, hostError, "invocation failed")
 	}
 	resp, err := http.Get(s.url + "/")
 	require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -76,7 +77,8 @@ type handlerStack struct {
 	clock  *clustersim.ManualClock
 	arm    *armRecorder
 	armURL string
-	stderr *syncBuffer
+	stdout *syncBuffer // the handler's stdout, which the host logs at Information
+	stderr *syncBuffer // its stderr, logged at Error or Warning (see stderrLevel)
 	cmd    *exec.Cmd
 }
 
@@ -145,6 +147,11 @@ func startStack(t *testing.T, extraEnv ...string) *handlerStack {
 
 	port := freePort(t)
 	cmd := exec.Command(handlerBin)
+	// The host runs the handler in the function app's root, where it reads
+	// host.json.
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+	cmd.Dir = root
 	cmd.Env = append([]string{
 		"PATH=" + os.Getenv("PATH"),
 		"FUNCTIONS_CUSTOMHANDLER_PORT=" + port,
@@ -155,18 +162,18 @@ func startStack(t *testing.T, extraEnv ...string) *handlerStack {
 		"CLUSTER_SERVICE_URL=" + csServer.URL,
 		"NOTIFICATIONS_ALLOW_HTTP=true",
 	}, extraEnv...)
-	stderr := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = stderr, stderr
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("handler log:\n%s", stderr.String())
+			t.Logf("handler stdout:\n%s\nhandler stderr:\n%s", stdout.String(), stderr.String())
 		}
 	})
-	s := &handlerStack{t: t, url: "http://127.0.0.1:" + port, fe: fe, sim: sim, clock: clock, arm: rec, stderr: stderr, cmd: cmd}
+	s := &handlerStack{t: t, url: "http://127.0.0.1:" + port, fe: fe, sim: sim, clock: clock, arm: rec, stdout: stdout, stderr: stderr, cmd: cmd}
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(s.url + "/")
 		if err != nil {
@@ -182,9 +189,115 @@ func startStack(t *testing.T, extraEnv ...string) *handlerStack {
 // response is the custom-handler answer.
 type response struct {
 	Status      int
+	ID          string `json:"-"` // the invocation id it was sent with
 	Outputs     map[string]json.RawMessage
 	Logs        []string
 	ReturnValue json.RawMessage
+}
+
+// The levels the Functions host logs a line at; anyLevel matches each.
+const (
+	anyLevel        = ""
+	hostInformation = "Information"
+	hostWarning     = "Warning"
+	hostError       = "Error"
+)
+
+// stderrLevel is the level the host gives a stderr line of a custom
+// handler: Warning if it contains "warn" in any case, Error otherwise
+// (WorkerProcess.ParseErrorMessageAndLog). stdout lines and the Logs of a
+// 2xx answer are logged at Information; the Logs of any other answer are
+// not logged.
+func stderrLevel(line string) string {
+	if strings.Contains(strings.ToLower(line), "warn") {
+		return hostWarning
+	}
+	return hostError
+}
+
+// hostLine is one line the host logs for an invocation.
+type hostLine struct {
+	level  string
+	text   string
+	values []string // the string values of a JSON line, decoded
+}
+
+// contains reports whether the line holds part, as written or decoded.
+func (l hostLine) contains(part string) bool {
+	return strings.Contains(l.text, part) || slices.ContainsFunc(l.values, func(v string) bool {
+		return strings.Contains(v, part)
+	})
+}
+
+// hostLines returns the lines the host logs for r's invocation so far: its
+// Logs if r is a 2xx answer, and the handler's stdout and stderr lines that
+// carry its invocation_id.
+func (s *handlerStack) hostLines(r response) []hostLine {
+	var out []hostLine
+	if r.Status >= 200 && r.Status <= 299 {
+		for _, l := range r.Logs {
+			out = append(out, hostLine{level: hostInformation, text: l})
+		}
+	}
+	for _, stream := range []*syncBuffer{s.stdout, s.stderr} {
+		for l := range strings.Lines(stream.String()) {
+			l = strings.TrimSuffix(l, "\n")
+			var rec map[string]any
+			if json.Unmarshal([]byte(l), &rec) != nil {
+				continue
+			}
+			if id, ok := rec["invocation_id"]; !ok || id != r.ID {
+				continue
+			}
+			level := hostInformation
+			if stream == s.stderr {
+				level = stderrLevel(l)
+			}
+			out = append(out, hostLine{level: level, text: l, values: stringValues(rec, nil)})
+		}
+	}
+	return out
+}
+
+// stringValues appends the string values in v, at any depth.
+func stringValues(v any, out []string) []string {
+	switch v := v.(type) {
+	case string:
+		out = append(out, v)
+	case map[string]any:
+		for _, e := range v {
+			out = stringValues(e, out)
+		}
+	case []any:
+		for _, e := range v {
+			out = stringValues(e, out)
+		}
+	}
+	return out
+}
+
+// requireLog checks that the host logs, for r's invocation, a line at
+// level (anyLevel for any) that contains every part. Process lines are
+// read as they arrive: it waits for one a while.
+func (s *handlerStack) requireLog(t *testing.T, r response, level string, parts ...string) {
+	t.Helper()
+	var lines []hostLine
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		lines = s.hostLines(r)
+		for _, l := range lines {
+			if level != anyLevel && l.level != level {
+				continue
+			}
+			if !slices.ContainsFunc(parts, func(p string) bool { return !l.contains(p) }) {
+				return
+			}
+		}
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%s: %.2000s\n", l.level, l.text)
+	}
+	t.Fatalf("the host logs no line at %q of invocation %q with all of %q:\n%s", level, r.ID, parts, b.String())
 }
 
 func (s *handlerStack) invoke(function, invocationID string, body any) response {
@@ -199,21 +312,44 @@ func (s *handlerStack) invoke(function, invocationID string, body any) response 
 	return r
 }
 
-// scan fires the timer as the host does and returns the queue messages.
+// scan fires the timer as the host does (no ScheduleStatus for a schedule
+// under a minute) and returns the operations its messages name, in order.
 func (s *handlerStack) scan() []map[string]string {
+	s.t.Helper()
+	var ops []map[string]string
+	for _, m := range s.scanMessages() {
+		var msg struct {
+			Operations []map[string]string `json:"operations"`
+		}
+		require.NoError(s.t, json.Unmarshal([]byte(m), &msg))
+		ops = append(ops, msg.Operations...)
+	}
+	return ops
+}
+
+// scanMessages fires the timer and returns the queue messages as the host
+// writes them: each output object as indented JSON.
+func (s *handlerStack) scanMessages() []string {
 	s.t.Helper()
 	r := s.invoke("scan", "scan-"+fmt.Sprint(time.Now().UnixNano()), map[string]any{
 		"Data": map[string]any{"timer": map[string]any{
 			"Schedule":       map[string]any{"AdjustForDST": true},
-			"ScheduleStatus": map[string]any{"Last": "0001-01-01T00:00:00", "Next": "2026-11-30T12:00:10+00:00", "LastUpdated": "0001-01-01T00:00:00"},
+			"ScheduleStatus": nil,
 			"IsPastDue":      false,
 		}},
 		"Metadata": map[string]any{"sys": map[string]any{"MethodName": "scan"}},
 	})
 	require.Equal(s.t, http.StatusOK, r.Status, r.Logs)
-	var msgs []map[string]string
+	var msgs []json.RawMessage
 	require.NoError(s.t, json.Unmarshal(r.Outputs["operations"], &msgs))
-	return msgs
+	var out []string
+	for _, m := range msgs {
+		require.Equal(s.t, byte('{'), m[0], "messages are JSON objects")
+		var indented bytes.Buffer
+		require.NoError(s.t, json.Indent(&indented, m, "", "  "))
+		out = append(out, indented.String())
+	}
+	return out
 }
 
 // poll delivers one queue message as the host does: the message text as a
@@ -224,18 +360,18 @@ func (s *handlerStack) poll(msg string) response {
 		"Data": map[string]any{"operation": msg},
 		"Metadata": map[string]any{
 			"DequeueCount": "1", "Id": `"5f0e9d1c"`, "PopReceipt": `"AgAAAAMAAAAAAAAA"`,
-			"InsertionTime": `"2026-11-30T12:00:00+00:00"`,
+			"InsertionTime": `"` + time.Now().UTC().Format("2006-01-02T15:04:05+00:00") + `"`,
 		},
 	})
 }
 
+// pollOp polls one operation with a single-operation message and returns
+// its outcome.
 func (s *handlerStack) pollOp(sub, op string) string {
 	s.t.Helper()
 	r := s.poll(fmt.Sprintf(`{"subscriptionId":%q,"operationId":%q}`, sub, op))
 	require.Equal(s.t, http.StatusOK, r.Status, r.Logs)
-	var outcome string
-	require.NoError(s.t, json.Unmarshal(r.ReturnValue, &outcome))
-	return outcome
+	return outcome(s.t, r)
 }
 
 func (s *handlerStack) opStatus(sub, id string) string {

@@ -118,10 +118,10 @@ func TestDeleteIsFinishedOnlyByAnOCMNotFound(t *testing.T) {
 			for _, op := range ops {
 				r := pollOp(op.sub, op.id)
 				require.Equal(t, "deferred", outcome(t, r))
-				requireLog(t, r.Logs, "level=ERROR", "operation left unchanged",
+				s.requireLog(t, r, hostError, "operation left unchanged",
 					"GET "+op.path+"/status: HTTP 404 Not Found", tc.log)
-				for _, line := range r.Logs {
-					require.Less(t, len(line), 2048, "a 404 page is summarized, not logged whole")
+				for _, line := range s.hostLines(r) {
+					require.Less(t, len(line.text), 2048, "a 404 page is summarized, not logged whole")
 				}
 				s.requireNoLockLeft(op.sub)
 			}

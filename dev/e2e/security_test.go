@@ -71,7 +71,7 @@ func TestHandlerListensOnLoopbackOnly(t *testing.T) {
 
 	want := fmt.Sprintf("0100007F:%04X", port) // 127.0.0.1, little-endian
 	require.Equal(t, []string{want}, listeners(t, port), "exactly one listening socket, on 127.0.0.1")
-	require.Contains(t, s.stderr.String(), fmt.Sprintf(`"addr":"127.0.0.1:%d"`, port))
+	require.Contains(t, s.stdout.String(), fmt.Sprintf(`"addr":"127.0.0.1:%d"`, port))
 
 	// Another loopback address of this machine reaches a wildcard socket,
 	// not one bound to 127.0.0.1.
@@ -132,12 +132,12 @@ func TestTLSVerificationIsOnByDefault(t *testing.T) {
 
 		r, _ := s.post("scan", []byte(`{"Data":{"timer":{}}}`))
 		require.Equal(t, http.StatusInternalServerError, r.Status, r.Logs)
-		requireLog(t, r.Logs, "list pending operations", "certificate")
+		s.requireLog(t, r, anyLevel, "list pending operations", "certificate")
 
 		r, _ = s.post("poll", envelope(pollData(fmt.Sprintf(`{"subscriptionId":%q,"operationId":"op-tls"}`, subA))))
 		require.Equal(t, http.StatusOK, r.Status, r.Logs)
 		require.Equal(t, "deferred", outcome(t, r))
-		requireLog(t, r.Logs, "operation left unchanged", "certificate")
+		s.requireLog(t, r, anyLevel, "operation left unchanged", "certificate")
 		require.Zero(t, s.csRequests(), "nothing read, nothing to ask")
 		s.requireUnchanged(before)
 		s.requireAlive()
@@ -155,7 +155,7 @@ func TestTLSVerificationIsOnByDefault(t *testing.T) {
 		r, _ := strict.post("poll", envelope(pollData(fmt.Sprintf(`{"subscriptionId":%q,"operationId":"op-tls"}`, subA))))
 		require.Equal(t, http.StatusOK, r.Status, r.Logs)
 		require.Equal(t, "deferred", outcome(t, r))
-		requireLog(t, r.Logs, "level=ERROR", "operation left unchanged", "certificate")
+		strict.requireLog(t, r, hostError, "operation left unchanged", "certificate")
 		require.Zero(t, counted.n.Load(), "no request went over the unverified connection")
 		strict.requireUnchanged(before)
 		strict.requireAlive()
@@ -381,7 +381,7 @@ func requireNoCredentials(t *testing.T, n notification) {
 // TestSecretsNeverLogged runs the handler with a Cosmos key and OAuth client
 // credentials, drives scans and polls through success and failure paths
 // (Cluster Service 500 and 401, token endpoint down and refusing, lock held,
-// Cosmos down after start), then searches everything it logged, to stderr
+// Cosmos down after start), then searches everything it logged, to stdout, stderr
 // and in every response, for the key, the client secret and every access
 // token, plain and base64-encoded.
 func TestSecretsNeverLogged(t *testing.T) {
@@ -446,11 +446,11 @@ func TestSecretsNeverLogged(t *testing.T) {
 	issuer.fail.Store(http.StatusServiceUnavailable)
 	r = poll("op-ok")
 	require.Equal(t, "deferred", outcome(t, r))
-	requireLog(t, r.Logs, "token endpoint")
+	s.requireLog(t, r, anyLevel, "token endpoint")
 	issuer.fail.Store(http.StatusUnauthorized)
 	r = poll("op-ok")
 	require.Equal(t, "deferred", outcome(t, r))
-	requireLog(t, r.Logs, "level=ERROR", "token endpoint", "401", "invalid_client")
+	s.requireLog(t, r, hostError, "token endpoint", "401", "invalid_client")
 	issuer.fail.Store(0)
 
 	// The frontend holds the lock.
@@ -468,13 +468,12 @@ func TestSecretsNeverLogged(t *testing.T) {
 	require.Equal(t, http.StatusInternalServerError, r.Status, r.Logs)
 	r = poll("op-500")
 	require.Equal(t, "deferred", outcome(t, r))
-	requireLog(t, r.Logs, "database unavailable")
+	s.requireLog(t, r, anyLevel, "database unavailable")
 
 	// Stop the handler so that every line it wrote is in.
 	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, s.cmd.Wait())
-	stderr := s.stderr.String()
-	all := stderr + strings.Join(bodies, "\n")
+	all := s.stdout.String() + s.stderr.String() + strings.Join(bodies, "\n")
 
 	// The failure paths were exercised and logged.
 	for _, want := range []string{"HTTP 500", "HTTP 401", "token endpoint", "lock", "database unavailable", "ARM notified"} {
@@ -526,7 +525,7 @@ func TestNotificationURIRules(t *testing.T) {
 		r, _ := s.post("poll", envelope(pollData(fmt.Sprintf(`{"subscriptionId":%q,"operationId":"op-http"}`, subA))))
 		require.Equal(t, http.StatusOK, r.Status, r.Logs)
 		require.Equal(t, "updated", outcome(t, r), "the operation completes anyway")
-		requireLog(t, r.Logs, "level=ERROR", "notification rejected", "https only unless NOTIFICATIONS_ALLOW_HTTP")
+		s.requireLog(t, r, hostError, "notification rejected", "https only unless NOTIFICATIONS_ALLOW_HTTP")
 		op, err := s.fe.Operation(context.Background(), subA, "op-http")
 		require.NoError(t, err)
 		require.Equal(t, "Succeeded", op["status"])
@@ -541,7 +540,7 @@ func TestNotificationURIRules(t *testing.T) {
 		r, _ = s.post("poll", envelope(pollData(fmt.Sprintf(`{"subscriptionId":%q,"operationId":"op-https"}`, subA))))
 		require.Equal(t, http.StatusOK, r.Status, r.Logs)
 		require.Equal(t, "updated", outcome(t, r))
-		requireLog(t, r.Logs, "notification failed", "certificate")
+		s.requireLog(t, r, anyLevel, "notification failed", "certificate")
 		require.Empty(t, tlsRec.got())
 		op, err = s.fe.Operation(context.Background(), subA, "op-https")
 		require.NoError(t, err)
@@ -588,11 +587,13 @@ func TestNotificationURIRules(t *testing.T) {
 		s.seedOp(subA, "op-cred", "/api/aro_hcp/v1alpha1/clusters/c1", u)
 		r, _ := s.post("poll", envelope(pollData(fmt.Sprintf(`{"subscriptionId":%q,"operationId":"op-cred"}`, subA))))
 		require.Equal(t, "updated", outcome(t, r))
-		requireLog(t, r.Logs, "notification rejected", "credentials")
+		s.requireLog(t, r, anyLevel, "notification rejected", "credentials")
 		for _, n := range rec.got() {
 			require.NotEqual(t, "/notify/op-cred", n.Path)
 		}
-		require.NotContains(t, strings.Join(r.Logs, "\n"), "e2e-uri-password-Q3")
+		for _, line := range s.hostLines(r) {
+			require.NotContains(t, line.text, "e2e-uri-password-Q3")
+		}
 
 		// A redirect is not followed: the target never hears of it and the
 		// notification stays due.
@@ -608,7 +609,7 @@ func TestNotificationURIRules(t *testing.T) {
 			r, _ := s.post("poll", envelope(pollData(fmt.Sprintf(`{"subscriptionId":%q,"operationId":%q}`, subA, id))))
 			require.Equal(t, http.StatusOK, r.Status, r.Logs)
 			require.Equal(t, "updated", outcome(t, r))
-			requireLog(t, r.Logs, "notification failed", strconv.Itoa(code))
+			s.requireLog(t, r, anyLevel, "notification failed", strconv.Itoa(code))
 			require.Equal(t, "deferred", s.pollOp(subA, id), "the next try meets the same redirect")
 			require.Equal(t, int64(2), redirector.n.Load())
 			op, err := s.fe.Operation(context.Background(), subA, id)

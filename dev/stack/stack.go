@@ -26,6 +26,7 @@ import (
 	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/config"
 )
 
 // Database is the demo database name.
@@ -142,6 +143,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		"COSMOS_INSECURE_SKIP_VERIFY": "true",
 		"CLUSTER_SERVICE_URL":         s.SimURL,
 		"NOTIFICATIONS_ALLOW_HTTP":    "true",
+		"SCAN_SCHEDULE":               config.DefaultScanSchedule,
 	}
 	for k, v := range opts.Settings {
 		settings[k] = v

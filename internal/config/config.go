@@ -3,10 +3,14 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/opstatus/opstatus/internal/schedule"
 )
 
 // Config holds every setting of the contract.
@@ -28,6 +32,35 @@ type Config struct {
 	ClusterServiceTokenURL           string
 
 	NotificationsAllowHTTP bool
+
+	// ScanSchedule is the scan timer's schedule (SCAN_SCHEDULE, which
+	// scan/function.json names as %SCAN_SCHEDULE%): the handler reads it to
+	// know when a message has been superseded by the next scan's.
+	ScanSchedule schedule.Schedule
+	// ClusterServiceMaxInFlight caps the Cluster Service requests in flight
+	// in the process (CLUSTER_SERVICE_MAX_IN_FLIGHT).
+	ClusterServiceMaxInFlight int
+}
+
+// Defaults of the optional settings.
+const (
+	DefaultScanSchedule              = "*/10 * * * * *"
+	DefaultClusterServiceMaxInFlight = 64
+	maxClusterServiceMaxInFlight     = 4096
+)
+
+// ScanInterval is the time between two scans: between the schedule's next
+// two occurrences after now.
+func (c Config) ScanInterval(now time.Time) time.Duration {
+	if c.ScanSchedule == nil {
+		return 0
+	}
+	first := c.ScanSchedule.Next(now)
+	second := c.ScanSchedule.Next(first)
+	if first.IsZero() || second.IsZero() {
+		return 0
+	}
+	return second.Sub(first)
 }
 
 // Load reads the settings through getenv (os.Getenv in production). The error
@@ -49,6 +82,8 @@ func Load(getenv func(string) string) (Config, error) {
 		ClusterServiceClientSecret:       getenv("CLUSTER_SERVICE_CLIENT_SECRET"),
 		ClusterServiceTokenURL:           r.url("CLUSTER_SERVICE_TOKEN_URL", false),
 		NotificationsAllowHTTP:           r.bool("NOTIFICATIONS_ALLOW_HTTP"),
+		ScanSchedule:                     r.schedule("SCAN_SCHEDULE", DefaultScanSchedule),
+		ClusterServiceMaxInFlight:        r.count("CLUSTER_SERVICE_MAX_IN_FLIGHT", DefaultClusterServiceMaxInFlight, maxClusterServiceMaxInFlight),
 	}
 	if r.err != nil {
 		return Config{}, r.err
@@ -108,6 +143,27 @@ func (r *reader) bool(name string) bool {
 	return b
 }
 
+func (r *reader) schedule(name, def string) schedule.Schedule {
+	s, err := schedule.Parse(r.or(name, def))
+	if err != nil {
+		r.fail(name, "%v", err)
+	}
+	return s
+}
+
+// count reads a whole number from 1 to max.
+func (r *reader) count(name string, def, max int) int {
+	v := strings.TrimSpace(r.getenv(name))
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > max {
+		r.fail(name, "%q is not a whole number from 1 to %d", v, max)
+	}
+	return n
+}
+
 // url reads an absolute http(s) URL; the value is not echoed in errors since
 // it may carry credentials.
 func (r *reader) url(name string, required bool) string {
@@ -124,4 +180,30 @@ func (r *reader) url(name string, required bool) string {
 		return ""
 	}
 	return strings.TrimRight(v, "/")
+}
+
+// DefaultFunctionTimeout is the host's functionTimeout when host.json does
+// not set one: the Consumption plan's default, the shortest of the plans.
+const DefaultFunctionTimeout = 5 * time.Minute
+
+// FunctionTimeout reads functionTimeout from the host's host.json: the host
+// kills the handler process when an invocation runs longer, so scan and
+// poll bound their work well inside it. A missing value is
+// DefaultFunctionTimeout, and so is "-1" (no limit), so that the bounds
+// stay finite.
+func FunctionTimeout(hostJSON []byte) (time.Duration, error) {
+	var host struct {
+		FunctionTimeout *string `json:"functionTimeout"`
+	}
+	if err := json.Unmarshal(hostJSON, &host); err != nil {
+		return 0, fmt.Errorf("host.json: %w", err)
+	}
+	if host.FunctionTimeout == nil || strings.TrimSpace(*host.FunctionTimeout) == "-1" {
+		return DefaultFunctionTimeout, nil
+	}
+	d, ok := schedule.ParseTimeSpan(strings.TrimSpace(*host.FunctionTimeout))
+	if !ok || d <= 0 {
+		return 0, fmt.Errorf("host.json: functionTimeout %q is not a positive TimeSpan", *host.FunctionTimeout)
+	}
+	return d, nil
 }

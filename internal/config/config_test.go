@@ -2,8 +2,10 @@ package config
 
 import (
 	"encoding/base64"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -60,6 +62,9 @@ func requireNoSecret(t *testing.T, msg string) {
 func TestLoadValid(t *testing.T) {
 	c, err := Load(getenv(validEnv()))
 	require.NoError(t, err)
+	require.Equal(t, DefaultScanSchedule, c.ScanSchedule.String())
+	require.Equal(t, 10*time.Second, c.ScanInterval(time.Date(2026, 12, 1, 12, 0, 3, 0, time.UTC)))
+	c.ScanSchedule = nil
 	require.Equal(t, Config{
 		Port:                       "7071",
 		CosmosEndpoint:             "https://account.documents.azure.com:443",
@@ -72,6 +77,7 @@ func TestLoadValid(t *testing.T) {
 		ClusterServiceClientID:     "opstatus-client",
 		ClusterServiceClientSecret: clientSecret,
 		ClusterServiceTokenURL:     "https://sso.example.internal/token",
+		ClusterServiceMaxInFlight:  DefaultClusterServiceMaxInFlight,
 	}, c)
 }
 
@@ -123,6 +129,13 @@ func TestLoadOptionalSettings(t *testing.T) {
 			func(t *testing.T, c Config) { require.Equal(t, "65535", c.Port) }},
 		{"port with spaces", with("FUNCTIONS_CUSTOMHANDLER_PORT", " 1 "),
 			func(t *testing.T, c Config) { require.Equal(t, "1", c.Port) }},
+		{"scan schedule", with("SCAN_SCHEDULE", "*/30 * * * * *", "CLUSTER_SERVICE_MAX_IN_FLIGHT", "8"),
+			func(t *testing.T, c Config) {
+				require.Equal(t, 30*time.Second, c.ScanInterval(time.Date(2026, 12, 1, 12, 0, 3, 0, time.UTC)))
+				require.Equal(t, 8, c.ClusterServiceMaxInFlight)
+			}},
+		{"scan schedule as a TimeSpan", with("SCAN_SCHEDULE", "00:01:00"),
+			func(t *testing.T, c Config) { require.Equal(t, time.Minute, c.ScanInterval(time.Now())) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Load(getenv(tc.env))
@@ -179,6 +192,13 @@ func TestLoadErrors(t *testing.T) {
 		{"token URL relative", with("CLUSTER_SERVICE_TOKEN_URL", "/token"), "CLUSTER_SERVICE_TOKEN_URL"},
 		{"token URL with credentials", with("CLUSTER_SERVICE_TOKEN_URL", "https://id:"+urlPassword+"@sso.example.internal/token"), "CLUSTER_SERVICE_TOKEN_URL"},
 
+		// Scan schedule and Cluster Service concurrency.
+		{"scan schedule of five fields", with("SCAN_SCHEDULE", "*/10 * * * *"), "SCAN_SCHEDULE"},
+		{"scan schedule not one", with("SCAN_SCHEDULE", "every ten seconds"), "SCAN_SCHEDULE"},
+		{"max in flight zero", with("CLUSTER_SERVICE_MAX_IN_FLIGHT", "0"), "CLUSTER_SERVICE_MAX_IN_FLIGHT"},
+		{"max in flight huge", with("CLUSTER_SERVICE_MAX_IN_FLIGHT", "100000"), "CLUSTER_SERVICE_MAX_IN_FLIGHT"},
+		{"max in flight not a number", with("CLUSTER_SERVICE_MAX_IN_FLIGHT", "many"), "CLUSTER_SERVICE_MAX_IN_FLIGHT"},
+
 		// Client credentials: all three or none.
 		{"only client id", with("CLUSTER_SERVICE_CLIENT_SECRET", "", "CLUSTER_SERVICE_TOKEN_URL", ""), "CLUSTER_SERVICE_CLIENT_SECRET"},
 		{"only client secret", with("CLUSTER_SERVICE_CLIENT_ID", "", "CLUSTER_SERVICE_TOKEN_URL", ""), "CLUSTER_SERVICE_CLIENT_ID"},
@@ -213,4 +233,35 @@ func TestLoadEmptyEnvironment(t *testing.T) {
 	_, err := Load(func(string) string { return "" })
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "FUNCTIONS_CUSTOMHANDLER_PORT")
+}
+
+func TestFunctionTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		hostJSON string
+		want     time.Duration
+		err      string
+	}{
+		{`{"version":"2.0","functionTimeout":"00:05:00"}`, 5 * time.Minute, ""},
+		{`{"functionTimeout":"00:10:00"}`, 10 * time.Minute, ""},
+		{`{"functionTimeout":"1.00:00:00"}`, 24 * time.Hour, ""},
+		{`{"version":"2.0"}`, DefaultFunctionTimeout, ""},
+		{`{"functionTimeout":"-1"}`, DefaultFunctionTimeout, ""},
+		{`{"functionTimeout":"00:00:00"}`, 0, "not a positive TimeSpan"},
+		{`{"functionTimeout":"soon"}`, 0, "not a positive TimeSpan"},
+		{`{"functionTimeout":300}`, 0, "host.json"},
+		{`not json`, 0, "host.json"},
+	} {
+		got, err := FunctionTimeout([]byte(tc.hostJSON))
+		if tc.err != "" {
+			require.ErrorContains(t, err, tc.err, tc.hostJSON)
+			continue
+		}
+		require.NoError(t, err, tc.hostJSON)
+		require.Equal(t, tc.want, got, tc.hostJSON)
+	}
+	root, err := os.ReadFile("../../host.json")
+	require.NoError(t, err)
+	got, err := FunctionTimeout(root)
+	require.NoError(t, err, "the project's host.json")
+	require.Positive(t, got)
 }

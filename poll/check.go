@@ -1,0 +1,96 @@
+package poll
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/opstatus/opstatus/internal/arm"
+	"github.com/opstatus/opstatus/internal/clusterservice"
+	"github.com/opstatus/opstatus/internal/database"
+)
+
+// change is a write an operation needs: decide says what to write on a
+// fresh read of the operation (under the lock); deleteResources says that
+// a finished delete removes its Resources items.
+type change struct {
+	decide          func(*database.Operation) clusterservice.Decision
+	deleteResources bool
+}
+
+// check reads one operation and asks Cluster Service about it, without the
+// lock. It leaves in it the outcome, or the change to write under the lock,
+// or the ended operation to notify ARM of.
+func (r *run) check(ctx context.Context, it *item) {
+	op, err := r.f.DB.GetOperation(ctx, it.msg.SubscriptionID, it.msg.OperationID)
+	switch {
+	case errors.Is(err, database.ErrNotFound):
+		it.log.Info("operation item not found; nothing to do")
+		it.outcome = OutcomeGone
+		return
+	case errors.Is(err, database.ErrMalformed):
+		it.log.Error("operation item is unreadable; left as it is", "error", err)
+		it.outcome = OutcomeInvalid
+		return
+	case err != nil:
+		it.defer_(err)
+		return
+	}
+	if err := op.Validate(); err != nil {
+		it.log.Error("operation item is invalid; left as it is", "error", err)
+		it.outcome = OutcomeInvalid
+		return
+	}
+	it.log = it.log.With("resource_id", op.ExternalID, "internal_id", op.InternalID)
+	it.op = op
+
+	if op.Status.IsTerminal() {
+		it.outcome = OutcomeDone
+		if op.NotificationURI != "" {
+			it.ended = op
+		}
+		return
+	}
+
+	id, err := clusterservice.ParseInternalID(op.InternalID)
+	if err != nil {
+		it.log.Error("internalId is not a Cluster Service path; left as it is", "error", err)
+		it.outcome = OutcomeInvalid
+		return
+	}
+	// Checked again just before the call: the read, or the wait for a free
+	// slot, may have lasted past the next scan's start.
+	if r.superseded() {
+		it.outcome = OutcomeSuperseded
+		return
+	}
+	st, err := r.f.callCluster(ctx, id)
+	if errors.Is(err, clusterservice.ErrNotFound) {
+		if op.Request != arm.RequestDelete {
+			it.log.Warn("Cluster Service does not know the resource; left as it is", "request", op.Request)
+			it.outcome = OutcomeUnchanged
+			return
+		}
+		it.change = &change{deleteResources: true, decide: func(op *database.Operation) clusterservice.Decision {
+			return clusterservice.Decision{State: arm.ProvisioningStateSucceeded, Change: op.Status != arm.ProvisioningStateSucceeded}
+		}}
+		return
+	}
+	if err != nil {
+		it.defer_(fmt.Errorf("cluster service: %w", err))
+		return
+	}
+	decide := func(op *database.Operation) clusterservice.Decision {
+		return clusterservice.Decide(id.Kind, st, op.Request, op.Status)
+	}
+	d := decide(op)
+	switch {
+	case d.Problem != "":
+		it.log.Warn("Cluster Service state not applied", "cs_state", st.State, "status", op.Status, "request", op.Request, "problem", d.Problem)
+		it.outcome = OutcomeUnchanged
+	case !d.Change:
+		it.outcome = OutcomeUnchanged
+	default:
+		it.change = &change{decide: decide}
+	}
+}
