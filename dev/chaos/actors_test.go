@@ -107,7 +107,11 @@ type killer struct {
 // answers.
 func (k *killer) run(ctx context.Context) {
 	for sleepCtx(ctx, k.min+time.Duration(k.rng.Int64N(int64(k.max-k.min)+1))) {
-		in := k.e.s.Host.Instances()[0]
+		instances := k.e.s.Host.Instances()
+		if len(instances) == 0 {
+			continue
+		}
+		in := instances[k.rng.IntN(len(instances))]
 		pid := in.PID()
 		if pid == 0 {
 			continue

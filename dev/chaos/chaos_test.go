@@ -104,7 +104,13 @@ func TestChaos(t *testing.T) {
 	ctx := context.Background()
 	lockTTL := 5 * time.Second
 
-	e := startEnv(t, envOptions{lockTTL: lockTTL, seed: runSeed})
+	// Two host instances, each its own handler process, as when the app
+	// scales out. The emulator's functionTimeout is below what a poll takes
+	// when a Cluster Service call hangs past the client's timeout, so that
+	// the host's kill on timeout (the handler process and every invocation
+	// in it) happens under chaos too; production's functionTimeout leaves
+	// poll's own deadline to end such a poll first.
+	e := startEnv(t, envOptions{lockTTL: lockTTL, seed: runSeed, instances: 2, invocationTimeout: 9 * time.Second})
 	subs := subscriptions(cfg.subs, "chaos")
 	ops := scenario(rng, subs, cfg.ops, cfg.minLife, cfg.maxLife, "x")
 
@@ -227,6 +233,7 @@ func TestChaos(t *testing.T) {
 	require.True(t, scanned, "a scan ran after everything settled")
 	require.Zero(t, lastScan.Pending, "the scan after settling finds nothing pending")
 	require.Positive(t, kill.kills.Load(), "the handler was killed")
+	require.Positive(t, e.s.Host.Counters().Timeouts, "the host killed a handler on a function timeout")
 	require.Positive(t, taker.holds.Load(), "the frontend held locks")
 	require.Positive(t, rep.faultTotal(), "faults were injected")
 }

@@ -60,6 +60,10 @@ type envOptions struct {
 	lockTTL time.Duration
 	seed    int64
 	sim     clustersim.Faults
+	// instances is the number of host instances (default 1);
+	// invocationTimeout, when set, is the emulator's functionTimeout.
+	instances         int
+	invocationTimeout time.Duration
 }
 
 // env is a running stack whose handler reaches Cosmos through a fault proxy,
@@ -86,7 +90,8 @@ func startEnv(t *testing.T, o envOptions) *env {
 	s, err := stack.Start(ctx, stack.Options{
 		LockTTL: o.lockTTL,
 		Sim:     clustersim.Options{Seed: o.seed, Faults: o.sim},
-		Host:    hostemu.Options{OnInvocation: e.inv.record},
+		Host: hostemu.Options{OnInvocation: e.inv.record, Instances: o.instances,
+			InvocationTimeout: o.invocationTimeout},
 		CosmosWrap: func(endpoint string) (string, error) {
 			p, err := faultproxy.New(endpoint, faultproxy.Options{TLS: true, Seed: o.seed, Name: "handler"})
 			if err != nil {

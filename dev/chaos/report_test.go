@@ -80,7 +80,8 @@ func (r *report) String() string {
 		calls, sim.Faults[clustersim.FaultError], sim.Faults[clustersim.FaultTimeout], sim.Faults[clustersim.FaultSpike],
 		sim.Faults[clustersim.FaultLatency], strings.Join(statuses, ", "))
 	c := e.s.Host.Counters()
-	f("handler kills (SIGKILL): %d; handler restarts: %d", r.kill.kills.Load(), c.HandlerRestarts)
+	f("handler kills (SIGKILL): %d by the test, %d by the host on a function timeout; handler restarts: %d; host restarts: %d",
+		r.kill.kills.Load(), c.Timeouts, c.HandlerRestarts, c.HostRestarts)
 	f("frontend: %d lock holds (%s held in total), %d renewals, %d renewal failures, %d attempts found the lock taken, %d errors",
 		r.taker.holds.Load(), time.Duration(r.taker.held.Load()).Round(time.Second), r.taker.renewals.Load(),
 		r.taker.renewFailures.Load(), r.taker.busy.Load(), r.taker.errors.Load())

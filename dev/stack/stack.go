@@ -52,6 +52,10 @@ type Options struct {
 	// NoHost leaves the host emulator out: the caller runs a host itself
 	// (make func-start runs the real one) with Stack.Settings.
 	NoHost bool
+	// AppDir is the function app the host emulator runs (host.json, the
+	// function.json files, the handler binary); default the repository
+	// root.
+	AppDir string
 }
 
 // Stack is a running local system. Close stops everything it started.
@@ -74,8 +78,9 @@ type Stack struct {
 	cancel  context.CancelFunc
 }
 
-// Start brings the stack up and starts the host emulator on the app in the
-// repository root (the handler binary must be built: make build).
+// Start brings the stack up and starts the host emulator on the app in
+// opts.AppDir, by default the repository root (the handler binary must be
+// built: make build).
 func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.LockTTL == 0 {
 		opts.LockTTL = 10 * time.Second
@@ -86,9 +91,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			_ = s.Close()
 		}
 	}()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		return nil, err
+	root := opts.AppDir
+	if root == "" {
+		if root, err = testenv.RepoRoot(); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := os.Stat(filepath.Join(root, "handler")); err != nil {
 		return nil, fmt.Errorf("the handler binary is missing (run make build): %w", err)
