@@ -164,23 +164,6 @@ func TestLogsAsTheHostReadsThem(t *testing.T) {
 			log.Log(context.Background(), r.level, where+" "+r.msg, "warnings", "WARN and warn")
 		}
 	}
-	item := map[string]any{"id": strings.Repeat("i", 40)}
-	stream := func(log *slog.Logger, failAt int) Stream {
-		return func(yield func(any, error) bool) {
-			for i := range failAt {
-				if !yield(item, nil) {
-					return
-				}
-				if i == 0 {
-					logAll(log, "stream")
-				}
-			}
-			if failAt < 100 {
-				return
-			}
-			yield(nil, errors.New("listing broke"))
-		}
-	}
 	handlers := map[string]Handler{
 		"ok": func(_ context.Context, inv *Invocation) (*Result, error) {
 			logAll(inv.Log, "handler")
@@ -202,18 +185,6 @@ func TestLogsAsTheHostReadsThem(t *testing.T) {
 			logAll(inv.Log, "handler")
 			return &Result{Outputs: map[string]any{"x": make(chan int)}}, nil
 		},
-		"stream": func(_ context.Context, inv *Invocation) (*Result, error) {
-			logAll(inv.Log, "handler")
-			return &Result{Outputs: map[string]any{"x": stream(inv.Log, 3)}}, nil
-		},
-		"stream-early": func(_ context.Context, inv *Invocation) (*Result, error) {
-			logAll(inv.Log, "handler")
-			return &Result{Outputs: map[string]any{"x": stream(inv.Log, 100)}}, nil
-		},
-		"stream-late": func(_ context.Context, inv *Invocation) (*Result, error) {
-			logAll(inv.Log, "handler")
-			return &Result{Outputs: map[string]any{"x": stream(inv.Log, 10_000)}}, nil
-		},
 	}
 	var stdout, stderr safeBuffer
 	s := NewServer(slog.New(NewLogHandler(&stdout, &stderr, nil)), handlers, WithMaxBodyBytes(4096))
@@ -225,20 +196,16 @@ func TestLogsAsTheHostReadsThem(t *testing.T) {
 		path       string
 		body       string // {} if empty
 		wantStatus int
-		aborted    bool     // the answer breaks off after its status
 		wantLogged []string // who logs the records: handler, stream
 		failure    string   // in the error of "invocation failed"; "" for a success
 		panics     bool
 		rejected   string // the Warn record of a request that is no invocation
 	}{
 		{name: "success", path: "/ok", wantStatus: 200, wantLogged: []string{"handler"}},
-		{name: "success with a stream", path: "/stream", wantStatus: 200, wantLogged: []string{"handler", "stream"}},
 		{name: "bad request", path: "/bad", wantStatus: 400, wantLogged: []string{"handler"}, failure: "no such thing"},
 		{name: "handler error", path: "/fail", wantStatus: 500, wantLogged: []string{"handler"}, failure: "cosmos down"},
 		{name: "panic", path: "/panic", wantStatus: 500, wantLogged: []string{"handler"}, failure: "handler panicked: kaboom", panics: true},
 		{name: "outputs that do not encode", path: "/unencodable", wantStatus: 500, wantLogged: []string{"handler"}, failure: "unsupported type"},
-		{name: "stream fails before the status", path: "/stream-early", wantStatus: 500, wantLogged: []string{"handler", "stream"}, failure: "listing broke"},
-		{name: "stream fails after the status", path: "/stream-late", wantStatus: 200, aborted: true, wantLogged: []string{"handler", "stream"}, failure: `response aborted: output "x": listing broke`},
 		{name: "oversized body", path: "/ok", body: `{"Data":{"x":"` + strings.Repeat("a", 5000) + `"}}`, wantStatus: 413, failure: "larger than 4096 bytes"},
 		{name: "body not JSON", path: "/ok", body: `Data=1`, wantStatus: 400, failure: "not valid JSON"},
 		{name: "unknown function", path: "/nope", wantStatus: 404, rejected: "unknown function"},
@@ -255,15 +222,10 @@ func TestLogsAsTheHostReadsThem(t *testing.T) {
 			require.Equal(t, tt.wantStatus, res.resp.StatusCode)
 			raw, err := io.ReadAll(res.resp.Body)
 			res.resp.Body.Close()
-			var logs []string
-			if tt.aborted {
-				require.Error(t, err, "the answer must not end as if whole")
-			} else {
-				require.NoError(t, err)
-				var a struct{ Logs []string }
-				require.NoError(t, json.Unmarshal(raw, &a), string(raw))
-				logs = a.Logs
-			}
+			require.NoError(t, err)
+			var a struct{ Logs []string }
+			require.NoError(t, json.Unmarshal(raw, &a), string(raw))
+			logs := a.Logs
 
 			// The access line is the last line of an invocation.
 			want := map[string]string{}
@@ -278,7 +240,7 @@ func TestLogsAsTheHostReadsThem(t *testing.T) {
 				want[tt.rejected] = hostWarning
 			}
 			entries := entriesOf(t, append(processEntries(t, &stdout, &stderr),
-				logsEntries(t, tt.wantStatus, !tt.aborted, logs)...), id)
+				logsEntries(t, tt.wantStatus, true, logs)...), id)
 
 			for _, who := range tt.wantLogged {
 				for _, r := range records {

@@ -1,37 +1,12 @@
 package functions
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"iter"
 	"net/http"
-	"runtime/debug"
 	"slices"
-	"sync"
 )
-
-// Stream is an output binding's array whose elements are produced while the
-// answer is written, so that a large output (scan's messages) is never held
-// in memory. Each element is encoded as JSON in turn.
-//
-// The answer's Logs and ReturnValue are encoded after every stream has
-// ended: a stream may log through the invocation's Log, and a ReturnValue
-// given as a pointer is read then. A stream that yields an error (or
-// panics) fails the invocation. The first 32 KiB of an answer are held
-// back, so a stream that fails early gets a plain error answer
-// (StatusOf(err), the error logged); one that fails after that has its
-// response aborted, so that the host never takes a partial output.
-type Stream iter.Seq2[any, error]
-
-// holdBack is how much of an answer is kept before its status goes out.
-const holdBack = 32 << 10
-
-// writers keeps the answers' buffers: a poll's answer is a few hundred
-// bytes, and a fresh 32 KiB buffer per invocation was a large share of
-// what the handler allocated (and so of its garbage collection).
-var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, holdBack) }}
 
 // body is the body of every answer: the host reads the output bindings from
 // Outputs, logs each Logs line of a 2xx answer at Information and keeps
@@ -40,37 +15,38 @@ var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, holdBa
 type body struct {
 	outputs []output // by name, as encoding/json orders map keys
 	logs    func() []string
-	ret     any
+	ret     []byte
 }
 
-// output is one output binding: value is its JSON, or stream produces it.
+// output is one output binding and its JSON.
 type output struct {
-	name   []byte
-	value  []byte
-	stream Stream
+	name, value []byte
 }
 
-// newBody encodes every output but the streams, failing before anything
-// is sent. logs is called once the outputs are written.
+// newBody encodes the outputs and the return value, so that an answer that
+// cannot be encoded fails before anything is sent. logs is called when the
+// answer is written.
 func newBody(outputs map[string]any, logs func() []string, ret any) (*body, error) {
-	b := &body{logs: logs, ret: ret}
+	b := &body{logs: logs}
 	names := make([]string, 0, len(outputs))
 	for name := range outputs {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		o := output{}
+		var o output
 		var err error
 		if o.name, err = marshal(name); err != nil {
 			return nil, fmt.Errorf("encoding output name: %w", err)
 		}
-		if s, ok := outputs[name].(Stream); ok {
-			o.stream, o.value = s, []byte("null") // the value of a nil stream
-		} else if o.value, err = marshal(outputs[name]); err != nil {
+		if o.value, err = marshal(outputs[name]); err != nil {
 			return nil, fmt.Errorf("encoding output %s: %w", name, err)
 		}
 		b.outputs = append(b.outputs, o)
+	}
+	var err error
+	if b.ret, err = marshal(ret); err != nil {
+		return nil, fmt.Errorf("encoding the return value: %w", err)
 	}
 	return b, nil
 }
@@ -87,49 +63,8 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// writeTo sends the body with status. On error, sent tells whether the
-// status has gone out: if not, the caller may still answer otherwise; if
-// so, it must abort the response.
-func (b *body) writeTo(w http.ResponseWriter, status int) (sent bool, err error) {
-	hw := &heldWriter{w: w, status: status}
-	bw := writers.Get().(*bufio.Writer)
-	bw.Reset(hw)
-	defer func() {
-		bw.Reset(nil)
-		writers.Put(bw)
-	}()
-	var elem bytes.Buffer
-	enc := json.NewEncoder(&elem)
-	enc.SetEscapeHTML(false)
-
-	bw.WriteString(`{"Outputs":{`)
-	for i, o := range b.outputs {
-		if i > 0 {
-			bw.WriteByte(',')
-		}
-		bw.Write(o.name)
-		bw.WriteByte(':')
-		if o.stream == nil {
-			bw.Write(o.value)
-			continue
-		}
-		bw.WriteByte('[')
-		err := drain(o.stream, func(j int, v any) error {
-			if j > 0 {
-				bw.WriteByte(',')
-			}
-			elem.Reset()
-			if err := enc.Encode(v); err != nil {
-				return fmt.Errorf("encoding element %d: %w", j, err)
-			}
-			_, err := bw.Write(bytes.TrimSuffix(elem.Bytes(), []byte("\n")))
-			return err
-		})
-		if err != nil {
-			return hw.sent, fmt.Errorf("output %s: %w", o.name, err)
-		}
-		bw.WriteByte(']')
-	}
+// writeTo sends the body with status. An error means the host has gone.
+func (b *body) writeTo(w http.ResponseWriter, status int) error {
 	var logs []string
 	if b.logs != nil {
 		logs = b.logs()
@@ -137,63 +72,39 @@ func (b *body) writeTo(w http.ResponseWriter, status int) (sent bool, err error)
 	if logs == nil {
 		logs = []string{}
 	}
-	encoded, err := marshal(logs)
+	encodedLogs, err := marshal(logs) // strings: cannot fail
 	if err != nil {
-		return hw.sent, fmt.Errorf("encoding response logs: %w", err)
+		return err
 	}
-	bw.WriteString(`},"Logs":`)
-	bw.Write(encoded)
-	if encoded, err = marshal(b.ret); err != nil {
-		return hw.sent, fmt.Errorf("encoding response return value: %w", err)
+	ret := b.ret
+	if ret == nil {
+		ret = []byte("null")
 	}
-	bw.WriteString(`,"ReturnValue":`)
-	bw.Write(encoded)
-	bw.WriteString("}\n")
-	return true, bw.Flush()
-}
-
-// drain calls f with each element of s until s or f fails. A panic in s
-// is an error too: s is a handler's code, running outside its invocation.
-func drain(s Stream, f func(int, any) error) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &panicError{value: v, stack: debug.Stack()}
+	var buf bytes.Buffer
+	buf.WriteString(`{"Outputs":{`)
+	for i, o := range b.outputs {
+		if i > 0 {
+			buf.WriteByte(',')
 		}
-	}()
-	i := 0
-	for v, serr := range s {
-		if serr != nil {
-			return serr
-		}
-		if err := f(i, v); err != nil {
-			return err
-		}
-		i++
+		buf.Write(o.name)
+		buf.WriteByte(':')
+		buf.Write(o.value)
 	}
-	return nil
-}
-
-// heldWriter sends the headers and status with the first bytes of the body.
-type heldWriter struct {
-	w      http.ResponseWriter
-	status int
-	sent   bool
-}
-
-func (h *heldWriter) Write(p []byte) (int, error) {
-	if !h.sent {
-		h.sent = true
-		setJSONHeaders(h.w)
-		h.w.WriteHeader(h.status)
-	}
-	return h.w.Write(p)
+	buf.WriteString(`},"Logs":`)
+	buf.Write(encodedLogs)
+	buf.WriteString(`,"ReturnValue":`)
+	buf.Write(ret)
+	buf.WriteString("}\n")
+	setJSONHeaders(w)
+	w.WriteHeader(status)
+	_, err = w.Write(buf.Bytes())
+	return err
 }
 
 // writeEmpty answers status with empty Outputs and Logs and a null
-// ReturnValue; such a body always encodes.
+// ReturnValue.
 func writeEmpty(w http.ResponseWriter, status int) {
-	b := &body{}
-	_, _ = b.writeTo(w, status) // the caller has gone if this fails; nothing to do
+	_ = (&body{}).writeTo(w, status) // the caller has gone if this fails; nothing to do
 }
 
 func setJSONHeaders(w http.ResponseWriter) {

@@ -224,18 +224,10 @@ func (s *Server) invoke(name string, h Handler) http.HandlerFunc {
 		}()
 
 		status, body := s.run(w, r, name, id, h, log, c)
-		sent, err := body.writeTo(w, status)
-		if pe, ok := errors.AsType[*panicError](err); ok {
-			pe.log(ctx, log)
-		}
-		if err != nil && !sent {
-			// Nothing has gone out yet: answer a plain failure instead.
-			status, body = failed(ctx, log, StatusOf(err), err)
-			sent, err = body.writeTo(w, status)
-		}
+		err := body.writeTo(w, status)
 		if err != nil {
-			log.LogAttrs(ctx, slog.LevelError, "invocation failed",
-				slog.Int("status", status), slog.String("error", "response aborted: "+err.Error()))
+			log.LogAttrs(ctx, slog.LevelError, "invocation answer not delivered",
+				slog.Int("status", status), slog.String("error", err.Error()))
 		}
 		delivered = err == nil && status >= 200 && status < 300
 		if !delivered {
@@ -253,15 +245,7 @@ func (s *Server) invoke(name string, h Handler) http.HandlerFunc {
 		if !delivered {
 			level = slog.LevelWarn
 		}
-		if err != nil {
-			attrs = append(attrs, slog.Bool("aborted", true))
-		}
 		s.logger.LogAttrs(ctx, level, "invocation", attrs...)
-		if err != nil {
-			// The status has gone out: only a broken response keeps the
-			// host from taking a truncated one as the function's output.
-			panic(http.ErrAbortHandler)
-		}
 	}
 }
 
