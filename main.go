@@ -97,6 +97,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		Interval:    cfg.ScanInterval(time.Now()),
 		MaxInFlight: cfg.ClusterServiceMaxInFlight,
 		Deadline:    timeout / 2,
+		Deadlines:   poll.Deadlines{Create: cfg.CreateDeadline, Update: cfg.UpdateDeadline, Delete: cfg.DeleteDeadline},
 	}
 	// The host writes scan's messages after its answer, within the same
 	// functionTimeout: the listing takes at most a quarter of it.

@@ -65,8 +65,17 @@ func (r *run) check(ctx context.Context, it *item) {
 		return
 	}
 	st, err := r.f.callCluster(ctx, id)
+	// A status that ends the operation wins over its deadline; anything
+	// else past the deadline ends it Failed.
+	limit := r.f.Deadlines.pastDeadline(op, r.f.now())
 	if errors.Is(err, clusterservice.ErrNotFound) {
 		if op.Request != arm.RequestDelete {
+			if limit > 0 {
+				it.log.Warn("Cluster Service does not know the resource, and the operation is past its deadline; ending it Failed",
+					"request", op.Request, "deadline", limit)
+				it.change = deadlineChange(limit, clusterservice.Status{})
+				return
+			}
 			it.log.Warn("Cluster Service does not know the resource; left as it is", "request", op.Request)
 			it.outcome = OutcomeUnchanged
 			return
@@ -85,6 +94,9 @@ func (r *run) check(ctx context.Context, it *item) {
 	}
 	d := decide(op)
 	switch {
+	case limit > 0 && !(d.Change && d.Problem == "" && d.State.IsTerminal()):
+		it.log.Warn("operation past its deadline; ending it Failed", "request", op.Request, "deadline", limit, "cs_state", st.State)
+		it.change = deadlineChange(limit, st)
 	case d.Problem != "":
 		it.log.Warn("Cluster Service state not applied", "cs_state", st.State, "status", op.Status, "request", op.Request, "problem", d.Problem)
 		it.outcome = OutcomeUnchanged

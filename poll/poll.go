@@ -87,6 +87,9 @@ type Function struct {
 	// Deadline bounds the work of one invocation, well inside the host's
 	// functionTimeout; default 2 minutes.
 	Deadline time.Duration
+	// Deadlines end an operation Failed once it has stayed unfinished that
+	// long after its startTime; zero values mean none.
+	Deadlines Deadlines
 	// NotifyFor is how long after an operation ends its notification is
 	// retried before it is given up; default one hour.
 	NotifyFor time.Duration

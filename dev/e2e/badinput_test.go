@@ -150,7 +150,7 @@ func (s *handlerStack) csRequests() int64 {
 func (s *handlerStack) seedOp(sub, id, internalID, notificationURI string) {
 	s.t.Helper()
 	ctx := context.Background()
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	now := time.Now().UTC() // the handler counts deadlines by its own clock
 	key := clusterKey(sub, "c-"+id)
 	require.NoError(s.t, s.fe.PutOperation(ctx, frontend.Operation{
 		ID: id, PartitionKey: sub, Request: "Create", Status: "Accepted",

@@ -31,7 +31,8 @@ func clusterKey(sub, name string) string {
 func (s *handlerStack) seed(sub, opID, request, status, key, internalID string) {
 	s.t.Helper()
 	ctx := context.Background()
-	now := s.clock.Now()
+	// The handler counts deadlines by its own clock, not the simulator's.
+	now := time.Now().UTC()
 	require.NoError(s.t, s.fe.PutOperation(ctx, frontend.Operation{
 		ID: opID, PartitionKey: sub, Request: request, Status: status,
 		ExternalID: key, InternalID: internalID, StartTime: now, LastTransitionTime: now,
@@ -188,4 +189,35 @@ func TestHandlerNamesAMissingSetting(t *testing.T) {
 		require.Contains(t, lines[0], tc.want)
 		require.NotContains(t, string(out), "secret-key-value")
 	}
+}
+
+// TestDeadlineThroughTheHandler: a Create still installing past its
+// deadline (OPERATION_DEADLINE_CREATE) is ended Failed by the built
+// handler, and its Resources item follows; one inside it is left alone.
+func TestDeadlineThroughTheHandler(t *testing.T) {
+	s := startStack(t, "OPERATION_DEADLINE_CREATE=30m")
+	require.NoError(t, s.sim.AddCluster("slow", clustersim.Script{Installing: clustersim.Duration(24 * time.Hour)}))
+	ctx := context.Background()
+	for id, age := range map[string]time.Duration{"late": 31 * time.Minute, "early": 29 * time.Minute} {
+		start := time.Now().UTC().Add(-age)
+		key := clusterKey(subA, id)
+		require.NoError(t, s.fe.PutOperation(ctx, frontend.Operation{ID: id, PartitionKey: subA, Request: "Create", Status: "Provisioning",
+			ExternalID: key, InternalID: "/api/aro_hcp/v1alpha1/clusters/slow", StartTime: start, LastTransitionTime: start}))
+		require.NoError(t, s.fe.PutResource(ctx, frontend.Resource{ID: "res-" + id, PartitionKey: subA, Key: key,
+			InternalID: "/api/aro_hcp/v1alpha1/clusters/slow", ActiveOperationID: id, ProvisioningState: "Provisioning"}))
+	}
+	s.clock.Advance(time.Hour) // the simulator's cluster is installing
+
+	require.Equal(t, "updated", s.pollOp(subA, "late"))
+	op, err := s.fe.Operation(ctx, subA, "late")
+	require.NoError(t, err)
+	require.Equal(t, "Failed", op["status"])
+	require.Equal(t, "InternalServerError", op["error"].(map[string]any)["code"])
+	require.Contains(t, op["error"].(map[string]any)["message"], "deadline of 30m0s")
+	res, err := s.fe.Resource(ctx, subA, "res-late")
+	require.NoError(t, err)
+	require.Equal(t, "Failed", res["provisioningState"])
+
+	require.Equal(t, "unchanged", s.pollOp(subA, "early"))
+	require.Equal(t, "Provisioning", s.opStatus(subA, "early"))
 }

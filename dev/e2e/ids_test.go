@@ -41,7 +41,7 @@ var awkwardIDs = []string{
 // and its Resources item (res-n, with a plain key of its own).
 func (s *handlerStack) seedAwkward(sub string, n int, id, internalID string) (resID string, err error) {
 	ctx := context.Background()
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	now := time.Now().UTC() // the handler counts deadlines by its own clock
 	key := clusterKey(strings.ToLower(sub), fmt.Sprintf("c%03d", n))
 	if err := s.fe.PutOperation(ctx, frontend.Operation{
 		ID: id, PartitionKey: sub, Request: "Create", Status: "Accepted",

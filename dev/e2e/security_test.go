@@ -550,10 +550,11 @@ func TestNotificationURIRules(t *testing.T) {
 	t.Run("http allowed locally", func(t *testing.T) {
 		s := startStack(t, "NOTIFICATIONS_ALLOW_HTTP=true")
 		require.NoError(t, s.sim.AddCluster("c1", clustersim.Script{}))
-		start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 		for _, id := range []string{"op-n1", "op-n2"} {
 			s.seedOp(subA, id, "/api/aro_hcp/v1alpha1/clusters/c1", recServer.URL+"/notify/"+id)
+			seeded, err := s.fe.Operation(context.Background(), subA, id)
+			require.NoError(t, err)
 			require.Equal(t, "updated", s.pollOp(subA, id))
 			op, err := s.fe.Operation(context.Background(), subA, id)
 			require.NoError(t, err)
@@ -577,7 +578,7 @@ func TestNotificationURIRules(t *testing.T) {
 				"id":        "/subscriptions/" + subA + "/providers/Microsoft.RedHatOpenShift/locations/eastus/hcpOperationStatuses/" + id,
 				"name":      id,
 				"status":    "Succeeded",
-				"startTime": start.Format(time.RFC3339),
+				"startTime": seeded["startTime"],
 				"endTime":   op["lastTransitionTime"],
 			}, body)
 		}

@@ -40,10 +40,18 @@ type Config struct {
 	// ClusterServiceMaxInFlight caps the Cluster Service requests in flight
 	// in the process (CLUSTER_SERVICE_MAX_IN_FLIGHT).
 	ClusterServiceMaxInFlight int
+
+	// CreateDeadline, UpdateDeadline and DeleteDeadline
+	// (OPERATION_DEADLINE_CREATE, _UPDATE, _DELETE) are how long an
+	// operation may stay unfinished after its startTime; 0 means none.
+	CreateDeadline, UpdateDeadline, DeleteDeadline time.Duration
 }
 
-// Defaults of the optional settings.
+// Defaults of the optional settings. The deadlines are ARO-HCP's; Updates
+// have none by default, since an upgrade can rightly take hours.
 const (
+	DefaultCreateDeadline            = time.Hour
+	DefaultDeleteDeadline            = 12 * time.Hour
 	DefaultScanSchedule              = "*/10 * * * * *"
 	DefaultClusterServiceMaxInFlight = 64
 	maxClusterServiceMaxInFlight     = 4096
@@ -84,6 +92,9 @@ func Load(getenv func(string) string) (Config, error) {
 		NotificationsAllowHTTP:           r.bool("NOTIFICATIONS_ALLOW_HTTP"),
 		ScanSchedule:                     r.schedule("SCAN_SCHEDULE", DefaultScanSchedule),
 		ClusterServiceMaxInFlight:        r.count("CLUSTER_SERVICE_MAX_IN_FLIGHT", DefaultClusterServiceMaxInFlight, maxClusterServiceMaxInFlight),
+		CreateDeadline:                   r.deadline("OPERATION_DEADLINE_CREATE", DefaultCreateDeadline),
+		UpdateDeadline:                   r.deadline("OPERATION_DEADLINE_UPDATE", 0),
+		DeleteDeadline:                   r.deadline("OPERATION_DEADLINE_DELETE", DefaultDeleteDeadline),
 	}
 	if r.err != nil {
 		return Config{}, r.err
@@ -149,6 +160,23 @@ func (r *reader) schedule(name, def string) schedule.Schedule {
 		r.fail(name, "%v", err)
 	}
 	return s
+}
+
+// deadline reads a positive duration ("90m", "12h"), or "none" for no
+// deadline.
+func (r *reader) deadline(name string, def time.Duration) time.Duration {
+	v := strings.TrimSpace(r.getenv(name))
+	switch v {
+	case "":
+		return def
+	case "none":
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		r.fail(name, "%q is not a positive duration (such as 90m or 12h) or none", v)
+	}
+	return d
 }
 
 // count reads a whole number from 1 to max.

@@ -78,6 +78,8 @@ func TestLoadValid(t *testing.T) {
 		ClusterServiceClientSecret: clientSecret,
 		ClusterServiceTokenURL:     "https://sso.example.internal/token",
 		ClusterServiceMaxInFlight:  DefaultClusterServiceMaxInFlight,
+		CreateDeadline:             DefaultCreateDeadline,
+		DeleteDeadline:             DefaultDeleteDeadline,
 	}, c)
 }
 
@@ -133,6 +135,10 @@ func TestLoadOptionalSettings(t *testing.T) {
 			func(t *testing.T, c Config) {
 				require.Equal(t, 30*time.Second, c.ScanInterval(time.Date(2026, 12, 1, 12, 0, 3, 0, time.UTC)))
 				require.Equal(t, 8, c.ClusterServiceMaxInFlight)
+			}},
+		{"deadlines", with("OPERATION_DEADLINE_CREATE", "90m", "OPERATION_DEADLINE_UPDATE", "6h", "OPERATION_DEADLINE_DELETE", "none"),
+			func(t *testing.T, c Config) {
+				require.Equal(t, []time.Duration{90 * time.Minute, 6 * time.Hour, 0}, []time.Duration{c.CreateDeadline, c.UpdateDeadline, c.DeleteDeadline})
 			}},
 		{"scan schedule as a TimeSpan", with("SCAN_SCHEDULE", "00:01:00"),
 			func(t *testing.T, c Config) { require.Equal(t, time.Minute, c.ScanInterval(time.Now())) }},
@@ -198,6 +204,10 @@ func TestLoadErrors(t *testing.T) {
 		{"max in flight zero", with("CLUSTER_SERVICE_MAX_IN_FLIGHT", "0"), "CLUSTER_SERVICE_MAX_IN_FLIGHT"},
 		{"max in flight huge", with("CLUSTER_SERVICE_MAX_IN_FLIGHT", "100000"), "CLUSTER_SERVICE_MAX_IN_FLIGHT"},
 		{"max in flight not a number", with("CLUSTER_SERVICE_MAX_IN_FLIGHT", "many"), "CLUSTER_SERVICE_MAX_IN_FLIGHT"},
+
+		{"deadline negative", with("OPERATION_DEADLINE_CREATE", "-1h"), "OPERATION_DEADLINE_CREATE"},
+		{"deadline zero", with("OPERATION_DEADLINE_UPDATE", "0"), "OPERATION_DEADLINE_UPDATE"},
+		{"deadline without a unit", with("OPERATION_DEADLINE_DELETE", "12"), "OPERATION_DEADLINE_DELETE"},
 
 		// Client credentials: all three or none.
 		{"only client id", with("CLUSTER_SERVICE_CLIENT_SECRET", "", "CLUSTER_SERVICE_TOKEN_URL", ""), "CLUSTER_SERVICE_CLIENT_SECRET"},
