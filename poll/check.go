@@ -22,6 +22,12 @@ type change struct {
 // lock. It leaves in it the outcome, or the change to write under the lock,
 // or the ended operation to notify ARM of.
 func (r *run) check(ctx context.Context, it *item) {
+	release, err := r.f.slot(ctx)
+	if err != nil {
+		it.defer_(err)
+		return
+	}
+	defer release()
 	op, err := r.f.DB.GetOperation(ctx, it.msg.SubscriptionID, it.msg.OperationID)
 	switch {
 	case errors.Is(err, database.ErrNotFound):
@@ -58,13 +64,13 @@ func (r *run) check(ctx context.Context, it *item) {
 		it.outcome = OutcomeInvalid
 		return
 	}
-	// Checked again just before the call: the read, or the wait for a free
-	// slot, may have lasted past the next scan's start.
+	// Checked again just before the call: the wait for a slot, or the
+	// read, may have lasted past the next scan's start.
 	if r.superseded() {
 		it.outcome = OutcomeSuperseded
 		return
 	}
-	st, err := r.f.callCluster(ctx, id)
+	st, err := r.f.Cluster.Status(ctx, id)
 	// A status that ends the operation wins over its deadline; anything
 	// else past the deadline ends it Failed.
 	limit := r.f.Deadlines.pastDeadline(op, r.f.now())

@@ -77,8 +77,9 @@ type Function struct {
 	// longer than that has been superseded by a fresher one and is dropped
 	// (queuemsg.Superseded). Zero keeps every message.
 	Interval time.Duration
-	// MaxInFlight caps the Cluster Service requests in flight across all
-	// invocations of the process; default 64.
+	// MaxInFlight caps the operations being checked (read, then Cluster
+	// Service called) at once across all invocations of the process, and
+	// so the Cluster Service requests in flight; default 64.
 	MaxInFlight int
 	// WritesPerHold bounds the operations written under one hold of a
 	// subscription's lock, which the frontend waits for on every customer
@@ -266,15 +267,17 @@ func Transient(err error) bool {
 		clusterservice.IsTransient(err)
 }
 
-// callCluster calls Cluster Service within the process's cap on requests in
-// flight.
-func (f *Function) callCluster(ctx context.Context, id clusterservice.InternalID) (clusterservice.Status, error) {
+// slot waits for one of the process's MaxInFlight places for an operation's
+// check (its read and its Cluster Service call) and returns its release.
+// Taking it before the read keeps the operations waiting for Cluster
+// Service from holding their reads, and the superseded check that follows
+// the read from being made long before the call.
+func (f *Function) slot(ctx context.Context) (release func(), err error) {
 	f.slotsOnce.Do(func() { f.slots = make(chan struct{}, orDefault(f.MaxInFlight, defaultMaxInFlight)) })
 	select {
 	case f.slots <- struct{}{}:
+		return func() { <-f.slots }, nil
 	case <-ctx.Done():
-		return clusterservice.Status{}, fmt.Errorf("waiting to call Cluster Service: %w", context.Cause(ctx))
+		return nil, fmt.Errorf("waiting to call Cluster Service: %w", context.Cause(ctx))
 	}
-	defer func() { <-f.slots }()
-	return f.Cluster.Status(ctx, id)
 }

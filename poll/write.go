@@ -39,9 +39,9 @@ func (r *run) writeAll(ctx context.Context, items []*item) {
 }
 
 // underLock runs step for each item while holding the lock of the item's
-// subscription, at most WritesPerHold items per hold: the frontend waits
-// for the same lock on every customer request, so a hold stays short
-// whatever the message. Subscriptions are handled in parallel. fail gets
+// subscription, at most WritesPerHold items per hold, concurrently: the
+// frontend waits for the same lock on every customer request, so a hold
+// stays short whatever the message. Subscriptions are handled in parallel. fail gets
 // each item whose step failed, or that a hold could not run (the lock was
 // held by someone else, or lost), with the error.
 func (r *run) underLock(ctx context.Context, items []*item, step func(context.Context, *item) error, fail func(*item, error)) {
@@ -59,18 +59,24 @@ func (r *run) underLock(ctx context.Context, items []*item, step func(context.Co
 	for _, sub := range subs {
 		wg.Go(func() {
 			for chunk := range slices.Chunk(bySub[sub], per) {
-				ran := 0
+				// The chunk's operations are written at once: a hold lasts
+				// about one operation's writes, whatever the chunk.
+				entered := false
 				err := r.f.Locker.Do(ctx, sub, r.owner, func(ctx context.Context) error {
+					entered = true
+					var steps sync.WaitGroup
 					for _, it := range chunk {
-						if err := step(ctx, it); err != nil {
-							fail(it, err)
-						}
-						ran++
+						steps.Go(func() {
+							if err := step(ctx, it); err != nil {
+								fail(it, err)
+							}
+						})
 					}
+					steps.Wait()
 					return nil
 				})
-				if err != nil {
-					for _, it := range chunk[ran:] {
+				if err != nil && !entered {
+					for _, it := range chunk {
 						fail(it, err)
 					}
 				}

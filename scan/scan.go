@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -46,7 +47,7 @@ func (f *Function) now() time.Time {
 // Handle is the functions.Handler of scan. It lists the pending operations,
 // sorts them by subscription, so that a message's operations share few
 // subscription locks, and answers them as batch messages stamped with the
-// scan's start. An operation whose ids poll could not act on is logged and
+// scan's start, from a message chosen at random and around. An operation whose ids poll could not act on is logged and
 // skipped. A listing that fails, or does not finish by the deadline, fails
 // the invocation (500): the host sends none of its messages, and the next
 // timer tick tries again.
@@ -94,6 +95,13 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		return cmp.Or(cmp.Compare(a.SubscriptionID, b.SubscriptionID), cmp.Compare(a.OperationID, b.OperationID))
 	})
 	msgs := queuemsg.Batches(ops, started)
+	// Each scan's messages start at another one: when poll falls behind,
+	// the messages it drops as superseded are the last of each scan, and
+	// the same order every time would leave the same operations unchecked.
+	if len(msgs) > 1 {
+		start := rand.IntN(len(msgs))
+		msgs = append(msgs[start:], msgs[:start]...)
+	}
 	inv.Log.Info("scanned", "pending", len(ops), "messages", len(msgs), "skipped", skipped,
 		"duration_ms", f.now().Sub(started).Milliseconds())
 	return &functions.Result{

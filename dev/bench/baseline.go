@@ -152,16 +152,13 @@ type passResult struct {
 	// Done is how many operations were checked, Changed how many were
 	// written, Errors how many checks failed.
 	Done, Changed, Errors int
-	// Truncated is set when the budget ran out before the end of the list.
-	Truncated bool
 }
 
-// pass checks ops in order, stopping early once budget (if > 0) has run out.
-func (b *baseline) pass(ctx context.Context, ops []*database.Operation, budget time.Duration) passResult {
+// pass checks ops in order.
+func (b *baseline) pass(ctx context.Context, ops []*database.Operation) passResult {
 	r := passResult{Start: time.Now()}
 	for _, op := range ops {
-		if ctx.Err() != nil || (budget > 0 && time.Since(r.Start) >= budget) {
-			r.Truncated = r.Done < len(ops)
+		if ctx.Err() != nil {
 			break
 		}
 		changed, err := b.check(ctx, op)

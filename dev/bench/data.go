@@ -71,6 +71,45 @@ func (ds dataset) paths() []string {
 	return out
 }
 
+// fixture is a seeded database, its dataset and the simulator that knows
+// its clusters.
+type fixture struct {
+	db       string
+	ds       dataset
+	sim      *clustersim.Sim
+	seedTime time.Duration
+}
+
+// newFixture installs a fresh simulator at cfg.latency and seeds n
+// operations in a database of their own.
+func (e *env) newFixture(ctx context.Context, cfg config, label string, n int) (*fixture, error) {
+	sim, err := e.newSim(cfg.latency)
+	if err != nil {
+		return nil, err
+	}
+	fx := &fixture{db: e.newDatabase(label), ds: newDataset(label, n, cfg.opsPerSub), sim: sim}
+	start := time.Now()
+	if err := e.seed(ctx, fx.db, fx.ds, sim); err != nil {
+		e.dropDatabase(context.WithoutCancel(ctx), fx.db)
+		return nil, err
+	}
+	fx.seedTime = time.Since(start)
+	return fx, nil
+}
+
+// subscriptions returns the dataset's subscriptions, each once.
+func (ds dataset) subscriptions() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, o := range ds.ops {
+		if !seen[o.Sub] {
+			seen[o.Sub] = true
+			out = append(out, o.Sub)
+		}
+	}
+	return out
+}
+
 // seed creates database db with the production containers, writes the
 // operations and their resources as the frontend does, and registers the
 // clusters, installing, in sim.

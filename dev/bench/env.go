@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/testenv"
+	opconfig "github.com/opstatus/opstatus/internal/config"
 )
 
 // lockTTL is the Locks container's DefaultTimeToLive, as in make run.
@@ -26,6 +29,12 @@ const lockTTL = 10 * time.Second
 
 // queueName is the queue of scan/function.json and poll/function.json.
 const queueName = "operations"
+
+// insecureClient reads the Cosmos test server's own endpoints; its
+// certificate is self-signed.
+var insecureClient = &http.Client{Transport: &http.Transport{
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // local test server
+}}
 
 // env is what every scenario shares: the Cosmos-protocol server, Azurite,
 // and one HTTP endpoint in front of the current Cluster Service simulator.
@@ -54,12 +63,16 @@ type env struct {
 	log     io.Writer // handler and host output
 	logPath string
 
+	// settings are extra app settings for every handler (-setting).
+	settings map[string]string
+
 	runs atomic.Int64
 }
 
-// startEnv starts the servers.
-func startEnv(ctx context.Context, logPath string) (_ *env, err error) {
-	e := &env{}
+// startEnv stages the app and starts the servers.
+func startEnv(ctx context.Context, cfg config) (_ *env, err error) {
+	e := &env{settings: cfg.settings}
+	logPath := cfg.logPath
 	defer func() {
 		if err != nil {
 			e.close()
@@ -68,7 +81,7 @@ func startEnv(ctx context.Context, logPath string) (_ *env, err error) {
 	if e.root, err = testenv.RepoRoot(); err != nil {
 		return nil, err
 	}
-	if e.app, e.handlerSum, err = stageApp(e.root); err != nil {
+	if e.app, e.handlerSum, err = stageApp(e.root, cfg.hostJSON, cfg.handler); err != nil {
 		return nil, err
 	}
 	e.handler = filepath.Join(e.app, "handler")
@@ -91,8 +104,8 @@ func startEnv(ctx context.Context, logPath string) (_ *env, err error) {
 	var azErr, cosErr error
 	wg.Go(func() { e.queue, azErr = testenv.StartAzuriteQueue(ctx) })
 	// Over TLS, as a real account is reached. The server counts the
-	// requests itself: a counting proxy in the path cost more CPU per
-	// request (1.8 ms per update) than the server.
+	// requests itself: a counting proxy in the path costs more CPU per
+	// request than the server.
 	wg.Go(func() { e.cosmos, cosErr = testenv.StartCosmos(ctx, testenv.CosmosOptions{}) })
 	wg.Wait()
 	if err := errors.Join(azErr, cosErr); err != nil {
@@ -202,7 +215,7 @@ func (e *env) queueLength(ctx context.Context) (int, error) {
 
 // handlerSettings are the app settings the handler needs, for database db.
 func (e *env) handlerSettings(db string) map[string]string {
-	return map[string]string{
+	s := map[string]string{
 		"FUNCTIONS_WORKER_RUNTIME":    "custom",
 		"AzureWebJobsStorage":         e.queue.ConnectionString,
 		"COSMOS_ENDPOINT":             e.cosmos.Endpoint,
@@ -211,5 +224,8 @@ func (e *env) handlerSettings(db string) map[string]string {
 		"COSMOS_INSECURE_SKIP_VERIFY": "true",
 		"CLUSTER_SERVICE_URL":         e.simURL,
 		"NOTIFICATIONS_ALLOW_HTTP":    "true",
+		"SCAN_SCHEDULE":               opconfig.DefaultScanSchedule,
 	}
+	maps.Copy(s, e.settings)
+	return s
 }

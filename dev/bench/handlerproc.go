@@ -93,52 +93,31 @@ func (p *handlerProc) stop() {
 	}
 }
 
-// scanMessages fires the timer and returns the queue messages, as text.
-func (p *handlerProc) scanMessages(ctx context.Context) ([]string, error) {
+// invokeScan fires the timer as the host does and returns the operations
+// the scan listed (its ReturnValue), its queue messages and the response
+// size.
+func (p *handlerProc) invokeScan(ctx context.Context) (ops, msgs, size int, err error) {
 	raw, err := p.scan(ctx)
 	if err != nil {
-		return nil, err
+		return 0, 0, len(raw), err
 	}
 	var r struct {
-		Outputs map[string][]json.RawMessage `json:"Outputs"`
+		Outputs     map[string][]json.RawMessage `json:"Outputs"`
+		ReturnValue int                          `json:"ReturnValue"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
-		return nil, err
+		return 0, 0, len(raw), err
 	}
-	out := make([]string, len(r.Outputs["operations"]))
-	for i, m := range r.Outputs["operations"] {
-		out[i] = string(m)
-	}
-	return out, nil
+	return r.ReturnValue, len(r.Outputs["operations"]), len(raw), nil
 }
 
-// invokeScan fires the timer as the host does and returns the number of
-// queue messages and the response size.
-func (p *handlerProc) invokeScan(ctx context.Context) (int, int, error) {
-	raw, err := p.scan(ctx)
-	if err != nil {
-		return 0, len(raw), err
-	}
-	var r struct {
-		Outputs map[string][]json.RawMessage `json:"Outputs"`
-	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return 0, len(raw), err
-	}
-	return len(r.Outputs["operations"]), len(raw), nil
-}
-
-// scan fires the timer as the host does and returns the response body.
+// scan fires the timer as the host does for a schedule of under a minute
+// (ScheduleStatus null) and returns the response body.
 func (p *handlerProc) scan(ctx context.Context) ([]byte, error) {
-	// As the host sends it in steady state: Next is this occurrence (the
-	// tick that just passed) and Last the one before.
-	const layout = "2006-01-02T15:04:05.9999999+00:00"
-	this := time.Now().UTC().Truncate(scanInterval)
-	last := this.Add(-scanInterval).Format(layout)
 	body, _ := json.Marshal(map[string]any{
 		"Data": map[string]any{"timer": map[string]any{
 			"Schedule":       map[string]any{"AdjustForDST": true},
-			"ScheduleStatus": map[string]any{"Last": last, "Next": this.Format(layout), "LastUpdated": last},
+			"ScheduleStatus": nil,
 			"IsPastDue":      false,
 		}},
 		"Metadata": map[string]any{"sys": map[string]any{"MethodName": "scan", "UtcNow": time.Now().UTC().Format(time.RFC3339Nano)}},
@@ -180,14 +159,16 @@ func coldStart(ctx context.Context, e *env, runs int) ([]time.Duration, error) {
 	return out, nil
 }
 
-// scanResult is one standalone scan measurement.
+// scanResult is one standalone scan measurement: the listing alone, with
+// no queue writes.
 type scanResult struct {
 	N int
 	// Durations of consecutive scans on one handler (the first opens the
 	// connections).
 	Durations []time.Duration
-	Messages  int
-	Bytes     int
+	// Messages is how many queue messages a scan answered, Bytes the
+	// size of its response.
+	Messages, Bytes int
 	// IdleRSS is the handler's RSS before the first scan, HWM its peak
 	// after the last.
 	IdleRSS, HWM int64
@@ -195,11 +176,8 @@ type scanResult struct {
 	CPU time.Duration
 }
 
-// scanVolume is how many operations scanBench lists in all at any N.
-const scanVolume = 30_000
-
-// scanBench starts a handler against database db and
-// times scans over its n pending operations.
+// scanBench starts a handler against database db and times scans over its
+// n pending operations.
 func scanBench(ctx context.Context, e *env, db string, n, times int) (scanResult, error) {
 	res := scanResult{N: n}
 	p, _, err := e.startHandler(ctx, e.handlerSettings(db))
@@ -212,21 +190,17 @@ func scanBench(ctx context.Context, e *env, db string, n, times int) (scanResult
 		return res, err
 	}
 	res.IdleRSS = idle.RSS
-	// Memory is compared at the same volume: every N lists at least
-	// scanVolume operations in all, so that a small N's peak is not taken
-	// before the heap has been through a few collections.
-	times = max(times, (scanVolume+n-1)/n)
 	for range times {
 		start := time.Now()
-		msgs, size, err := p.invokeScan(ctx)
+		ops, msgs, size, err := p.invokeScan(ctx)
 		if err != nil {
 			return res, err
 		}
 		res.Durations = append(res.Durations, time.Since(start))
+		if ops != n {
+			return res, fmt.Errorf("scan listed %d operations, want %d", ops, n)
+		}
 		res.Messages, res.Bytes = msgs, size
-	}
-	if res.Messages != n {
-		return res, fmt.Errorf("scan listed %d operations, want %d", res.Messages, n)
 	}
 	s, err := readProc(p.cmd.Process.Pid)
 	if err != nil {

@@ -3,7 +3,13 @@
 // built handler under the host emulator) on the same data and the same
 // local servers, and prints throughput, freshness and cost side by side.
 // It ends with one name=value line per headline figure and draws a PNG
-// plot. BENCHMARKS.md records a run. It never ships.
+// plot. BENCHMARKS.md describes the method and records a run. It never
+// ships.
+//
+// opstatus runs in the production regime: the host emulator behaves like
+// the Functions host (payloads, serial output writes, queue listener) and
+// delays every Storage request by -storage-latency, as a round trip to an
+// Azure Storage account in the same region would.
 //
 // Every figure is measured on the machine it runs on, with the harness,
 // the Node.js servers and the handlers sharing its cores: they are
@@ -38,12 +44,12 @@ import (
 // config is the command line.
 type config struct {
 	latency        time.Duration
+	storageLatency time.Duration
 	ns             []int
 	instances      []int
-	idealN         []int
+	baselineNs     []int
+	flipMax        int
 	only           map[string]bool
-	baselineFull   int
-	baselineBudget time.Duration
 	opsPerSub      int
 	passTimeout    time.Duration
 	freshTimeout   time.Duration
@@ -58,6 +64,11 @@ type config struct {
 	backlogSlow      time.Duration
 	backlogRecover   time.Duration
 
+	// hostJSON, handler and settings replace the repository's host.json
+	// and handler, and add app settings, for experiments.
+	hostJSON, handler string
+	settings          map[string]string
+
 	plotPath, jsonPath, logPath string
 	replot                      string
 	cpuProfile                  string
@@ -66,18 +77,21 @@ type config struct {
 	progress io.Writer
 }
 
-// Where a full run writes its plot and results, relative to the repository
-// root.
+// Where a full run writes its plot and results, relative to the
+// repository root: an untracked directory, or with -record the files that
+// BENCHMARKS.md shows.
 const (
-	defaultPlot = "dev/bench/bench.png"
-	defaultJSON = "dev/bench/results.json"
+	outPlot    = "dev/bench/out/bench.png"
+	outJSON    = "dev/bench/out/results.json"
+	recordPlot = "dev/bench/bench.png"
+	recordJSON = "dev/bench/results.json"
 )
 
 // harnessGCPercent is the harness's GOGC.
 const harnessGCPercent = 400
 
 // scenarios that -only can name.
-var scenarios = []string{"coldstart", "scan", "opstatus", "ideal", "baseline", "backlog"}
+var scenarios = []string{"coldstart", "scan", "opstatus", "baseline", "backlog"}
 
 func parseInts(s string) ([]int, error) {
 	var out []int
@@ -101,33 +115,45 @@ func parseInts(s string) ([]int, error) {
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var cfg config
-	var ns, instances, idealN, only string
-	var quick bool
+	var ns, instances, baselineNs, only string
+	var quick, record bool
 	fs.DurationVar(&cfg.latency, "latency", 50*time.Millisecond, "Cluster Service simulator latency on every status call")
-	fs.StringVar(&ns, "n", "100,1000,10000", "numbers of active operations, comma-separated")
-	fs.BoolVar(&quick, "quick", false, "N = 100,1000 only, for iteration (overrides -n)")
+	fs.DurationVar(&cfg.storageLatency, "storage-latency", 8*time.Millisecond, "delay of every Storage queue request the host emulator makes (a round trip to Azure Storage in the region)")
+	fs.StringVar(&ns, "n", "1000,10000,50000", "numbers of pending operations, comma-separated")
+	fs.BoolVar(&quick, "quick", false, "N = 1,000 only, one run of each scenario, for iteration (overrides -n and -repeat)")
 	fs.StringVar(&instances, "instances", "1,4", "host instances for opstatus, comma-separated")
-	fs.StringVar(&idealN, "ideal-n", "1000", "N values that also run opstatus ×1 with an ideal in-process queue instead of Azurite")
+	fs.StringVar(&baselineNs, "baseline-n", "1000", "N values at which the serial baseline runs; at the other N it is extrapolated linearly from the largest of them")
+	fs.IntVar(&cfg.flipMax, "flip-max", 10000, "largest N whose opstatus runs flip the clusters and measure freshness; above it the runs measure unchanged passes only and share one dataset")
 	fs.StringVar(&only, "only", "", "run only these scenarios, comma-separated: "+strings.Join(scenarios, ", ")+" (default all)")
-	fs.IntVar(&cfg.baselineFull, "baseline-full", 1000, "largest N whose baseline passes run in full; above it each pass stops after -baseline-budget and is extrapolated")
-	fs.DurationVar(&cfg.baselineBudget, "baseline-budget", 30*time.Second, "time budget of one baseline pass above -baseline-full")
 	fs.IntVar(&cfg.opsPerSub, "ops-per-sub", 4, "operations per subscription (they share its lock)")
-	fs.DurationVar(&cfg.passTimeout, "pass-timeout", 3*time.Minute, "stop waiting for an opstatus pass after this; the pass time is then a lower bound (≥)")
-	fs.DurationVar(&cfg.freshTimeout, "fresh-timeout", 2*time.Minute, "stop waiting for every operation to be Succeeded after the flip; the operations still pending make the freshness a lower bound (≥)")
+	fs.DurationVar(&cfg.passTimeout, "pass-timeout", time.Minute, "stop waiting for an opstatus pass after this; the pass time is then a lower bound (≥)")
+	fs.DurationVar(&cfg.freshTimeout, "fresh-timeout", 90*time.Second, "stop waiting for every operation to be Succeeded after the flip; the operations still pending make the freshness a lower bound (≥)")
 	fs.IntVar(&cfg.warmupMax, "warmup-max", 1000, "largest N whose opstatus runs start with a warm-up pass (above it the first pass is measured)")
 	fs.IntVar(&cfg.coldRuns, "cold-runs", 11, "cold starts to time (the median is reported)")
 	fs.IntVar(&cfg.scanTimes, "scan-times", 3, "standalone scans to time per N")
-	fs.IntVar(&cfg.repeat, "repeat", 3, "runs of each opstatus scenario at N=1,000, where the targets are judged: tables show the run with the median pass, targets the median of each figure and its range")
+	fs.IntVar(&cfg.repeat, "repeat", 3, "runs of each opstatus scenario at N=1,000, where the speed-up and CPU targets are judged: tables show the run with the median pass, targets the median of each figure and its range")
 	fs.IntVar(&cfg.backlogN, "backlog-n", 300, "operations in the backlog scenario")
 	fs.IntVar(&cfg.backlogInstances, "backlog-instances", 1, "host instances in the backlog scenario")
 	fs.DurationVar(&cfg.backlogLatency, "backlog-latency", 5*time.Second, "Cluster Service latency during the slow phase of the backlog scenario (a pass must take longer than the scan interval)")
 	fs.DurationVar(&cfg.backlogSlow, "backlog-slow", 2*time.Minute, "length of the slow phase (the queue's growth is fitted over its second half: six scan intervals)")
 	fs.DurationVar(&cfg.backlogRecover, "backlog-recover", 30*time.Second, "length of the recovery phase (latency back to -latency)")
-	fs.StringVar(&cfg.plotPath, "plot", "", "write the PNG plot here (default dev/bench/bench.png for a full run, none with -only)")
-	fs.StringVar(&cfg.jsonPath, "json", "", "write every result as JSON here (default dev/bench/results.json for a full run, none with -only)")
-	fs.StringVar(&cfg.replot, "replot", "", "run nothing: read the results JSON of an earlier run from this file, print its summary and draw its plot (-plot, default dev/bench/bench.png)")
+	fs.BoolVar(&record, "record", false, "a full run writes its plot and results to "+recordPlot+" and "+recordJSON+" (what BENCHMARKS.md shows) instead of "+outPlot+" and "+outJSON)
+	fs.StringVar(&cfg.plotPath, "plot", "", "write the PNG plot here (default "+outPlot+" for a full run, none with -only or -quick)")
+	fs.StringVar(&cfg.jsonPath, "json", "", "write every result as JSON here (default "+outJSON+" for a full run, none with -only or -quick)")
+	fs.StringVar(&cfg.replot, "replot", "", "run nothing: read the results JSON of an earlier run from this file, print its summary, draw its plot (-plot, default "+outPlot+") and, with -json, write the results again with this summary")
 	fs.StringVar(&cfg.logPath, "log", "", "handler and host log file (default a temporary file)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the harness process over the whole run to this file")
+	fs.StringVar(&cfg.hostJSON, "host-json", "", "experiment: stage this host.json instead of the repository's")
+	fs.StringVar(&cfg.handler, "handler", "", "experiment: stage this handler binary instead of ./handler")
+	cfg.settings = map[string]string{}
+	fs.Func("setting", "experiment: NAME=VALUE, an app setting for every handler (repeatable)", func(v string) error {
+		name, value, ok := strings.Cut(v, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("want NAME=VALUE")
+		}
+		cfg.settings[name] = value
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -136,7 +162,7 @@ func parseFlags(args []string) (config, error) {
 	}
 	var err error
 	if quick {
-		ns = "100,1000"
+		ns, cfg.repeat = "1000", 1
 	}
 	if cfg.ns, err = parseInts(ns); err != nil {
 		return cfg, fmt.Errorf("-n: %w", err)
@@ -144,19 +170,23 @@ func parseFlags(args []string) (config, error) {
 	if cfg.instances, err = parseInts(instances); err != nil {
 		return cfg, fmt.Errorf("-instances: %w", err)
 	}
-	if cfg.idealN, err = parseInts(idealN); err != nil {
-		return cfg, fmt.Errorf("-ideal-n: %w", err)
+	if cfg.baselineNs, err = parseInts(baselineNs); err != nil {
+		return cfg, fmt.Errorf("-baseline-n: %w", err)
 	}
 	cfg.only = map[string]bool{}
 	if only == "" {
 		for _, s := range scenarios {
 			cfg.only[s] = true
 		}
-		if cfg.plotPath == "" && !quick {
-			cfg.plotPath = defaultPlot
+		plot, results := outPlot, outJSON
+		if record {
+			plot, results = recordPlot, recordJSON
 		}
-		if cfg.jsonPath == "" && !quick {
-			cfg.jsonPath = defaultJSON
+		if cfg.plotPath == "" && !quick && cfg.replot == "" {
+			cfg.plotPath = plot
+		}
+		if cfg.jsonPath == "" && !quick && cfg.replot == "" {
+			cfg.jsonPath = results
 		}
 	} else {
 		for s := range strings.SplitSeq(only, ",") {
@@ -166,8 +196,11 @@ func parseFlags(args []string) (config, error) {
 			}
 			cfg.only[s] = true
 		}
+		if record {
+			return cfg, fmt.Errorf("-record records a full run only (drop -only)")
+		}
 	}
-	if cfg.latency < 0 || cfg.backlogLatency < 0 || cfg.opsPerSub < 1 || cfg.coldRuns < 1 || cfg.scanTimes < 1 || cfg.repeat < 1 {
+	if cfg.latency < 0 || cfg.storageLatency < 0 || cfg.backlogLatency < 0 || cfg.opsPerSub < 1 || cfg.coldRuns < 1 || cfg.scanTimes < 1 || cfg.repeat < 1 {
 		return cfg, fmt.Errorf("negative latency, or a count below 1")
 	}
 	if cfg.repeat%2 == 0 {
@@ -188,9 +221,8 @@ func main() {
 		os.Exit(2)
 	}
 	// The harness shares the cores with what it measures: it collects
-	// garbage a quarter as often, which saves about 5 % of its CPU for
-	// about 35 MiB more at N=1,000. Set here rather than through the GOGC
-	// variable, which the handlers would inherit.
+	// garbage a quarter as often, trading memory for CPU. Set here rather
+	// than through the GOGC variable, which the handlers would inherit.
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(harnessGCPercent)
 	}
@@ -237,13 +269,17 @@ func run(ctx context.Context, cfg config) error {
 		return replot(out, cfg)
 	}
 	res := &results{Command: cfg.command, Started: time.Now(), Machine: readMachine(), Latency: cfg.latency,
-		OpsPerSub: cfg.opsPerSub, BaselineFull: cfg.baselineFull, BaselineBudget: cfg.baselineBudget}
+		StorageLatency: cfg.storageLatency, OpsPerSub: cfg.opsPerSub}
 	fmt.Fprintf(out, "opstatus benchmarks: %s\n", cfg.command)
 	res.Machine.print(out)
-	fmt.Fprintf(out, "Cluster Service latency %s · N %v · opstatus instances %v · %d operations per subscription\n\n",
-		cfg.latency, cfg.ns, cfg.instances, cfg.opsPerSub)
+	fmt.Fprintf(out, "Cluster Service latency %s · Storage latency %s per queue request · N %v · opstatus instances %v · %d operations per subscription\n",
+		cfg.latency, cfg.storageLatency, cfg.ns, cfg.instances, cfg.opsPerSub)
+	if cfg.only["baseline"] {
+		fmt.Fprintf(out, "serial baseline: runs at N %v; at the other N it is extrapolated linearly (a serial pass grows with N), marked *\n", cfg.baselineNs)
+	}
+	fmt.Fprintln(out)
 
-	e, err := startEnv(ctx, cfg.logPath)
+	e, err := startEnv(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -251,6 +287,9 @@ func run(ctx context.Context, cfg config) error {
 	res.Commit, res.HandlerSHA256 = e.commit, e.handlerSum
 	fmt.Fprintf(out, "servers up · handler and host log: %s\n", e.logPath)
 	fmt.Fprintf(out, "handler: sha256 %s, copied at start (repository HEAD %s; uncommitted changes are not shown)\n", e.handlerSum, e.commit)
+	if cfg.hostJSON != "" || cfg.handler != "" || len(cfg.settings) > 0 {
+		fmt.Fprintf(out, "EXPERIMENT: host.json %q, handler %q, extra settings %v\n", cfg.hostJSON, cfg.handler, cfg.settings)
+	}
 	if st, err := os.Stat(e.handler); err == nil {
 		res.BinaryBytes = st.Size()
 	}
@@ -265,10 +304,13 @@ func run(ctx context.Context, cfg config) error {
 			len(runs), ms(median(runs)), ms(slices.Min(runs)), ms(slices.Max(runs)))
 	}
 	for _, n := range cfg.ns {
-		// The scan is timed on the data of the first opstatus run, when
-		// there is one, to save seeding the operations again.
 		if cfg.only["scan"] && !cfg.only["opstatus"] {
-			r, err := runScan(ctx, e, cfg, n)
+			fx, err := e.newFixture(ctx, cfg, fmt.Sprintf("scan-n%d", n), n)
+			if err != nil {
+				return fmt.Errorf("scan N=%d: %w", n, err)
+			}
+			r, err := scanBench(ctx, e, fx.db, n, cfg.scanTimes)
+			e.dropDatabase(context.WithoutCancel(ctx), fx.db)
 			if err != nil {
 				return fmt.Errorf("scan N=%d: %w", n, err)
 			}
@@ -276,41 +318,11 @@ func run(ctx context.Context, cfg config) error {
 			printScan(out, r)
 		}
 		if cfg.only["opstatus"] {
-			runs := 1
-			if n == targetFreshN {
-				runs = cfg.repeat
-			}
-			for i, k := range cfg.instances {
-				for run := 1; run <= runs; run++ {
-					of := ""
-					if runs > 1 {
-						of = fmt.Sprintf(", run %d of %d", run, runs)
-					}
-					fmt.Fprintf(out, "\nopstatus ×%d, N=%d%s …\n", k, n, of)
-					r, err := runHost(ctx, e, cfg, n, k, cfg.only["scan"] && i == 0 && run == 1, false)
-					if err != nil {
-						return fmt.Errorf("opstatus ×%d N=%d: %w", k, n, err)
-					}
-					r.Run = run
-					if r.Scan != nil {
-						res.Scans = append(res.Scans, *r.Scan)
-						printScan(out, *r.Scan)
-					}
-					res.Opstatus = append(res.Opstatus, r)
-					printHost(out, r)
-				}
+			if err := runOpstatus(ctx, e, cfg, res, n); err != nil {
+				return err
 			}
 		}
-		if cfg.only["ideal"] && slices.Contains(cfg.idealN, n) {
-			fmt.Fprintf(out, "\nopstatus ×1 with an ideal queue (in-process, no Azurite), N=%d …\n", n)
-			r, err := runHost(ctx, e, cfg, n, 1, false, true)
-			if err != nil {
-				return fmt.Errorf("opstatus ideal N=%d: %w", n, err)
-			}
-			res.Ideal = append(res.Ideal, r)
-			printHost(out, r)
-		}
-		if cfg.only["baseline"] {
+		if cfg.only["baseline"] && slices.Contains(cfg.baselineNs, n) {
 			fmt.Fprintf(out, "\nbaseline, N=%d …\n", n)
 			r, err := runBaseline(ctx, e, cfg, n)
 			if err != nil {
@@ -334,7 +346,7 @@ func run(ctx context.Context, cfg config) error {
 	res.Machine.LoadEnd = readLoad()
 	res.report(out)
 	for _, p := range []*string{&cfg.plotPath, &cfg.jsonPath} {
-		if *p != "" && !filepath.IsAbs(*p) && (*p == defaultPlot || *p == defaultJSON) {
+		if *p != "" && !filepath.IsAbs(*p) && slices.Contains([]string{outPlot, outJSON, recordPlot, recordJSON}, *p) {
 			*p = filepath.Join(e.root, *p)
 		}
 	}
@@ -353,19 +365,69 @@ func run(ctx context.Context, cfg config) error {
 	return nil
 }
 
-// runScan seeds n operations and times scans on a handler of its own.
-func runScan(ctx context.Context, e *env, cfg config, n int) (scanResult, error) {
-	sim, err := e.newSim(cfg.latency)
-	if err != nil {
-		return scanResult{}, err
+// runOpstatus runs opstatus at n operations with each instance count
+// (-repeat times at N=1,000). Up to -flip-max each run seeds a dataset of
+// its own, which its flip changes; above it the runs measure unchanged
+// passes only and share one dataset, whose seeding would otherwise take
+// longer than the runs. With the scan scenario, the first dataset is also
+// scanned by a handler of its own before the host starts.
+func runOpstatus(ctx context.Context, e *env, cfg config, res *results, n int) error {
+	out := cfg.progress
+	flip := n <= cfg.flipMax
+	runs := 1
+	if n == targetN1k {
+		runs = cfg.repeat
 	}
-	label := fmt.Sprintf("scan-n%d", n)
-	db := e.newDatabase(label)
-	defer e.dropDatabase(context.WithoutCancel(ctx), db)
-	if err := e.seed(ctx, db, newDataset(label, n, cfg.opsPerSub), sim); err != nil {
-		return scanResult{}, err
+	var shared *fixture
+	defer func() {
+		if shared != nil {
+			e.dropDatabase(context.WithoutCancel(ctx), shared.db)
+		}
+	}()
+	scanned := !cfg.only["scan"]
+	for _, k := range cfg.instances {
+		for run := 1; run <= runs; run++ {
+			of := ""
+			if runs > 1 {
+				of = fmt.Sprintf(", run %d of %d", run, runs)
+			}
+			mode := "unchanged passes, then the flip"
+			if !flip {
+				mode = "unchanged passes only (above -flip-max)"
+			}
+			fmt.Fprintf(out, "\nopstatus ×%d, N=%d%s: %s …\n", k, n, of, mode)
+			fx := shared
+			if fx == nil {
+				var err error
+				if fx, err = e.newFixture(ctx, cfg, fmt.Sprintf("ops%d-n%d-r%d", k, n, run), n); err != nil {
+					return fmt.Errorf("opstatus ×%d N=%d: %w", k, n, err)
+				}
+				if !flip {
+					shared = fx
+				}
+			}
+			if !scanned {
+				scanned = true
+				sr, err := scanBench(ctx, e, fx.db, n, cfg.scanTimes)
+				if err != nil {
+					return fmt.Errorf("scan N=%d: %w", n, err)
+				}
+				res.Scans = append(res.Scans, sr)
+				printScan(out, sr)
+			}
+			r, err := runHost(ctx, e, cfg, fx, k, flip)
+			if flip {
+				e.dropDatabase(context.WithoutCancel(ctx), fx.db)
+			}
+			if err != nil {
+				return fmt.Errorf("opstatus ×%d N=%d: %w", k, n, err)
+			}
+			r.Run = run
+			res.Opstatus = append(res.Opstatus, r)
+			printHost(out, r)
+		}
 	}
-	return scanBench(ctx, e, db, n, cfg.scanTimes)
+	return nil
 }
 
 // replot prints the summary of a results file and draws its plot again.
@@ -381,14 +443,21 @@ func replot(out io.Writer, cfg config) error {
 	res.report(out)
 	path := cfg.plotPath
 	if path == "" {
-		path = defaultPlot
+		path = outPlot
 		if root, err := testenv.RepoRoot(); err == nil {
-			path = filepath.Join(root, defaultPlot)
+			path = filepath.Join(root, outPlot)
 		}
 	}
 	if err := writePlot(path, &res); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "plot: %s\n", path)
+	if cfg.jsonPath != "" {
+		// The results again, with the summary of this version.
+		if err := res.writeJSON(cfg.jsonPath); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "results: %s\n", cfg.jsonPath)
+	}
 	return nil
 }

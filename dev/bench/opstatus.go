@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/opstatus/opstatus/dev/clustersim"
+	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/hostemu"
 )
 
-// scanInterval is scan/function.json's schedule, */10 * * * * *.
+// scanInterval is the interval of the default SCAN_SCHEDULE, */10 * * * * *.
 const scanInterval = 10 * time.Second
 
 // nextTick returns the next occurrence of the scan schedule after t.
@@ -22,34 +23,32 @@ func nextTick(t time.Time) time.Time { return t.Truncate(scanInterval).Add(scanI
 
 // snap is the counters at one instant of a run.
 type snap struct {
-	At       time.Time
-	Req      requests
-	Polls    int64
-	Outcomes map[string]int64
+	At  time.Time
+	Req requests
+	// Polls counts poll invocations (messages), Ops the operations they
+	// reported on, Outcomes those operations by outcome.
+	Polls, Ops int64
+	Outcomes   map[string]int64
 	// HandlerCPU sums the handler processes; NodeCPU the Node.js servers
 	// by name; SelfCPU is the harness (simulator, host emulator).
 	HandlerCPU time.Duration
 	NodeCPU    map[string]time.Duration
 	SelfCPU    time.Duration
-	// Receives and Received count the host's requests for messages and
-	// the messages they returned.
-	Receives, Received int64
 }
 
-// hostRun is opstatus under the host emulator on one dataset.
+// hostRun is opstatus under the host emulator on one fixture.
 type hostRun struct {
 	e     *env
-	ds    dataset
+	fx    *fixture
 	paths []string
-	sim   *clustersim.Sim
-	db    string
-	drv   driver
+	host  *hostemu.Host
 	rec   *recorder
 	node  map[string][]int
 	// progress, when set, receives a line per settled pass.
 	progress io.Writer
 }
 
+// simCalls is every call sim has answered.
 func simCalls(sim *clustersim.Sim) int64 {
 	var n int64
 	for _, v := range sim.Stats().Requests {
@@ -58,10 +57,38 @@ func simCalls(sim *clustersim.Sim) int64 {
 	return n
 }
 
+// pids returns the running handler processes.
+func (h *hostRun) pids() []int {
+	var pids []int
+	for _, in := range h.host.Instances() {
+		if pid := in.PID(); pid != 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// hwm is the largest peak RSS (VmHWM) of the handler processes.
+func (h *hostRun) hwm() int64 {
+	var hwm int64
+	for _, pid := range h.pids() {
+		if s, err := readProc(pid); err == nil {
+			hwm = max(hwm, s.HWM)
+		}
+	}
+	return hwm
+}
+
+// quiescent reports whether every message written has been handled.
+func (h *hostRun) quiescent() bool {
+	c := h.host.Counters()
+	return c.MessagesEnqueued == c.MessagesDeleted+c.MessagesPoisoned
+}
+
 func (h *hostRun) snap(ctx context.Context) (snap, error) {
-	_, polls, outcomes := h.rec.snapshot()
+	_, polls, ops, outcomes := h.rec.snapshot()
 	at := time.Now()
-	req, err := h.e.requests(ctx, h.db, h.sim)
+	req, err := h.e.requests(ctx, h.fx.db, h.fx.sim)
 	if err != nil {
 		return snap{}, err
 	}
@@ -69,12 +96,12 @@ func (h *hostRun) snap(ctx context.Context) (snap, error) {
 		At:         at,
 		Req:        req,
 		Polls:      polls,
+		Ops:        ops,
 		Outcomes:   outcomes,
-		HandlerCPU: cpuOf(h.drv.PIDs()),
+		HandlerCPU: cpuOf(h.pids()),
 		NodeCPU:    map[string]time.Duration{},
 		SelfCPU:    cpuOf([]int{os.Getpid()}),
 	}
-	s.Receives, s.Received = h.drv.Receives()
 	for name, pids := range h.node {
 		s.NodeCPU[name] = cpuOf(pids)
 	}
@@ -103,9 +130,13 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) bool 
 type settled struct {
 	Snap snap
 	// Scan is the scan that started the pass; PassEnd is when its last
-	// operation's Cluster Service call arrived.
+	// operation's Cluster Service call arrived, or when the harness
+	// stopped waiting.
 	Scan    scanRun
 	PassEnd time.Time
+	// Checked is how many operations had a Cluster Service call from the
+	// scan's start to PassEnd.
+	Checked int
 	// Quiescent is set when the queue was empty and nothing was in flight
 	// when Snap was taken; otherwise Snap was taken at PassEnd (a backlog).
 	Quiescent bool
@@ -119,7 +150,7 @@ type settled struct {
 func (h *hostRun) settle(ctx context.Context, k int, timeout time.Duration) (settled, error) {
 	var s settled
 	ok := waitFor(ctx, timeout, func() bool {
-		scans, _, _ := h.rec.snapshot()
+		scans, _, _, _ := h.rec.snapshot()
 		if len(scans) < k {
 			return false
 		}
@@ -133,7 +164,7 @@ func (h *hostRun) settle(ctx context.Context, k int, timeout time.Duration) (set
 		return s, fmt.Errorf("scan %d failed: %w", k, s.Scan.Err)
 	}
 	s.Complete = waitFor(ctx, timeout, func() bool {
-		end, done := passEnd(h.sim.Calls(), h.paths, s.Scan.Start)
+		end, done := passEnd(h.fx.sim.Calls(), h.paths, s.Scan.Start)
 		s.PassEnd = end
 		return done
 	})
@@ -141,11 +172,13 @@ func (h *hostRun) settle(ctx context.Context, k int, timeout time.Duration) (set
 		return s, ctx.Err()
 	}
 	if s.Complete {
+		s.Checked = len(h.paths)
 		deadline := max(time.Until(nextTick(time.Now()))-300*time.Millisecond, 300*time.Millisecond)
-		s.Quiescent = waitFor(ctx, deadline, h.drv.Quiescent)
+		s.Quiescent = waitFor(ctx, deadline, h.quiescent)
 	} else {
 		// Cut short: the pass time is only known to be at least this.
 		s.PassEnd = time.Now()
+		s.Checked = checked(h.fx.sim.Calls(), h.paths, s.Scan.Start, s.PassEnd)
 	}
 	snapshot, err := h.snap(ctx)
 	if err != nil {
@@ -155,12 +188,12 @@ func (h *hostRun) settle(ctx context.Context, k int, timeout time.Duration) (set
 	if h.progress != nil {
 		complete := "pass complete"
 		if !s.Complete {
-			complete = "PASS NOT COMPLETE (-pass-timeout)"
+			complete = fmt.Sprintf("PASS NOT COMPLETE (-pass-timeout): %d of %d operations checked", s.Checked, len(h.paths))
 		}
-		fmt.Fprintf(h.progress, "  scan %d at %s: %d messages in %s; %s +%s; %s at +%s; %d polls so far\n",
-			k, s.Scan.Start.Format("15:04:05.000"), s.Scan.Messages, secs(s.Scan.End.Sub(s.Scan.Start)),
+		fmt.Fprintf(h.progress, "  scan %d at %s: %d operations in %d messages, %s; %s +%s; %s at +%s; %d operations polled so far\n",
+			k, s.Scan.Start.Format("15:04:05.000"), s.Scan.Operations, s.Scan.Messages, secs(s.Scan.End.Sub(s.Scan.Start)),
 			complete, secs(s.PassEnd.Sub(s.Scan.Start)), map[bool]string{true: "drained", false: "not drained"}[s.Quiescent],
-			secs(s.Snap.At.Sub(s.Scan.Start)), s.Snap.Polls)
+			secs(s.Snap.At.Sub(s.Scan.Start)), s.Snap.Ops)
 	}
 	return s, nil
 }
@@ -168,35 +201,35 @@ func (h *hostRun) settle(ctx context.Context, k int, timeout time.Duration) (set
 // hostResult is what one opstatus run measured.
 type hostResult struct {
 	N, Instances int
-	// Run numbers the repeats of one scenario from 1 (0 in results
-	// written before there were repeats).
+	// Run numbers the repeats of one scenario from 1.
 	Run int
-	// Ideal is set when an in-process queue replaced Azurite and the host
-	// emulator (see ideal).
-	Ideal bool
 	// Pass is the measured pass: from the scan's start to the last
 	// operation's Cluster Service call; PassAtLeast is set when the pass
-	// was cut short by -pass-timeout, making Pass a lower bound.
+	// was cut short by -pass-timeout, making Pass a lower bound, and
+	// Checked is how many operations had a call by then.
 	Pass        time.Duration
 	PassAtLeast bool
-	// ScanHost is the scan invocations' median duration under the host,
-	// queue writes included.
-	ScanHost time.Duration
-	// Unchanged is the window of the measured pass; Changed the window from
-	// the flip until every operation was Succeeded.
-	UnchangedPolls int64
-	Unchanged      requests
-	UnchangedOut   map[string]int64
-	Quiescent      bool
-	Warmup         bool // a warm-up pass ran before the measured one
-	ChangedPolls   int64
-	Changed        requests
-	ChangedOut     map[string]int64
-	Updated        int64
-
-	// UnchangedReceives and UnchangedReceived are the host's requests for
-	// messages in the unchanged window and the messages they returned.
-	UnchangedReceives, UnchangedReceived int64
+	Checked     int
+	// Scans are the durations of the run's scans of all N operations under
+	// the host, queue writes included, and Messages how many queue
+	// messages each wrote.
+	Scans    []time.Duration
+	Messages []int64
+	// The unchanged window is the measured pass; Ops counts operations,
+	// Polls the poll invocations (messages) that reported on them.
+	UnchangedOps, UnchangedPolls int64
+	Unchanged                    requests
+	UnchangedOut                 map[string]int64
+	Quiescent                    bool
+	Warmup                       bool // a warm-up pass ran before the measured one
+	// Flipped is set when the run went on to flip every cluster to ready
+	// and measure the changed window, from the flip until every operation
+	// was Succeeded.
+	Flipped                  bool
+	ChangedOps, ChangedPolls int64
+	Changed                  requests
+	ChangedOut               map[string]int64
+	Updated                  int64
 
 	// Freshness is the delay from the flip to each operation's
 	// lastTransitionTime; Missing counts those not Succeeded at the end.
@@ -204,106 +237,90 @@ type hostResult struct {
 	Missing   int
 	// UpdateSpan is from the first to the last update after the flip.
 	UpdateSpan time.Duration
+	// LockHolds are opstatus's holds of the subscription locks, creation
+	// to deletion at the Cosmos server; LockExpired counts lock items
+	// that were not deleted (they expired). Frontend is the frontend
+	// stand-in's waits for the same locks.
+	LockHolds   dist
+	LockExpired int
+	Frontend    frontendWaits
+
 	// HandlerCPU is the handlers' CPU time in the unchanged window.
 	HandlerCPU time.Duration
 	NodeCPU    map[string]time.Duration
 	SelfCPU    time.Duration
-	// ChangedCPU is every process's CPU time from the flip until every
-	// operation was updated, by "handler", "cosmos", "azurite", "harness".
+	// ChangedCPU is every process's CPU time in the changed window, by
+	// "handler", "cosmos", "azurite", "harness".
 	ChangedCPU map[string]time.Duration
-	// HWM is the largest handler VmHWM at the end of the run.
-	HWM       int64
-	MaxQueue  int
-	Restarts  int64
-	Poisoned  int64
-	Failures  int64
-	Elapsed   time.Duration
-	SeedTime  time.Duration
-	WallStart time.Time
-	// Scan is the standalone scan measurement made before the host
-	// started, when asked for.
-	Scan *scanResult `json:"-"`
+	// HWM is the largest handler VmHWM at the end of the run, and
+	// UnchangedHWM at the end of the unchanged window.
+	HWM, UnchangedHWM int64
+	MaxQueue          int
+	Restarts          int64
+	Poisoned          int64
+	Failures          int64
+	Timeouts          int64
+	Elapsed           time.Duration
+	SeedTime          time.Duration
+	WallStart         time.Time
 }
 
-// runHost runs opstatus with the given number of host instances on n
-// operations: a warm-up pass, a measured pass of unchanged polls, then the
-// flip and the freshness of the changed polls.
-//
-// With scan set it first times scans on a handler of its own over the same
-// operations, before the host starts (see scanBench). With idealQueue an
-// in-process queue replaces Azurite and the host emulator (see ideal).
-func runHost(ctx context.Context, e *env, cfg config, n, instances int, scan, idealQueue bool) (res hostResult, err error) {
-	res = hostResult{N: n, Instances: instances, Ideal: idealQueue, WallStart: time.Now()}
-	label := fmt.Sprintf("ops%d-n%d", instances, n)
-	if idealQueue {
-		label = "ideal-" + label
+// scanHost is the median scan under the host, queue writes included.
+func (h hostResult) scanHost() time.Duration { return median(h.Scans) }
+
+// messagesPerScan is the median number of messages a scan wrote.
+func (h hostResult) messagesPerScan() int64 {
+	if len(h.Messages) == 0 {
+		return 0
 	}
-	sim, err := e.newSim(cfg.latency)
-	if err != nil {
-		return res, err
+	d := make([]time.Duration, len(h.Messages))
+	for i, m := range h.Messages {
+		d[i] = time.Duration(m)
 	}
-	db := e.newDatabase(label)
-	defer e.dropDatabase(context.WithoutCancel(ctx), db)
-	ds := newDataset(label, n, cfg.opsPerSub)
-	seedStart := time.Now()
-	if err := e.seed(ctx, db, ds, sim); err != nil {
-		return res, err
-	}
-	res.SeedTime = time.Since(seedStart)
-	if scan {
-		sr, err := scanBench(ctx, e, db, n, cfg.scanTimes)
-		if err != nil {
-			return res, fmt.Errorf("scan: %w", err)
-		}
-		res.Scan = &sr
-	}
+	return int64(median(d))
+}
+
+// runHost runs opstatus with the given number of host instances on fx: a
+// warm-up pass (up to -warmup-max operations), a measured pass of
+// unchanged polls, then, with flip, the flip and the changed window.
+func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int, flip bool) (res hostResult, err error) {
+	n := len(fx.ds.ops)
+	res = hostResult{N: n, Instances: instances, WallStart: time.Now(), SeedTime: fx.seedTime, Flipped: flip}
 	if err := e.clearQueues(ctx); err != nil {
 		return res, err
 	}
-
-	h := &hostRun{e: e, ds: ds, paths: ds.paths(), sim: sim, db: db, rec: newRecorder(), node: nodeChildren(), progress: cfg.progress}
-	settings := e.handlerSettings(db)
-	host, err := hostemu.Load(e.app, settings)
+	host, err := hostemu.Load(e.app, e.handlerSettings(fx.db))
 	if err != nil {
 		return res, err
 	}
-	driveCtx, stopDriving := context.WithCancel(context.WithoutCancel(ctx))
-	driveDone := make(chan error, 1)
-	if idealQueue {
-		d, err := startIdeal(ctx, e, settings, instances, h.rec)
-		if err != nil {
-			stopDriving()
-			return res, err
-		}
-		h.drv = d
-		q := host.Config().Queues
-		go func() { d.run(driveCtx, q.BatchSize+q.NewBatchThreshold); d.stop(); driveDone <- nil }()
-	} else {
-		host.Options = hostemu.Options{
-			Instances:    instances,
-			Output:       e.log,
-			Logger:       slog.New(slog.NewJSONHandler(e.log, &slog.HandlerOptions{Level: slog.LevelWarn})),
-			OnInvocation: h.rec.record,
-		}
-		h.drv = emulated{host: host}
-		go func() { driveDone <- host.Run(driveCtx) }()
+	h := &hostRun{e: e, fx: fx, paths: fx.ds.paths(), host: host, node: nodeChildren(), progress: cfg.progress,
+		rec: newRecorder(func() int64 { return host.Counters().MessagesEnqueued })}
+	host.Options = hostemu.Options{
+		Instances:      instances,
+		Output:         e.log,
+		Logger:         slog.New(slog.NewJSONHandler(e.log, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		OnInvocation:   h.rec.record,
+		StorageLatency: cfg.storageLatency,
 	}
+	hostCtx, stopHost := context.WithCancel(context.WithoutCancel(ctx))
+	hostDone := make(chan error, 1)
+	go func() { hostDone <- host.Run(hostCtx) }()
 	defer func() {
-		stopDriving()
-		if derr := <-driveDone; derr != nil && err == nil {
-			err = fmt.Errorf("host emulator: %w", derr)
+		stopHost()
+		if herr := <-hostDone; herr != nil && err == nil {
+			err = fmt.Errorf("host emulator: %w", herr)
 		}
 	}()
 	started := waitFor(ctx, 30*time.Second, func() bool {
 		select {
-		case derr := <-driveDone:
-			driveDone <- derr
+		case herr := <-hostDone:
+			hostDone <- herr
 			return true
 		default:
 		}
-		return len(h.drv.PIDs()) == instances
+		return len(h.pids()) == instances
 	})
-	if !started {
+	if !started || len(h.pids()) != instances {
 		return res, errors.New("the handlers did not start")
 	}
 
@@ -317,13 +334,7 @@ func runHost(ctx context.Context, e *env, cfg config, n, instances int, scan, id
 				return
 			case <-time.After(500 * time.Millisecond):
 			}
-			l, err := 0, error(nil)
-			if d, ok := h.drv.(*ideal); ok {
-				l = int(d.queued.Load())
-			} else {
-				l, err = e.queueLength(ctx)
-			}
-			if err == nil {
+			if l, err := e.queueLength(ctx); err == nil {
 				qmu.Lock()
 				res.MaxQueue = max(res.MaxQueue, l)
 				qmu.Unlock()
@@ -356,12 +367,12 @@ func runHost(ctx context.Context, e *env, cfg config, n, instances int, scan, id
 	res.Warmup = k > 1
 	res.Pass = measured.PassEnd.Sub(measured.Scan.Start)
 	res.PassAtLeast = !measured.Complete
+	res.Checked = measured.Checked
 	res.Quiescent = warm.Quiescent && measured.Quiescent
 	a, b := warm.Snap, measured.Snap
-	res.UnchangedPolls = b.Polls - a.Polls
+	res.UnchangedOps, res.UnchangedPolls = b.Ops-a.Ops, b.Polls-a.Polls
 	res.Unchanged = b.Req.sub(a.Req)
 	res.UnchangedOut = diffOutcomes(b.Outcomes, a.Outcomes)
-	res.UnchangedReceives, res.UnchangedReceived = b.Receives-a.Receives, b.Received-a.Received
 	res.HandlerCPU = b.HandlerCPU - a.HandlerCPU
 	res.SelfCPU = b.SelfCPU - a.SelfCPU
 	res.NodeCPU = map[string]time.Duration{}
@@ -369,22 +380,63 @@ func runHost(ctx context.Context, e *env, cfg config, n, instances int, scan, id
 		res.NodeCPU[k] = v - a.NodeCPU[k]
 	}
 
-	// The flip: every cluster is ready from now on.
+	res.UnchangedHWM = h.hwm()
+	if flip {
+		if err := h.changed(ctx, cfg, &res, b); err != nil {
+			return res, err
+		}
+	}
+	res.HWM = h.hwm()
+	// The scans of every pending operation: those after the flip's updates
+	// list fewer.
+	scans, _, _, _ := h.rec.snapshot()
+	for _, s := range scans {
+		if s.Err == nil && s.Operations == n {
+			res.Scans = append(res.Scans, s.End.Sub(s.Start))
+			res.Messages = append(res.Messages, s.Messages)
+		}
+	}
+	c := host.Counters()
+	res.Restarts, res.Poisoned, res.Failures, res.Timeouts = c.HandlerRestarts, c.MessagesPoisoned, c.Failures, c.Timeouts
+	res.Elapsed = time.Since(res.WallStart)
+	return res, nil
+}
+
+// changed flips every cluster to ready, runs the frontend stand-in while
+// opstatus writes the updates, and fills in the changed window's figures;
+// b is the snapshot taken at the end of the unchanged window.
+func (h *hostRun) changed(ctx context.Context, cfg config, res *hostResult, b snap) error {
+	e, fx, n := h.e, h.fx, len(h.paths)
+	fe, err := frontend.New(e.cosmos.Endpoint, e.cosmos.Key, fx.db)
+	if err != nil {
+		return err
+	}
+	probe := newLockProbe(fe, fx.ds.subscriptions())
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	var pwg sync.WaitGroup
+	pwg.Go(func() { probe.run(probeCtx) })
+
 	flip := time.Now()
-	sim.ReadyAll()
+	fx.sim.ReadyAll()
 	before := b.Outcomes["updated"]
 	waitFor(ctx, cfg.freshTimeout, func() bool {
-		_, _, out := h.rec.snapshot()
+		_, _, _, out := h.rec.snapshot()
 		return out["updated"]-before >= int64(n)
 	})
 	observed := time.Since(flip)
-	waitFor(ctx, 5*time.Second, h.drv.Quiescent)
+	stopProbe()
+	pwg.Wait()
+	waitFor(ctx, 5*time.Second, h.quiescent)
 	c, err := h.snap(ctx)
 	if err != nil {
-		return res, err
+		return err
 	}
-	res.ChangedPolls = c.Polls - b.Polls
+	res.ChangedOps, res.ChangedPolls = c.Ops-b.Ops, c.Polls-b.Polls
+	// The stand-in's own lock requests are not opstatus's.
+	probeReq, probeConflicts := probe.locksRequests()
 	res.Changed = c.Req.sub(b.Req)
+	res.Changed.LockOps -= probeReq
+	res.Changed.LockConflicts -= probeConflicts
 	res.ChangedOut = diffOutcomes(c.Outcomes, b.Outcomes)
 	res.Updated = res.ChangedOut["updated"]
 	res.ChangedCPU = map[string]time.Duration{"handler": c.HandlerCPU - b.HandlerCPU, "harness": c.SelfCPU - b.SelfCPU}
@@ -392,28 +444,23 @@ func runHost(ctx context.Context, e *env, cfg config, n, instances int, scan, id
 		res.ChangedCPU[k] = v - b.NodeCPU[k]
 	}
 
-	for _, pid := range h.drv.PIDs() {
-		if s, err := readProc(pid); err == nil {
-			res.HWM = max(res.HWM, s.HWM)
-		}
-	}
-	scans, _, _ := h.rec.snapshot()
-	var durs []time.Duration
-	for _, s := range scans {
-		durs = append(durs, s.End.Sub(s.Start))
-	}
-	res.ScanHost = median(durs)
-	res.Restarts, res.Poisoned, res.Failures = h.drv.Counters()
-
-	states, err := e.readStates(ctx, db)
+	states, err := e.readStates(ctx, fx.db)
 	if err != nil {
-		return res, err
+		return err
 	}
-	delays, missing := freshness(states, ds, flip)
+	delays, missing := freshness(states, fx.ds, flip)
 	res.Freshness, res.Missing = summarizeCensored(delays, missing, observed), missing
 	res.UpdateSpan = span(delays)
-	res.Elapsed = time.Since(res.WallStart)
-	return res, nil
+	if len(delays) > 0 {
+		lo, hi := bounds(delays)
+		res.Frontend = probe.summary(flip.Add(lo), flip.Add(hi))
+	}
+	holds, expired, err := e.lockHolds(ctx, fx.db)
+	if err != nil {
+		return err
+	}
+	res.LockHolds, res.LockExpired = holdsOf(holds, opstatusLock), expired
+	return nil
 }
 
 func diffOutcomes(after, before map[string]int64) map[string]int64 {
@@ -426,14 +473,20 @@ func diffOutcomes(after, before map[string]int64) map[string]int64 {
 	return out
 }
 
-// span is the largest minus the smallest delay.
-func span(delays []time.Duration) time.Duration {
+// bounds returns the smallest and the largest delay.
+func bounds(delays []time.Duration) (lo, hi time.Duration) {
 	if len(delays) == 0 {
-		return 0
+		return 0, 0
 	}
-	lo, hi := delays[0], delays[0]
+	lo, hi = delays[0], delays[0]
 	for _, d := range delays {
 		lo, hi = min(lo, d), max(hi, d)
 	}
+	return lo, hi
+}
+
+// span is the largest minus the smallest delay.
+func span(delays []time.Duration) time.Duration {
+	lo, hi := bounds(delays)
 	return hi - lo
 }

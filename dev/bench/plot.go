@@ -260,11 +260,15 @@ func (c canvas) drawPanel(r image.Rectangle, p panel) {
 	}
 }
 
-// plotData builds the two panels from the results.
-func plotData(r *results) (pass, fresh panel) {
-	pass = panel{Title: "FULL PASS TIME VS ACTIVE OPERATIONS", XLabel: "ACTIVE OPERATIONS N", YLabel: "PASS TIME (S)"}
-	fresh = panel{Title: "FRESHNESS P99 AFTER THE FLIP", XLabel: "ACTIVE OPERATIONS N", YLabel: "P99 DELAY (S)",
-		RefY: (scanInterval + targetFreshSlack).Seconds(), RefLabel: "TARGET: SCAN INTERVAL + 2 S"}
+// plotData builds the three panels from the results: the pass, the
+// freshness and the scan against N.
+func plotData(r *results) (pass, fresh, scan panel) {
+	pass = panel{Title: "FULL PASS TIME", XLabel: "PENDING OPERATIONS N", YLabel: "PASS TIME (S)",
+		RefY: scanInterval.Seconds(), RefLabel: "ONE SCAN INTERVAL"}
+	fresh = panel{Title: "FRESHNESS P99 AFTER THE FLIP", XLabel: "PENDING OPERATIONS N", YLabel: "P99 DELAY (S)",
+		RefY: targetFreshness10k.Seconds(), RefLabel: "TARGET AT N = 10000"}
+	scan = panel{Title: "SCAN, QUEUE WRITES INCLUDED", XLabel: "PENDING OPERATIONS N", YLabel: "SCAN (S)",
+		RefY: scanInterval.Seconds(), RefLabel: "ONE SCAN INTERVAL"}
 	ns, instances := r.dims()
 	sb := series{Label: "BASELINE (SERIAL LOOP)", Color: palette[0]}
 	fb := sb
@@ -277,36 +281,34 @@ func plotData(r *results) (pass, fresh panel) {
 	pass.Series, fresh.Series = append(pass.Series, sb), append(fresh.Series, fb)
 	for i, k := range instances {
 		s := series{Label: fmt.Sprintf("OPSTATUS ×%d", k), Color: palette[min(i+1, len(palette)-1)]}
-		f := s
+		f, sc := s, s
 		for _, n := range ns {
-			if h, ok := r.host(n, k); ok {
-				s.Pts = append(s.Pts, point{X: float64(n), Y: h.Pass.Seconds(), Extrapolated: h.PassAtLeast})
+			h, ok := r.host(n, k)
+			if !ok {
+				continue
+			}
+			s.Pts = append(s.Pts, point{X: float64(n), Y: h.Pass.Seconds(), Extrapolated: h.PassAtLeast})
+			if h.Flipped {
 				f.Pts = append(f.Pts, point{X: float64(n), Y: h.Freshness.P99.Seconds(), Extrapolated: h.Freshness.P99AtLeast})
 			}
-		}
-		pass.Series, fresh.Series = append(pass.Series, s), append(fresh.Series, f)
-	}
-	if len(r.Ideal) > 0 {
-		s := series{Label: "OPSTATUS ×1, IDEAL QUEUE", Color: palette[len(palette)-1]}
-		f := s
-		for _, n := range ns {
-			if h, ok := r.ideal(n); ok {
-				s.Pts = append(s.Pts, point{X: float64(n), Y: h.Pass.Seconds()})
-				f.Pts = append(f.Pts, point{X: float64(n), Y: h.Freshness.P99.Seconds()})
+			if len(h.Scans) > 0 {
+				sc.Pts = append(sc.Pts, point{X: float64(n), Y: h.scanHost().Seconds()})
 			}
 		}
-		pass.Series, fresh.Series = append(pass.Series, s), append(fresh.Series, f)
+		pass.Series, fresh.Series, scan.Series = append(pass.Series, s), append(fresh.Series, f), append(scan.Series, sc)
 	}
-	return pass, fresh
+	return pass, fresh, scan
 }
 
-// renderPlot draws the two panels side by side with a legend.
+// renderPlot draws the three panels side by side with a legend.
 func renderPlot(r *results) *image.RGBA {
-	const w, h, scale = 1400, 700, 2
+	const w, h, scale = 1800, 700, 2
 	c := newCanvas(w, h)
-	pass, fresh := plotData(r)
-	c.drawPanel(image.Rect(10, 20, w/2-10, h-110), pass)
-	c.drawPanel(image.Rect(w/2+10, 20, w-10, h-110), fresh)
+	pass, fresh, scan := plotData(r)
+	third := w / 3
+	for i, p := range []panel{pass, fresh, scan} {
+		c.drawPanel(image.Rect(i*third+10, 20, (i+1)*third-10, h-110), p)
+	}
 
 	// Legend, wrapped onto as many rows as it needs.
 	x, y := 100, h-90
@@ -329,7 +331,8 @@ func renderPlot(r *results) *image.RGBA {
 		c.marker(x+8, y+7, 7, false, grey)
 		c.text(x+24, y, hollow, scale, black)
 	})
-	note := fmt.Sprintf("CLUSTER SERVICE LATENCY %s · %d CPUS · %s", fmtLatency(r.Latency), r.Machine.CPUs, r.Started.UTC().Format("2006-01-02"))
+	note := fmt.Sprintf("CLUSTER SERVICE %s · STORAGE %s PER QUEUE REQUEST · %d CPUS · %s",
+		fmtLatency(r.Latency), fmtLatency(r.StorageLatency), r.Machine.CPUs, r.Started.UTC().Format("2006-01-02"))
 	c.text(w-20-textWidth(note, scale), h-24, note, scale, grey)
 	return c.RGBA
 }

@@ -71,14 +71,12 @@ type results struct {
 	Finished       time.Time
 	Machine        machine
 	Latency        time.Duration
+	StorageLatency time.Duration
 	OpsPerSub      int
-	BaselineFull   int
-	BaselineBudget time.Duration
 	BinaryBytes    int64
 	Cold           []time.Duration
 	Scans          []scanResult
 	Opstatus       []hostResult
-	Ideal          []hostResult
 	Baseline       []baselineResult
 	Backlog        *backlogResult
 	Headline       []headline
@@ -163,16 +161,17 @@ func (p perOp) String() string {
 		p.CS, p.Cosmos, p.Reads, p.Queries, p.Writes, p.LockOps)
 }
 
-// cpuPerPoll is the handlers' CPU time per poll in the unchanged window.
-func (h hostResult) cpuPerPoll() time.Duration {
-	if h.UnchangedPolls == 0 {
+// cpuPerOp is the handlers' CPU time per operation in the unchanged
+// window (the scans' included).
+func (h hostResult) cpuPerOp() time.Duration {
+	if h.UnchangedOps == 0 {
 		return 0
 	}
-	return h.HandlerCPU / time.Duration(h.UnchangedPolls)
+	return h.HandlerCPU / time.Duration(h.UnchangedOps)
 }
 
 func printScan(w io.Writer, r scanResult) {
-	fmt.Fprintf(w, "scan (standalone handler, direct to Cosmos) N=%d: %s · %d messages, %s response · handler CPU %s per scan · RSS idle %s, peak %s\n",
+	fmt.Fprintf(w, "scan (standalone handler, the listing alone, no queue writes) N=%d: %s · %d messages, %s response · handler CPU %s per scan · RSS idle %s, peak %s\n",
 		r.N, durList(r.Durations), r.Messages, mib(int64(r.Bytes)), ms(r.CPU/time.Duration(max(len(r.Durations), 1))), mib(r.IdleRSS), mib(r.HWM))
 }
 
@@ -184,28 +183,42 @@ func durList(ds []time.Duration) string {
 	return strings.Join(parts, ", ")
 }
 
+// passText is the pass time, with how many operations were checked when
+// the harness stopped waiting for it.
+func (h hostResult) passText() string {
+	if !h.PassAtLeast {
+		return secs(h.Pass)
+	}
+	return fmt.Sprintf("≥%s (%d of %d checked)", secs(h.Pass), h.Checked, h.N)
+}
+
 func printHost(w io.Writer, r hostResult) {
 	mode := "queue drained between passes"
 	if !r.Quiescent {
 		mode = "BACKLOG: the queue never drained; windows end at pass completion"
 	}
-	fmt.Fprintf(w, "  seeded in %s · pass %s (%.0f polls/s) · scan under the host (queue writes included) %s · %s\n",
-		secs(r.SeedTime), fresh(r.Pass, r.PassAtLeast), rate(r.N, r.Pass), secs(r.ScanHost), mode)
-	fmt.Fprintf(w, "  unchanged: %d polls [%s] · per poll %s · lock conflicts %d%s\n",
-		r.UnchangedPolls, outcomes(r.UnchangedOut), r.Unchanged.per(r.UnchangedPolls), r.Unchanged.LockConflicts, receives(r))
-	fmt.Fprintf(w, "  changed: %d polls [%s] · per update %s · lock conflicts %d\n",
-		r.ChangedPolls, outcomes(r.ChangedOut), r.Changed.per(r.Updated), r.Changed.LockConflicts)
-	fmt.Fprintf(w, "  freshness after the flip (p50 / p99 / max): %s (%d Succeeded, %d not when the harness stopped waiting) · updates over %s (%.0f/s)\n",
-		r.Freshness.triple(), r.N-r.Missing, r.Missing, secs(r.UpdateSpan), rate(r.N-r.Missing, r.UpdateSpan))
-	fmt.Fprintf(w, "  handlers: peak RSS %s · CPU %s per 1,000 unchanged polls (%s per poll) · Cosmos server %s, Azurite %s, harness %s per 1,000 polls\n",
-		mib(r.HWM), ms(r.cpuPerPoll()*1000), ms(r.cpuPerPoll()),
-		ms(per1000(r.NodeCPU["cosmos"], r.UnchangedPolls)), ms(per1000(r.NodeCPU["azurite"], r.UnchangedPolls)),
-		ms(per1000(r.SelfCPU, r.UnchangedPolls)))
-	fmt.Fprintf(w, "  changed window CPU per 1,000 updates: handlers %s · Cosmos server %s, Azurite %s, harness %s\n",
-		ms(per1000(r.ChangedCPU["handler"], r.Updated)), ms(per1000(r.ChangedCPU["cosmos"], r.Updated)),
-		ms(per1000(r.ChangedCPU["azurite"], r.Updated)), ms(per1000(r.ChangedCPU["harness"], r.Updated)))
-	fmt.Fprintf(w, "  queue max %d · failures %d, poisoned %d, handler restarts %d · run took %s\n",
-		r.MaxQueue, r.Failures, r.Poisoned, r.Restarts, secs(r.Elapsed))
+	fmt.Fprintf(w, "  seeded in %s · pass %s (%.0f operations/s) · scans under the host (queue writes included): median %s of %d, %d messages each · %s\n",
+		secs(r.SeedTime), r.passText(), rate(r.N, r.Pass), secs(r.scanHost()), len(r.Scans), r.messagesPerScan(), mode)
+	fmt.Fprintf(w, "  unchanged: %d operations in %d messages [%s] · per operation %s · lock conflicts %d\n",
+		r.UnchangedOps, r.UnchangedPolls, outcomes(r.UnchangedOut), r.Unchanged.per(r.UnchangedOps), r.Unchanged.LockConflicts)
+	fmt.Fprintf(w, "  handlers: peak RSS %s (%s by the end of the unchanged window) · CPU %s per unchanged operation · Cosmos server %s, Azurite %s, harness %s per 1,000 operations\n",
+		mib(r.HWM), mib(r.UnchangedHWM), ms(r.cpuPerOp()),
+		ms(per1000(r.NodeCPU["cosmos"], r.UnchangedOps)), ms(per1000(r.NodeCPU["azurite"], r.UnchangedOps)),
+		ms(per1000(r.SelfCPU, r.UnchangedOps)))
+	if r.Flipped {
+		fmt.Fprintf(w, "  changed: %d operations in %d messages [%s] · per update %s · lock conflicts %d\n",
+			r.ChangedOps, r.ChangedPolls, outcomes(r.ChangedOut), r.Changed.per(r.Updated), r.Changed.LockConflicts)
+		fmt.Fprintf(w, "  freshness after the flip (p50 / p99 / max): %s (%d Succeeded, %d not when the harness stopped waiting) · updates over %s (%.0f/s)\n",
+			r.Freshness.triple(), r.N-r.Missing, r.Missing, secs(r.UpdateSpan), rate(r.N-r.Missing, r.UpdateSpan))
+		fmt.Fprintf(w, "  lock holds (create → delete at the Cosmos server): %d, p50 %s, p99 %s, max %s, %d expired · frontend stand-in: %d attempts while opstatus wrote, %d met a held lock, wait p50 %s, p99 %s, max %s\n",
+			r.LockHolds.N, ms(r.LockHolds.P50), ms(r.LockHolds.P99), ms(r.LockHolds.Max), r.LockExpired,
+			r.Frontend.Attempts, r.Frontend.Busy, ms(r.Frontend.Waits.P50), ms(r.Frontend.Waits.P99), ms(r.Frontend.Waits.Max))
+		fmt.Fprintf(w, "  changed window CPU per 1,000 updates: handlers %s · Cosmos server %s, Azurite %s, harness %s\n",
+			ms(per1000(r.ChangedCPU["handler"], r.Updated)), ms(per1000(r.ChangedCPU["cosmos"], r.Updated)),
+			ms(per1000(r.ChangedCPU["azurite"], r.Updated)), ms(per1000(r.ChangedCPU["harness"], r.Updated)))
+	}
+	fmt.Fprintf(w, "  queue max %d messages · failures %d, poisoned %d, timeouts %d, handler restarts %d · run took %s\n",
+		r.MaxQueue, r.Failures, r.Poisoned, r.Timeouts, r.Restarts, secs(r.Elapsed))
 }
 
 func per1000(d time.Duration, n int64) time.Duration {
@@ -218,7 +231,7 @@ func per1000(d time.Duration, n int64) time.Duration {
 // unchangedPerOp is the baseline's requests per operation in an unchanged
 // pass: its checks and its share of the listings.
 func (b baselineResult) unchangedPerOp() perOp {
-	return b.Unchanged.per(int64(b.Done1)).plus(b.Lists.per(int64(b.N) * int64(max(b.Listings, 1))))
+	return b.Unchanged.per(int64(b.Done1)).plus(b.Lists.per(int64(b.Done1) * int64(max(b.Listings, 1))))
 }
 
 func (b baselineResult) changedPerOp() perOp { return b.Changed.per(int64(b.Done2)) }
@@ -229,30 +242,18 @@ func (p perOp) plus(o perOp) perOp {
 }
 
 func printBaseline(w io.Writer, r baselineResult) {
-	label := "measured"
-	if r.Extrapolated {
-		label = fmt.Sprintf("EXTRAPOLATED from %d operations in %s", r.Done1, r.Done1Time())
-	}
-	fmt.Fprintf(w, "  seeded in %s · listing %s · pass %s (%s, %.1f checks/s) · errors %d\n",
-		secs(r.SeedTime), secs(r.List), secs(r.Pass), label, rate(r.N, r.Pass), r.Errors)
+	fmt.Fprintf(w, "  seeded in %s · listing %s · pass %s (%.1f checks/s) · errors %d\n",
+		secs(r.SeedTime), secs(r.List), secs(r.Pass), rate(r.N, r.Pass), r.Errors)
 	fmt.Fprintf(w, "  unchanged per check (listing included): %s\n", r.unchangedPerOp())
 	fmt.Fprintf(w, "  changed: %d checks, %d written · per check %s\n", r.Done2, r.Changed2, r.changedPerOp())
-	fl := "measured from lastTransitionTime"
-	if r.Extrapolated {
-		fl = fmt.Sprintf("EXTRAPOLATED: wait %s + position × %s per check", secs(r.Wait), ms(r.ChangedPass/time.Duration(r.N)))
-	}
-	fmt.Fprintf(w, "  freshness after the flip: p50 %s, p99 %s, max %s (%s) · changed pass %s · run took %s\n",
-		secs(r.Freshness.P50), secs(r.Freshness.P99), secs(r.Freshness.Max), fl, secs(r.ChangedPass), secs(r.Elapsed))
-}
-
-// Done1Time is the measured part of an extrapolated unchanged pass.
-func (b baselineResult) Done1Time() string {
-	return secs(time.Duration(float64(b.Pass) * float64(b.Done1) / float64(b.N)))
+	fmt.Fprintf(w, "  freshness after the flip: p50 %s, p99 %s, max %s · changed pass %s after a wait of %s · run took %s\n",
+		secs(r.Freshness.P50), secs(r.Freshness.P99), secs(r.Freshness.Max), secs(r.ChangedPass), secs(r.Wait), secs(r.Elapsed))
 }
 
 func printBacklog(w io.Writer, r backlogResult) {
-	fmt.Fprintf(w, "  %d scans, %d polls [%s], %d Cluster Service calls\n", r.Scans, r.Polls, outcomes(r.Outcomes), r.CSCalls)
-	fmt.Fprintf(w, "  queue length: max %d, %d when Cluster Service recovered, %d at the end; growing by %.1f messages/s over the second half of the slow phase\n",
+	fmt.Fprintf(w, "  %d scans wrote %d messages; %d poll invocations reported on %d operations [%s]; %d Cluster Service calls\n",
+		r.Scans, r.Messages, r.Polls, r.Ops, outcomes(r.Outcomes), r.CSCalls)
+	fmt.Fprintf(w, "  queue length: max %d, %d when Cluster Service recovered, %d at the end; growing by %.2f messages/s over the second half of the slow phase\n",
 		r.QueueMax, r.QueueAtSlowEnd, r.QueueAtEnd, r.Growth)
 	var series []string
 	for _, s := range r.Queue {
@@ -265,12 +266,10 @@ func printBacklog(w io.Writer, r backlogResult) {
 		r.MaxCalls, r.SlowMaxCalls, r.SlowOver1, r.SlowPairs, r.RecMaxCalls, r.RecOver1, r.RecPairs)
 }
 
-// receives describes how the host fetched the unchanged window's messages:
-// in batches, or one or two at a time as they were written.
-func receives(r hostResult) string {
-	if r.UnchangedReceives == 0 {
-		return ""
+// messagesPerScan is the backlog's mean number of messages per scan.
+func (r backlogResult) messagesPerScan() float64 {
+	if r.Scans == 0 {
+		return 0
 	}
-	return fmt.Sprintf(" · host fetched %d messages in %d receives (%.1f a receive)",
-		r.UnchangedReceived, r.UnchangedReceives, messagesPerReceive(r))
+	return float64(r.Messages) / float64(r.Scans)
 }

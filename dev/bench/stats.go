@@ -80,6 +80,17 @@ func passEnd(calls map[string][]time.Time, paths []string, start time.Time) (end
 	return end, true
 }
 
+// checked returns how many of paths had a call in [from, to].
+func checked(calls map[string][]time.Time, paths []string, from, to time.Time) int {
+	n := 0
+	for _, p := range paths {
+		if first, ok := firstAtOrAfter(calls[p], from); ok && !first.After(to) {
+			n++
+		}
+	}
+	return n
+}
+
 // firstAtOrAfter returns the first of the sorted times that is not before t.
 func firstAtOrAfter(times []time.Time, t time.Time) (time.Time, bool) {
 	i, _ := slices.BinarySearchFunc(times, t, func(a, b time.Time) int { return a.Compare(b) })

@@ -14,6 +14,8 @@
 // patch, batch, meta. A request whose connection closed before its
 // answer was sent is counted with status 0.
 
+const lockHolds = require("./lockholds");
+
 const COUNTS_PREFIX = "/_opstatus/counts/";
 
 // database -> Map("container\0kind\0status" -> count)
@@ -57,7 +59,7 @@ function classify(req) {
   } else if (container && segs[4] === "docs" && segs.length === 6) {
     kind = { GET: "read", PUT: "replace", DELETE: "delete", PATCH: "patch" }[req.method] || "meta";
   }
-  return { database, container, kind };
+  return { database, container, kind, segs };
 }
 
 function count(database, key) {
@@ -90,7 +92,8 @@ function answerCounts(req, res) {
 }
 
 /**
- * install makes server count the requests it answers and serve the counts.
+ * install makes server count the requests it answers and serve the counts,
+ * and time the lock holds (lockholds.js).
  * Call it after the server's request listener is in place.
  */
 function install(server) {
@@ -101,7 +104,9 @@ function install(server) {
       answerCounts(req, res);
       return;
     }
-    const { database, container, kind } = classify(req);
+    if (lockHolds.answer(req, res)) return;
+    const { database, container, kind, segs } = classify(req);
+    lockHolds.observe(req, res, database, container, kind, segs);
     const prefix = `${container}\0${kind}\0`;
     let counted = false;
     const done = status => {
