@@ -98,7 +98,8 @@ type Function struct {
 	Now func() time.Time
 
 	slotsOnce sync.Once
-	slots     chan struct{} // Cluster Service requests in flight
+	slots     chan struct{} // operations being checked
+	holds     chan struct{} // subscription locks held or being taken
 
 	notifying sync.Map // "subscription/operation" of notifications in flight
 }
@@ -273,11 +274,36 @@ func Transient(err error) bool {
 // Service from holding their reads, and the superseded check that follows
 // the read from being made long before the call.
 func (f *Function) slot(ctx context.Context) (release func(), err error) {
-	f.slotsOnce.Do(func() { f.slots = make(chan struct{}, orDefault(f.MaxInFlight, defaultMaxInFlight)) })
+	f.init()
 	select {
 	case f.slots <- struct{}{}:
 		return func() { <-f.slots }, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting to call Cluster Service: %w", context.Cause(ctx))
+	}
+}
+
+// maxHolds bounds the subscription locks a process holds at once: more holds
+// than that only queue their writes behind each other's on the process's
+// Cosmos connections, and every hold, which the frontend may be waiting
+// on, lasts longer.
+const maxHolds = 8
+
+func (f *Function) init() {
+	f.slotsOnce.Do(func() {
+		f.slots = make(chan struct{}, orDefault(f.MaxInFlight, defaultMaxInFlight))
+		f.holds = make(chan struct{}, maxHolds)
+	})
+}
+
+// hold waits for one of the process's maxHolds places to hold a
+// subscription lock and returns its release.
+func (f *Function) hold(ctx context.Context) (release func(), err error) {
+	f.init()
+	select {
+	case f.holds <- struct{}{}:
+		return func() { <-f.holds }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting to take a subscription lock: %w", context.Cause(ctx))
 	}
 }

@@ -62,7 +62,14 @@ func (r *run) underLock(ctx context.Context, items []*item, step func(context.Co
 				// The chunk's operations are written at once: a hold lasts
 				// about one operation's writes, whatever the chunk.
 				entered := false
-				err := r.f.Locker.Do(ctx, sub, r.owner, func(ctx context.Context) error {
+				release, err := r.f.hold(ctx)
+				if err != nil {
+					for _, it := range chunk {
+						fail(it, err)
+					}
+					continue
+				}
+				err = r.f.Locker.Do(ctx, sub, r.owner, func(ctx context.Context) error {
 					entered = true
 					var steps sync.WaitGroup
 					for _, it := range chunk {
@@ -75,6 +82,7 @@ func (r *run) underLock(ctx context.Context, items []*item, step func(context.Co
 					steps.Wait()
 					return nil
 				})
+				release()
 				if err != nil && !entered {
 					for _, it := range chunk {
 						fail(it, err)
