@@ -82,9 +82,6 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	defer cs.Close()
 
 	locker := lock.New(db.Locks(), lock.Options{Logger: logger})
-	if err := checkLockTTL(ctx, locker, ttlCheckTimeout, logger); err != nil {
-		return err
-	}
 
 	timeout := functionTimeout(logger)
 	hostname, _ := os.Hostname()
@@ -116,7 +113,20 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	logger.Info("opstatus listening", "addr", ln.Addr().String())
-	return serve(ctx, srv, ln, locker, releaseWait, logger)
+	// The TTL is checked while the server starts, not before: the host
+	// waits for GET / to answer, and a bad TTL still stops the process.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go func() {
+		if err := checkLockTTL(ctx, locker, ttlCheckTimeout, logger); err != nil {
+			stop(err)
+		}
+	}()
+	err = serve(ctx, srv, ln, locker, releaseWait, logger)
+	if cause := context.Cause(ctx); errors.Is(cause, lock.ErrBadTTL) {
+		return cause
+	}
+	return err
 }
 
 // functionTimeout is host.json's functionTimeout, read from the working
