@@ -282,8 +282,54 @@ func newInvocation(base *slog.Logger, id, function string) (*collector, *slog.Lo
 	proc := base.Handler().WithAttrs(attrs)
 	c := &collector{invocationID: id, function: function, proc: proc}
 	capture := &captureHandler{c: c, text: newTextHandler(c).WithAttrs(attrs), proc: proc}
-	return c, slog.New(slog.NewMultiHandler(
+	return c, slog.New(&lazyAttrs{h: slog.NewMultiHandler(
 		levelRange{min: lowestLevel, max: slog.LevelWarn, h: capture},
 		levelRange{min: slog.LevelWarn, max: highestLevel, h: proc},
-	))
+	)})
+}
+
+// lazyAttrs keeps the attributes of Logger.With until a record is handled.
+// An invocation's logger is cloned per operation of a message (ids, paths),
+// and its handlers would format those attributes into each of their several
+// outputs at once, for loggers that mostly never write a record.
+type lazyAttrs struct {
+	h     slog.Handler
+	attrs []slog.Attr // after h's own, before the record's
+}
+
+func (l *lazyAttrs) Enabled(ctx context.Context, level slog.Level) bool {
+	return l.h.Enabled(ctx, level)
+}
+
+func (l *lazyAttrs) Handle(ctx context.Context, r slog.Record) error {
+	if len(l.attrs) == 0 {
+		return l.h.Handle(ctx, r)
+	}
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	out.AddAttrs(l.attrs...)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(a)
+		return true
+	})
+	return l.h.Handle(ctx, out)
+}
+
+func (l *lazyAttrs) WithAttrs(attrs []slog.Attr) slog.Handler {
+	if len(attrs) == 0 {
+		return l
+	}
+	return &lazyAttrs{h: l.h, attrs: append(l.attrs[:len(l.attrs):len(l.attrs)], attrs...)}
+}
+
+// WithGroup gives the kept attributes to h first: they stay outside the
+// group.
+func (l *lazyAttrs) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return l
+	}
+	h := l.h
+	if len(l.attrs) > 0 {
+		h = h.WithAttrs(l.attrs)
+	}
+	return &lazyAttrs{h: h.WithGroup(name)}
 }

@@ -1,9 +1,11 @@
 package functions
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -208,4 +210,54 @@ func TestCollectorLimits(t *testing.T) {
 
 func TestCollectorLinesIsNeverNil(t *testing.T) {
 	require.NotNil(t, (&collector{}).Lines())
+}
+
+// TestLazyAttrsWritesWhatTheHandlerWould: the same lines as the handler it
+// wraps, attributes and groups in the same places.
+func TestLazyAttrsWritesWhatTheHandlerWould(t *testing.T) {
+	write := func(log *slog.Logger) {
+		log.Info("plain", "n", 1)
+		l := log.With("subscription_id", "sub-1").With("operation_id", "op-1")
+		l.Info("with", "n", 2)
+		g := l.WithGroup("cs").With("id", "c1")
+		g.Info("grouped", "state", "ready")
+		g.WithGroup("inner").With("x", 1).WithGroup("").Info("nested", slog.Group("g", "y", 2))
+		l.With().Info("empty with")
+	}
+	opts := &slog.HandlerOptions{ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if len(groups) == 0 && a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}}
+	var eager, lazy bytes.Buffer
+	write(slog.New(slog.NewJSONHandler(&eager, opts)))
+	write(slog.New(&lazyAttrs{h: slog.NewJSONHandler(&lazy, opts)}))
+	require.Equal(t, eager.String(), lazy.String())
+	require.Contains(t, lazy.String(),
+		`{"level":"INFO","msg":"nested","subscription_id":"sub-1","operation_id":"op-1","cs":{"id":"c1","inner":{"x":1,"g":{"y":2}}}}`)
+}
+
+// countingHandler counts WithAttrs calls.
+type countingHandler struct {
+	slog.Handler
+	withAttrs *int
+}
+
+func (c countingHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	*c.withAttrs++
+	return countingHandler{Handler: c.Handler.WithAttrs(attrs), withAttrs: c.withAttrs}
+}
+
+// TestLazyAttrsFormatsNothingUntilARecord: a logger made per operation that
+// writes nothing costs its handlers no formatting.
+func TestLazyAttrsFormatsNothingUntilARecord(t *testing.T) {
+	n := 0
+	log := slog.New(&lazyAttrs{h: countingHandler{Handler: slog.NewJSONHandler(io.Discard, nil), withAttrs: &n}})
+	l := log.With("subscription_id", "sub-1").With("resource_id", "r")
+	l.Debug("off")
+	l.Info("written")
+	require.Zero(t, n, "attributes are added to the record, not to the handler")
+	l.WithGroup("g")
+	require.Equal(t, 1, n, "a group takes the attributes before it")
 }

@@ -19,15 +19,10 @@ type change struct {
 }
 
 // check reads one operation and asks Cluster Service about it, without the
-// lock. It leaves in it the outcome, or the change to write under the lock,
-// or the ended operation to notify ARM of.
+// lock, in one of the process's slots (Function.slot). It leaves in it the
+// outcome, or the change to write under the lock, or the ended operation to
+// notify ARM of.
 func (r *run) check(ctx context.Context, it *item) {
-	release, err := r.f.slot(ctx)
-	if err != nil {
-		it.defer_(err)
-		return
-	}
-	defer release()
 	op, err := r.f.DB.GetOperation(ctx, it.msg.SubscriptionID, it.msg.OperationID)
 	switch {
 	case errors.Is(err, database.ErrNotFound):

@@ -199,7 +199,17 @@ func (r *run) do(ctx context.Context) {
 			continue
 		}
 		it.log = r.log.With("subscription_id", e.SubscriptionID, "operation_id", e.OperationID)
-		wg.Go(func() { r.check(ctx, it) })
+		// The slot is taken before the goroutine starts: a message waiting
+		// for slots holds one goroutine, not one per operation.
+		release, err := r.f.slot(ctx)
+		if err != nil {
+			it.defer_(err)
+			continue
+		}
+		wg.Go(func() {
+			defer release()
+			r.check(ctx, it)
+		})
 	}
 	wg.Wait()
 	r.writeAll(ctx, items)

@@ -41,9 +41,11 @@ func (r *run) writeAll(ctx context.Context, items []*item) {
 // underLock runs step for each item while holding the lock of the item's
 // subscription, at most WritesPerHold items per hold, concurrently: the
 // frontend waits for the same lock on every customer request, so a hold
-// stays short whatever the message. Subscriptions are handled in parallel. fail gets
-// each item whose step failed, or that a hold could not run (the lock was
-// held by someone else, or lost), with the error.
+// stays short whatever the message. Subscriptions are handled in parallel,
+// each in one of the process's hold places (Function.hold), taken before
+// its goroutine starts. fail gets each item whose step failed, or that a
+// hold could not run (the lock was held by someone else, or lost), with the
+// error.
 func (r *run) underLock(ctx context.Context, items []*item, step func(context.Context, *item) error, fail func(*item, error)) {
 	bySub := map[string][]*item{}
 	var subs []string
@@ -57,41 +59,45 @@ func (r *run) underLock(ctx context.Context, items []*item, step func(context.Co
 	per := orDefault(r.f.WritesPerHold, defaultWritesPerHold)
 	var wg sync.WaitGroup
 	for _, sub := range subs {
+		release, err := r.f.hold(ctx)
+		if err != nil {
+			for _, it := range bySub[sub] {
+				fail(it, err)
+			}
+			continue
+		}
 		wg.Go(func() {
+			defer release()
 			for chunk := range slices.Chunk(bySub[sub], per) {
-				// The chunk's operations are written at once: a hold lasts
-				// about one operation's writes, whatever the chunk.
-				entered := false
-				release, err := r.f.hold(ctx)
-				if err != nil {
-					for _, it := range chunk {
-						fail(it, err)
-					}
-					continue
-				}
-				err = r.f.Locker.Do(ctx, sub, r.owner, func(ctx context.Context) error {
-					entered = true
-					var steps sync.WaitGroup
-					for _, it := range chunk {
-						steps.Go(func() {
-							if err := step(ctx, it); err != nil {
-								fail(it, err)
-							}
-						})
-					}
-					steps.Wait()
-					return nil
-				})
-				release()
-				if err != nil && !entered {
-					for _, it := range chunk {
-						fail(it, err)
-					}
-				}
+				r.holdOnce(ctx, sub, chunk, step, fail)
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// holdOnce takes sub's lock once and runs step for the chunk's items at
+// once: a hold lasts about one operation's writes, whatever the chunk.
+func (r *run) holdOnce(ctx context.Context, sub string, chunk []*item, step func(context.Context, *item) error, fail func(*item, error)) {
+	entered := false
+	err := r.f.Locker.Do(ctx, sub, r.owner, func(ctx context.Context) error {
+		entered = true
+		var steps sync.WaitGroup
+		for _, it := range chunk {
+			steps.Go(func() {
+				if err := step(ctx, it); err != nil {
+					fail(it, err)
+				}
+			})
+		}
+		steps.Wait()
+		return nil
+	})
+	if err != nil && !entered {
+		for _, it := range chunk {
+			fail(it, err)
+		}
+	}
 }
 
 // apply decides again on a fresh read and writes the decision; the caller
