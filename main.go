@@ -20,6 +20,7 @@ import (
 	"github.com/opstatus/opstatus/internal/config"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/lock"
+	"github.com/opstatus/opstatus/internal/telemetry"
 	"github.com/opstatus/opstatus/poll"
 	"github.com/opstatus/opstatus/scan"
 )
@@ -34,9 +35,17 @@ func main() {
 	// (Warning if they contain "warn"): Info goes to stdout, Warn and Error
 	// to stderr.
 	logger := slog.New(functions.NewLogHandler(os.Stdout, os.Stderr, slog.LevelInfo))
+	// Before the clients are built: they take their tracing from it.
+	shutdown, err := telemetry.Setup(context.Background(), logger)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "opstatus: setting %v\n", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := run(ctx, cfg, logger); err != nil {
+	err = run(ctx, cfg, logger)
+	flushTelemetry(shutdown, logger)
+	if err != nil {
 		if errors.Is(err, lock.ErrBadTTL) {
 			// A setting of the Cosmos account: one line, as for a bad setting.
 			fmt.Fprintf(os.Stderr, "opstatus: COSMOS_LOCKS_CONTAINER=%s: %v\n", cfg.LocksContainer, err)
@@ -53,7 +62,20 @@ const (
 	// releaseWait bounds the wait for lock releases after the server has
 	// stopped; each release has a 5 s timeout of its own.
 	releaseWait = 6 * time.Second
+	// telemetryFlushTimeout bounds the export of the last spans and metrics
+	// at exit.
+	telemetryFlushTimeout = 5 * time.Second
 )
+
+// flushTelemetry exports what telemetry still holds, within
+// telemetryFlushTimeout.
+func flushTelemetry(shutdown func(context.Context) error, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), telemetryFlushTimeout)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		logger.Warn("telemetry not flushed at exit", "error", err)
+	}
+}
 
 func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	db, err := database.NewCosmosClient(database.CosmosConfig{
@@ -64,6 +86,8 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		OperationsContainer: cfg.OperationsContainer,
 		ResourcesContainer:  cfg.ResourcesContainer,
 		LocksContainer:      cfg.LocksContainer,
+		TracingProvider:     telemetry.AzureTracing(),
+		PendingDetails:      telemetry.Metering(),
 	})
 	if err != nil {
 		return err
@@ -98,7 +122,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	}
 	// The host writes scan's messages after its answer, within the same
 	// functionTimeout: the listing takes at most a quarter of it.
-	scanFn := &scan.Function{DB: db, Deadline: timeout / 4}
+	scanFn := &scan.Function{DB: db, Deadline: timeout / 4, Interval: pollFn.Interval}
 	srv := functions.NewServer(logger, map[string]functions.Handler{
 		"scan": scanFn.Handle,
 		"poll": pollFn.Handle,

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/opstatus/opstatus/internal/telemetry"
 )
 
 // PortSetting is the environment variable in which the host gives the port
@@ -210,8 +212,11 @@ func ListenAddr(port string) (string, error) {
 func (s *Server) invoke(name string, h Handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ctx := r.Context()
 		id := r.Header.Get(InvocationIDHeader)
+		ctx, span := telemetry.StartInvocation(r.Context(), r.Header, name, id)
+		if span.IsRecording() {
+			r = r.WithContext(ctx)
+		}
 		c, log := newInvocation(s.logger, id, name)
 		// Unless the Logs went out in a whole 2xx answer, the host never
 		// logs them: their records go to the process log instead. Deferred
@@ -233,6 +238,7 @@ func (s *Server) invoke(name string, h Handler) http.HandlerFunc {
 		if !delivered {
 			c.replay(ctx)
 		}
+		telemetry.EndInvocation(span, status)
 
 		// One access line: at Info for a success, at Warn for a failure,
 		// whose cause is logged at Error above.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -185,6 +186,50 @@ func TestClusterServiceCallsAreCapped(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, int32(3), peak.Load())
+}
+
+// Messages take the process's slots in turn: the operations of a message
+// that arrives while another is being checked are called after all of the
+// first one's, so that messages finish one by one.
+func TestMessagesTakeSlotsInTurn(t *testing.T) {
+	f := newFixture(t)
+	var mu sync.Mutex
+	var order []string
+	first := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		order = append(order, strings.TrimSuffix(path.Base(path.Dir(r.URL.Path)), "/status"))
+		mu.Unlock()
+		select {
+		case first <- struct{}{}:
+		default:
+		}
+		time.Sleep(5 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(clusterStatus("installing")))
+	}))
+	t.Cleanup(srv.Close)
+	client, err := clusterservice.NewClient(clusterservice.Config{URL: srv.URL})
+	require.NoError(t, err)
+	f.fn.Cluster, f.fn.MaxInFlight = client, 2
+	ops := map[string][]string{}
+	for _, m := range []string{"a", "b"} {
+		for i := range 6 {
+			id := fmt.Sprintf("%s-%d", m, i)
+			f.putOp(database.Operation{ID: id, Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning,
+				InternalID: "/api/clusters_mgmt/v1/clusters/" + id})
+			ops[m] = append(ops[m], id)
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { f.deliver(t, batch(time.Time{}, ops["a"]...), time.Time{}) })
+	<-first
+	wg.Go(func() { f.deliver(t, batch(time.Time{}, ops["b"]...), time.Time{}) })
+	wg.Wait()
+	require.Len(t, order, 12)
+	for i, got := range order {
+		require.Equal(t, i < 6, strings.HasPrefix(got, "a-"), "request %d was for %s: %v", i, got, order)
+	}
 }
 
 // The work of an invocation ends by its deadline, well inside the host's

@@ -16,6 +16,7 @@ import (
 type change struct {
 	decide          func(*database.Operation) clusterservice.Decision
 	deleteResources bool
+	pastDeadline    bool // it ends the operation for passing its deadline
 }
 
 // check reads one operation and asks Cluster Service about it, without the
@@ -66,6 +67,7 @@ func (r *run) check(ctx context.Context, it *item) {
 		return
 	}
 	st, err := r.f.Cluster.Status(ctx, id)
+	traceStatus(ctx, id, st)
 	// A status that ends the operation wins over its deadline; anything
 	// else past the deadline ends it Failed.
 	limit := r.f.Deadlines.pastDeadline(op, r.f.now())
@@ -92,6 +94,28 @@ func (r *run) check(ctx context.Context, it *item) {
 	}
 	decide := func(op *database.Operation) clusterservice.Decision {
 		return clusterservice.Decide(id.Kind, st, op.Request, op.Status)
+	}
+	if clusterservice.NeedsInflightChecks(id.Kind, st) {
+		// The provision error only says that inflight checks failed; the
+		// checks say which. Without them the error is not known yet, so
+		// the operation waits for the next scan, until its deadline: then
+		// the provision error is all there is.
+		checks, err := r.f.Cluster.InflightChecks(ctx, id)
+		switch {
+		case err != nil && limit > 0:
+			it.log.Warn("inflight checks unreadable past the deadline; ending the operation with the provision error", "error", err)
+		case err != nil:
+			it.defer_(fmt.Errorf("cluster service: %w", err))
+			return
+		default:
+			failure, problem := clusterservice.InflightError(st, checks)
+			if problem != "" {
+				it.log.Error("inflight checks do not explain the failure", "problem", problem, "cs_error_code", st.ErrorCode)
+			}
+			decide = func(op *database.Operation) clusterservice.Decision {
+				return clusterservice.DecideInflight(st, failure, op.Request, op.Status)
+			}
+		}
 	}
 	d := decide(op)
 	switch {

@@ -53,5 +53,5 @@ func deadlineChange(limit time.Duration, st clusterservice.Status) *change {
 		Error:  &arm.CloudErrorBody{Code: arm.CodeInternalServerError, Message: msg},
 		Change: true,
 	}
-	return &change{decide: func(*database.Operation) clusterservice.Decision { return failed }}
+	return &change{pastDeadline: true, decide: func(*database.Operation) clusterservice.Decision { return failed }}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/telemetry"
 )
 
 // notifyAll tells ARM of every operation of the message that has ended with
@@ -39,7 +40,7 @@ func (r *run) notifyAll(ctx context.Context, items []*item) {
 		}
 		defer r.f.notifying.Delete(key)
 		wg.Go(func() {
-			if r.deliver(ctx, it) {
+			if r.deliver(it.within(ctx), it) {
 				mu.Lock()
 				toClear = append(toClear, it)
 				mu.Unlock()
@@ -88,7 +89,10 @@ func (r *run) deliver(ctx context.Context, it *item) bool {
 	if !op.LastTransitionTime.IsZero() {
 		status.EndTime = &op.LastTransitionTime
 	}
-	err = r.f.Notifier.Notify(ctx, op.NotificationURI, status)
+	nctx, span := it.startNotify(ctx)
+	err = r.f.Notifier.Notify(nctx, op.NotificationURI, status)
+	telemetry.Fail(span, err)
+	span.End()
 	switch {
 	case errors.Is(err, arm.ErrPermanent):
 		it.log.Error("notification rejected; given up", "error", err)

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice"
@@ -57,6 +59,7 @@ type Tally map[Outcome]int
 // StatusGetter is the part of the Cluster Service client poll uses.
 type StatusGetter interface {
 	Status(ctx context.Context, id clusterservice.InternalID) (clusterservice.Status, error)
+	InflightChecks(ctx context.Context, id clusterservice.InternalID) ([]clusterservice.InflightCheck, error)
 }
 
 // Notifier is the part of the ARM notifier poll uses.
@@ -98,6 +101,7 @@ type Function struct {
 	Now func() time.Time
 
 	slotsOnce sync.Once
+	turns     chan struct{} // the message taking slots
 	slots     chan struct{} // operations being checked
 	holds     chan struct{} // subscription locks held or being taken
 
@@ -126,6 +130,7 @@ func orDefault[T int | time.Duration](v, def T) T {
 // leaves the operation unchanged, since the next scan sends it again and an
 // outage must not fill the poison queue.
 func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*functions.Result, error) {
+	defer observeDuration(ctx, time.Now())
 	var raw json.RawMessage
 	if err := inv.QueueMessage(Binding, &raw); err != nil {
 		inv.Log.Error("malformed queue message", "error", err)
@@ -136,6 +141,7 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		inv.Log.Error("malformed queue message", "error", err)
 		return nil, functions.BadRequest(err)
 	}
+	observeMessage(ctx, msg, f.now())
 	ctx, cancel := context.WithTimeout(ctx, orDefault(f.Deadline, defaultDeadline))
 	defer cancel()
 	run := &run{
@@ -182,10 +188,11 @@ func (r *run) do(ctx context.Context) {
 		for i := range r.outcomes {
 			r.outcomes[i] = OutcomeSuperseded
 		}
+		countSuperseded(ctx, len(r.outcomes))
 		return
 	}
 	items := make([]*item, len(r.msg.Entries))
-	var wg sync.WaitGroup
+	var valid []*item
 	for i, e := range r.msg.Entries {
 		it := &item{msg: e.Operation, log: r.log}
 		items[i] = it
@@ -199,8 +206,34 @@ func (r *run) do(ctx context.Context) {
 			continue
 		}
 		it.log = r.log.With("subscription_id", e.SubscriptionID, "operation_id", e.OperationID)
-		// The slot is taken before the goroutine starts: a message waiting
-		// for slots holds one goroutine, not one per operation.
+		valid = append(valid, it)
+	}
+	r.checkAll(ctx, valid)
+	r.writeAll(ctx, items)
+	r.notifyAll(ctx, items)
+	for i, it := range items {
+		r.outcomes[i] = it.outcome
+		it.report()
+	}
+}
+
+// checkAll checks the items, each in a slot of the process's, taken in
+// the message's turn (Function.turn) and before the item's goroutine
+// starts: a message waiting for slots holds one goroutine, and messages
+// finish in the order they began rather than all together, each one's
+// operations read and held only while it is being checked.
+func (r *run) checkAll(ctx context.Context, items []*item) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	endTurn, err := r.f.turn(ctx)
+	if err != nil {
+		for _, it := range items {
+			it.defer_(err)
+		}
+		return
+	}
+	defer endTurn()
+	for _, it := range items {
 		release, err := r.f.slot(ctx)
 		if err != nil {
 			it.defer_(err)
@@ -208,15 +241,8 @@ func (r *run) do(ctx context.Context) {
 		}
 		wg.Go(func() {
 			defer release()
-			r.check(ctx, it)
+			r.check(it.traced(ctx), it)
 		})
-	}
-	wg.Wait()
-	r.writeAll(ctx, items)
-	r.notifyAll(ctx, items)
-	for i, it := range items {
-		r.outcomes[i] = it.outcome
-		it.report()
 	}
 }
 
@@ -230,7 +256,8 @@ type item struct {
 	ended   *database.Operation // ended with a notification to send
 	note    *notification       // what its delivery did, until it is recorded
 	outcome Outcome
-	err     error // the dependency failure behind OutcomeDeferred
+	err     error      // the dependency failure behind OutcomeDeferred
+	span    trace.Span // the operation's, when tracing is on
 }
 
 // defer_ records a dependency failure: the operation stays as it is.
@@ -241,6 +268,7 @@ func (it *item) defer_(err error) {
 // report logs the item's outcome: most polls change nothing, and those are
 // Debug, so that the log at Info is the record of what opstatus did.
 func (it *item) report() {
+	defer it.finish()
 	switch it.outcome {
 	case OutcomeDeferred:
 		level := slog.LevelWarn
@@ -293,6 +321,18 @@ func (f *Function) slot(ctx context.Context) (release func(), err error) {
 	}
 }
 
+// turn waits until no other message of the process is taking slots and
+// returns the end of this message's turn.
+func (f *Function) turn(ctx context.Context) (end func(), err error) {
+	f.init()
+	select {
+	case f.turns <- struct{}{}:
+		return func() { <-f.turns }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting to call Cluster Service: %w", context.Cause(ctx))
+	}
+}
+
 // maxHolds bounds the subscription locks a process holds at once: more holds
 // than that only queue their writes behind each other's on the process's
 // Cosmos connections, and every hold, which the frontend may be waiting
@@ -301,6 +341,7 @@ const maxHolds = 8
 
 func (f *Function) init() {
 	f.slotsOnce.Do(func() {
+		f.turns = make(chan struct{}, 1)
 		f.slots = make(chan struct{}, orDefault(f.MaxInFlight, defaultMaxInFlight))
 		f.holds = make(chan struct{}, maxHolds)
 	})

@@ -80,12 +80,12 @@ func (r *run) underLock(ctx context.Context, items []*item, step func(context.Co
 // once: a hold lasts about one operation's writes, whatever the chunk.
 func (r *run) holdOnce(ctx context.Context, sub string, chunk []*item, step func(context.Context, *item) error, fail func(*item, error)) {
 	entered := false
-	err := r.f.Locker.Do(ctx, sub, r.owner, func(ctx context.Context) error {
+	err := r.f.Locker.Do(chunk[0].within(ctx), sub, r.owner, func(ctx context.Context) error {
 		entered = true
 		var steps sync.WaitGroup
 		for _, it := range chunk {
 			steps.Go(func() {
-				if err := step(ctx, it); err != nil {
+				if err := step(it.within(ctx), it); err != nil {
 					fail(it, err)
 				}
 			})

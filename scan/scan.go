@@ -12,9 +12,15 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/opstatus/opstatus/functions"
+	"github.com/opstatus/opstatus/internal/arm"
+	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/queuemsg"
+	"github.com/opstatus/opstatus/internal/telemetry"
 )
 
 // Binding names in scan/function.json.
@@ -33,6 +39,9 @@ type Function struct {
 	// answer, one at a time, within the same functionTimeout, so the
 	// listing must leave it most of that time; default one minute.
 	Deadline time.Duration
+	// Interval is the scan schedule's interval: a scan's metrics stand for
+	// two of them; zero keeps them until the next scan of the process.
+	Interval time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -70,6 +79,7 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 
 	var ops []queuemsg.Operation
 	skipped := 0
+	tally := telemetry.NewScanTally()
 	for p, err := range f.DB.PendingOperations(ctx) {
 		switch {
 		case errors.Is(err, database.ErrMalformed):
@@ -90,7 +100,11 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 			continue
 		}
 		ops = append(ops, op)
+		if tally != nil {
+			tally.Add(p.Status, p.Request, resourceType(p.InternalID), p.StartTime, !arm.ProvisioningState(p.Status).IsTerminal())
+		}
 	}
+	telemetry.Scanned(tally, f.now(), 2*f.Interval)
 	slices.SortFunc(ops, func(a, b queuemsg.Operation) int {
 		return cmp.Or(cmp.Compare(a.SubscriptionID, b.SubscriptionID), cmp.Compare(a.OperationID, b.OperationID))
 	})
@@ -104,8 +118,21 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 	}
 	inv.Log.Info("scanned", "pending", len(ops), "messages", len(msgs), "skipped", skipped,
 		"duration_ms", f.now().Sub(started).Milliseconds())
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attribute.Int("opstatus.scan.pending", len(ops)), attribute.Int("opstatus.scan.messages", len(msgs)))
+	}
 	return &functions.Result{
 		Outputs:     map[string]any{OutputBinding: msgs},
 		ReturnValue: len(ops),
 	}, nil
+}
+
+// resourceType names the kind of resource an internalId is the Cluster
+// Service path of, for scan's metrics.
+func resourceType(internalID string) string {
+	id, err := clusterservice.ParseInternalID(internalID)
+	if err != nil {
+		return "unknown"
+	}
+	return id.Kind.String()
 }

@@ -7,7 +7,9 @@ import (
 	"time"
 )
 
-// Faults configures what goes wrong on status calls. The zero value injects
+// Faults configures what goes wrong on Cluster Service calls. The fields
+// that speak of status calls apply to inflight checks calls too;
+// InflightChecksStatus applies to those only. The zero value injects
 // nothing. Admin calls are never affected.
 type Faults struct {
 	// Latency delays every status call; LatencyJitter spreads it uniformly
@@ -26,6 +28,10 @@ type Faults struct {
 	Spike     Duration `json:"spike"`
 	// Outage answers every status call 503 at once.
 	Outage bool `json:"outage"`
+	// InflightChecksStatus, when not zero, is the HTTP status (400 to 599)
+	// every inflight checks call is answered, with an OCM error, after the
+	// faults above; status calls are not affected.
+	InflightChecksStatus int `json:"inflightChecksStatus,omitempty"`
 }
 
 // Fault kinds counted in Stats.Faults.
@@ -35,11 +41,15 @@ const (
 	FaultError   = "error"
 	FaultTimeout = "timeout"
 	FaultOutage  = "outage"
+	// FaultInflightChecks counts inflight checks calls answered with
+	// Faults.InflightChecksStatus.
+	FaultInflightChecks = "inflightChecks"
 )
 
 const defaultFaultTimeout = 30 * time.Second
 
-// Validate reports a rate outside [0, 1] or a negative duration.
+// Validate reports a rate outside [0, 1], a negative duration or an
+// InflightChecksStatus that is not an error status.
 func (f Faults) Validate() error {
 	for name, r := range map[string]float64{"errorRate": f.ErrorRate, "timeoutRate": f.TimeoutRate, "spikeRate": f.SpikeRate} {
 		if !(r >= 0 && r <= 1) {
@@ -50,6 +60,9 @@ func (f Faults) Validate() error {
 		if d < 0 {
 			return fmt.Errorf("%w: %s is negative", ErrInvalid, name)
 		}
+	}
+	if f.InflightChecksStatus != 0 && (f.InflightChecksStatus < 400 || f.InflightChecksStatus > 599) {
+		return fmt.Errorf("%w: inflightChecksStatus %d is not 0 or an HTTP status from 400 to 599", ErrInvalid, f.InflightChecksStatus)
 	}
 	return nil
 }

@@ -12,7 +12,8 @@ import (
 	"time"
 )
 
-// ServeHTTP serves the Cluster Service status paths and the admin API.
+// ServeHTTP serves the Cluster Service status and inflight checks paths and
+// the admin API.
 func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
@@ -40,6 +41,8 @@ func (s *Sim) routes() *http.ServeMux {
 	mux.HandleFunc("/api/clusters_mgmt/v1/clusters/{id}/status", s.clusterStatusHandler(APIClustersMgmt, PathKindClustersMgmtCluster))
 	mux.HandleFunc("/api/aro_hcp/v1alpha1/clusters/{id}/status", s.clusterStatusHandler(APIAROHCP, PathKindAROHCPCluster))
 	mux.HandleFunc("/api/aro_hcp/v1alpha1/clusters/{id}/node_pools/{np}/status", s.nodePoolStatus)
+	mux.HandleFunc("/api/clusters_mgmt/v1/clusters/{id}/inflight_checks", s.inflightChecksHandler(APIClustersMgmt, PathKindClustersMgmtInflightChecks))
+	mux.HandleFunc("/api/aro_hcp/v1alpha1/clusters/{id}/inflight_checks", s.inflightChecksHandler(APIAROHCP, PathKindAROHCPInflightChecks))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.stats.request(PathKindOther)
 		s.writeOCMError(w, http.StatusNotFound, fmt.Sprintf("Path '%s' not found", r.URL.Path))
@@ -88,6 +91,25 @@ type nodePoolStateJSON struct {
 	LastUpdatedTimestamp string `json:"last_updated_timestamp"`
 }
 
+// inflightCheckListJSON is the OCM list shape: one page holding every check.
+type inflightCheckListJSON struct {
+	Kind  string              `json:"kind"`
+	HREF  string              `json:"href"`
+	Page  int                 `json:"page"`
+	Size  int                 `json:"size"`
+	Total int                 `json:"total"`
+	Items []inflightCheckJSON `json:"items"`
+}
+
+type inflightCheckJSON struct {
+	Kind    string         `json:"kind"`
+	ID      string         `json:"id"`
+	HREF    string         `json:"href"`
+	Name    string         `json:"name"`
+	State   string         `json:"state"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
 type ocmErrorJSON struct {
 	Kind   string `json:"kind"`
 	ID     string `json:"id"`
@@ -116,13 +138,19 @@ func (s *Sim) writeStatus(w http.ResponseWriter, status int, body any) {
 // beginStatusCall counts the call, checks the method and injects faults; it
 // returns false when the call has been answered (or abandoned) already.
 func (s *Sim) beginStatusCall(w http.ResponseWriter, r *http.Request, kind string) bool {
+	return s.beginCall(w, r, kind, true)
+}
+
+// beginCall is beginStatusCall for any Cluster Service call; record says
+// whether Calls keeps it.
+func (s *Sim) beginCall(w http.ResponseWriter, r *http.Request, kind string, record bool) bool {
 	s.stats.request(kind)
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
 		s.writeOCMError(w, http.StatusMethodNotAllowed, fmt.Sprintf("Method '%s' is not allowed", r.Method))
 		return false
 	}
-	if s.recordCalls {
+	if record && s.recordCalls {
 		s.callLog.record(r.URL.Path, s.clock.Now())
 	}
 	status, reason := s.injectFaults(r.Context())
@@ -175,6 +203,53 @@ func (s *Sim) clusterStatus(api, id string) (clusterStatusJSON, bool) {
 		body.ProvisionErrorMessage = c.script.ErrorMessage
 	}
 	return body, true
+}
+
+// inflightChecksHandler serves a cluster's inflight checks. They are not
+// recorded in Calls, which counts status calls.
+func (s *Sim) inflightChecksHandler(api, kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.beginCall(w, r, kind, false) {
+			return
+		}
+		if status := s.Faults().InflightChecksStatus; status != 0 {
+			s.stats.fault(FaultInflightChecks)
+			s.log.Debug("inflight checks call faulted", "path", r.URL.Path, "status", status)
+			s.writeOCMError(w, status, "Inflight checks unavailable (simulated)")
+			return
+		}
+		id := r.PathValue("id")
+		body, ok := s.inflightChecks(api, id)
+		if !ok {
+			s.writeOCMError(w, http.StatusNotFound, fmt.Sprintf("Cluster '%s' not found", id))
+			return
+		}
+		s.log.Debug("inflight checks", "path", r.URL.Path, "checks", body.Total)
+		s.writeStatus(w, http.StatusOK, body)
+	}
+}
+
+func (s *Sim) inflightChecks(api, id string) (inflightCheckListJSON, bool) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.getCluster(id, now)
+	if c == nil || !c.script.serves(api) {
+		return inflightCheckListJSON{}, false
+	}
+	href := clusterPath(api, id) + "/inflight_checks"
+	items := make([]inflightCheckJSON, 0, len(c.script.InflightChecks))
+	for i, check := range c.script.InflightChecks {
+		checkID := check.ID
+		if checkID == "" {
+			checkID = strconv.Itoa(i + 1)
+		}
+		items = append(items, inflightCheckJSON{
+			Kind: "InflightCheck", ID: checkID, HREF: href + "/" + checkID,
+			Name: check.Name, State: check.State, Details: check.Details,
+		})
+	}
+	return inflightCheckListJSON{Kind: "InflightCheckList", HREF: href, Page: 1, Size: len(items), Total: len(items), Items: items}, true
 }
 
 func (s *Sim) nodePoolStatus(w http.ResponseWriter, r *http.Request) {
@@ -300,9 +375,25 @@ func (s *Sim) adminList(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-func (s *Sim) adminPutCluster(w http.ResponseWriter, r *http.Request) {
+// decodeScript reads a PUT body over the defaults. A JSON array decoded
+// over the defaults' checks would write the body's checks into their
+// elements field by field, so the decode starts without them; they apply
+// when the body has none.
+func (s *Sim) decodeScript(r *http.Request) (Script, error) {
 	sc := s.defaults
+	sc.InflightChecks = nil
 	if err := decodeBody(r, &sc); err != nil {
+		return Script{}, err
+	}
+	if sc.InflightChecks == nil {
+		sc.InflightChecks = s.defaults.InflightChecks // addCluster copies them
+	}
+	return sc, nil
+}
+
+func (s *Sim) adminPutCluster(w http.ResponseWriter, r *http.Request) {
+	sc, err := s.decodeScript(r)
+	if err != nil {
 		writeAdmin(w, 0, nil, err)
 		return
 	}
@@ -336,8 +427,8 @@ func (s *Sim) adminUpdateCluster(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Sim) adminPutNodePool(w http.ResponseWriter, r *http.Request) {
-	sc := s.defaults
-	if err := decodeBody(r, &sc); err != nil {
+	sc, err := s.decodeScript(r)
+	if err != nil {
 		writeAdmin(w, 0, nil, err)
 		return
 	}

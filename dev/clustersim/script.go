@@ -3,6 +3,7 @@ package clustersim
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 )
 
@@ -17,6 +18,29 @@ const (
 	StateUpdating     = "updating"
 	StateUninstalling = "uninstalling"
 )
+
+// Inflight check states, as Cluster Service sends them.
+const (
+	InflightPassed  = "passed"
+	InflightFailed  = "failed"
+	InflightPending = "pending"
+	InflightRunning = "running"
+)
+
+// InflightCheck is one inflight check of a simulated cluster, as a Script
+// holds it and GET {cluster}/inflight_checks lists it.
+type InflightCheck struct {
+	// ID is the check's id in the list; empty means its position, from 1.
+	ID string `json:"id,omitempty"`
+	// Name names the check, such as "egress".
+	Name string `json:"name"`
+	// State is InflightPassed, InflightFailed, InflightPending or
+	// InflightRunning.
+	State string `json:"state"`
+	// Details is sent as the check's details; Cluster Service puts a failed
+	// check's message in its "error" string.
+	Details map[string]any `json:"details,omitempty"`
+}
 
 // API values for Script.API: which Cluster Service API serves a cluster.
 const (
@@ -59,6 +83,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // message (node pools). A zero duration skips its stage. Uninstalling and
 // Updating are the durations a later delete or update uses unless that
 // request names its own.
+//
+// A cluster that failed its inflight checks, as Cluster Service reports it,
+// has Fail, ErrorCode "OCM4001" and the checks in InflightChecks.
 type Script struct {
 	Pending      Duration `json:"pending"`
 	Validating   Duration `json:"validating"`
@@ -73,6 +100,9 @@ type Script struct {
 	// or both (APIBoth or empty). Node pools ignore it: they are served
 	// under aro_hcp/v1alpha1 whenever their cluster is.
 	API string `json:"api"`
+	// InflightChecks are the checks GET {cluster}/inflight_checks lists, in
+	// every state of the cluster. Node pools ignore them.
+	InflightChecks []InflightCheck `json:"inflightChecks,omitempty"`
 }
 
 func (sc Script) validate() error {
@@ -89,7 +119,38 @@ func (sc Script) validate() error {
 	default:
 		return fmt.Errorf("%w: api %q (want %q, %q or %q)", ErrInvalid, sc.API, APIClustersMgmt, APIAROHCP, APIBoth)
 	}
+	for i, c := range sc.InflightChecks {
+		if c.Name == "" {
+			return fmt.Errorf("%w: inflight check %d has no name", ErrInvalid, i+1)
+		}
+		if c.ID != "" {
+			if err := validID(c.ID); err != nil {
+				return fmt.Errorf("inflight check %q: %w", c.Name, err)
+			}
+		}
+		switch c.State {
+		case InflightPassed, InflightFailed, InflightPending, InflightRunning:
+		default:
+			return fmt.Errorf("%w: inflight check %q: state %q (want %q, %q, %q or %q)", ErrInvalid, c.Name, c.State,
+				InflightPassed, InflightFailed, InflightPending, InflightRunning)
+		}
+	}
 	return nil
+}
+
+// clone returns a copy of sc that shares no slice or map with it, so that
+// neither a caller's later changes nor a JSON decode over the copy reach sc.
+func (sc Script) clone() Script {
+	if sc.InflightChecks == nil {
+		return sc
+	}
+	checks := make([]InflightCheck, len(sc.InflightChecks))
+	for i, c := range sc.InflightChecks {
+		c.Details = maps.Clone(c.Details)
+		checks[i] = c
+	}
+	sc.InflightChecks = checks
+	return sc
 }
 
 // serves reports whether a cluster with this script is served under api.

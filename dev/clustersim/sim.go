@@ -157,7 +157,7 @@ func (s *Sim) addCluster(id string, sc Script) (Resource, error) {
 		c = &cluster{nodePools: map[string]*lifecycle{}}
 		s.clusters[id] = c
 	}
-	c.lifecycle = lifecycle{script: sc, phase: PhaseCreate, start: now}
+	c.lifecycle = lifecycle{script: sc.clone(), phase: PhaseCreate, start: now}
 	s.log.Info("cluster created", "cluster", id)
 	return clusterView(id, c, now), nil
 }
@@ -189,7 +189,7 @@ func (s *Sim) addNodePool(clusterID, np string, sc Script) (Resource, error) {
 	if c.phase == PhaseDelete {
 		return Resource{}, fmt.Errorf("cluster %q is being deleted: %w", clusterID, ErrConflict)
 	}
-	l := &lifecycle{script: sc, phase: PhaseCreate, start: now}
+	l := &lifecycle{script: sc.clone(), phase: PhaseCreate, start: now}
 	c.nodePools[np] = l
 	s.log.Info("node pool created", "cluster", clusterID, "nodePool", np)
 	return nodePoolView(clusterID, np, c, l, now), nil
@@ -510,7 +510,7 @@ func clusterView(id string, c *cluster, now time.Time) Resource {
 		}
 	}
 	return Resource{Kind: "Cluster", ClusterID: id, Paths: paths, State: state, Since: since.UTC(),
-		Phase: c.phase, Deleted: gone, Script: c.script}
+		Phase: c.phase, Deleted: gone, Script: c.script.clone()}
 }
 
 func nodePoolView(id, np string, c *cluster, l *lifecycle, now time.Time) Resource {
@@ -520,7 +520,7 @@ func nodePoolView(id, np string, c *cluster, l *lifecycle, now time.Time) Resour
 		paths = append(paths, nodePoolPath(id, np))
 	}
 	return Resource{Kind: "NodePool", ClusterID: id, NodePoolID: np, Paths: paths, State: state,
-		Since: since.UTC(), Phase: l.phase, Deleted: gone, Script: l.script}
+		Since: since.UTC(), Phase: l.phase, Deleted: gone, Script: l.script.clone()}
 }
 
 // parseResourcePath splits a Cluster Service cluster or node pool path

@@ -7,7 +7,10 @@ const (
 	PathKindClustersMgmtCluster = "clusters_mgmt/v1/cluster"
 	PathKindAROHCPCluster       = "aro_hcp/v1alpha1/cluster"
 	PathKindAROHCPNodePool      = "aro_hcp/v1alpha1/node_pool"
-	PathKindOther               = "other"
+	// Inflight checks calls, by the API of the cluster's path.
+	PathKindClustersMgmtInflightChecks = "clusters_mgmt/v1/inflight_checks"
+	PathKindAROHCPInflightChecks       = "aro_hcp/v1alpha1/inflight_checks"
+	PathKindOther                      = "other"
 )
 
 // statusClientClosed is counted in Stats.Statuses when the client went away

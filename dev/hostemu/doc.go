@@ -54,7 +54,9 @@
 //   - The worker process (DefaultHttpWorkerService, HttpWorkerProcess,
 //     WorkerProcess, HttpFunctionInvocationDispatcher,
 //     WebScriptHostExceptionHandler): GET / every 25 ms until any answer, for
-//     up to 30 s; every invocation goes to the instance's one handler; an
+//     up to 30 s; every invocation goes to the instance's one handler, with
+//     a W3C traceparent header (HttpClient's DiagnosticsHandler, under the
+//     invocation's Activity) and no trace context in the payload; an
 //     invocation past functionTimeout fails and the handler is killed and
 //     started again; the third handler failure within 30 minutes of the one
 //     before stops the host (Options.Restart then starts it again, as the

@@ -110,6 +110,8 @@ type Invocation struct {
 	// DequeueCount is the message's dequeue count for queue triggers, 0
 	// for timers.
 	DequeueCount int64
+	// TraceParent is the W3C traceparent header sent to the handler.
+	TraceParent string
 }
 
 // InvocationKey groups invocations in Counters.

@@ -66,7 +66,8 @@ type invocationResult struct {
 func (in *Instance) invoke(ctx context.Context, fn *Function, data map[string]any, metadata *bindingData, dequeueCount int64) bool {
 	h := in.h
 	start := time.Now()
-	inv := Invocation{Function: fn.Name, Instance: in.index, ID: newUUID(), DequeueCount: dequeueCount, Start: start}
+	inv := Invocation{Function: fn.Name, Instance: in.index, ID: newUUID(), DequeueCount: dequeueCount, Start: start,
+		TraceParent: newTraceParent()}
 	if metadata == nil {
 		metadata = newBindingData()
 		metadata.set("sys", sysBindingData(fn.Name, start))
@@ -76,7 +77,7 @@ func (in *Instance) invoke(ctx context.Context, fn *Function, data map[string]an
 	if timeout > 0 {
 		ictx, cancel = context.WithTimeoutCause(ctx, timeout, errFunctionTimeout)
 	}
-	status, result, err := in.post(ictx, fn, inv.ID, map[string]any{"Data": data, "Metadata": metadata})
+	status, result, err := in.post(ictx, fn, inv.ID, inv.TraceParent, map[string]any{"Data": data, "Metadata": metadata})
 	inv.Status = status
 	if result != nil {
 		inv.ReturnValue = result.ReturnValue
@@ -112,7 +113,16 @@ func (in *Instance) invoke(ctx context.Context, fn *Function, data map[string]an
 
 // post sends the request and reads the response. The result is non-nil
 // whenever the body was a JSON object, even for a failure status.
-func (in *Instance) post(ctx context.Context, fn *Function, id string, payload any) (int, *invocationResult, error) {
+//
+// The request carries the invocation's trace context in a traceparent
+// header, as the host's does: DefaultHttpWorkerService sends it with a plain
+// HttpClient, whose DiagnosticsHandler (System.Net.Http) injects the W3C
+// traceparent of the Activity it starts under the invocation's current
+// Activity, which WorkerFunctionInvoker runs the invocation in. The
+// payload's Metadata carries no trace context (ScriptInvocationContext-
+// Extensions.ToHttpScriptInvocationContext copies only the binding data;
+// only the gRPC worker channel sends ScriptInvocationContext.Traceparent).
+func (in *Instance) post(ctx context.Context, fn *Function, id, traceparent string, payload any) (int, *invocationResult, error) {
 	body, err := marshal(payload)
 	if err != nil {
 		return 0, nil, fmt.Errorf("encoding the request: %w", err)
@@ -131,6 +141,7 @@ func (in *Instance) post(ctx context.Context, fn *Function, id string, payload a
 	req.Header.Set(headerInvocationID, id)
 	req.Header.Set(headerHostVersion, HostVersion)
 	req.Header.Set("User-Agent", "Azure-Functions-Host/"+HostVersion)
+	req.Header.Set("traceparent", traceparent)
 	resp, err := in.client.Do(req)
 	if err != nil {
 		return 0, nil, fmt.Errorf("calling the handler: %w", err)
@@ -394,6 +405,15 @@ func snippet(b []byte) string {
 		s = s[:max] + "…"
 	}
 	return s
+}
+
+// newTraceParent returns a W3C traceparent of a new, sampled trace, as
+// .NET writes an Activity's Id (ActivityIdFormat.W3C): version 00, a
+// random trace id and span id in lowercase hex, flags 01.
+func newTraceParent() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("00-%x-%x-01", b[:16], b[16:])
 }
 
 // newUUID returns a random (version 4) UUID.

@@ -2,7 +2,9 @@
 // test server, the Cluster Service simulator, the Functions host emulator
 // driving the built handler), writes demo operations as the frontend would,
 // prints every transition opstatus writes, and ends with a summary once every
-// operation is terminal. Ctrl-C stops everything it started.
+// operation is terminal, then with one of the handler's OpenTelemetry
+// metrics, which the handler exports to an OTLP receiver in this process
+// (dev/otlpsink). Ctrl-C stops everything it started.
 package main
 
 import (
@@ -19,6 +21,7 @@ import (
 
 	"github.com/opstatus/opstatus/dev/demo"
 	"github.com/opstatus/opstatus/dev/hostemu"
+	"github.com/opstatus/opstatus/dev/otlpsink"
 	"github.com/opstatus/opstatus/dev/stack"
 )
 
@@ -46,8 +49,15 @@ func run(ctx context.Context, out io.Writer, keep, realHost bool, timeout time.D
 		}
 	}
 	fmt.Fprintf(out, "starting Azurite, the Cosmos test server, the Cluster Service simulator and %s…\n", host)
+	// The handler's spans and metrics go to an OTLP receiver in this process.
+	sink, err := otlpsink.Start()
+	if err != nil {
+		return 1, err
+	}
+	defer sink.Close()
 	outcomes := demo.NewOutcomes()
-	s, err := stack.Start(ctx, stack.Options{NoHost: realHost, Host: hostemu.Options{OnInvocation: outcomes.Record}})
+	s, err := stack.Start(ctx, stack.Options{NoHost: realHost, Host: hostemu.Options{OnInvocation: outcomes.Record},
+		Settings: demo.TelemetrySettings(sink)})
 	if err != nil {
 		return 1, err
 	}
@@ -76,6 +86,7 @@ func run(ctx context.Context, out io.Writer, keep, realHost bool, timeout time.D
 		if !w.Summary(context.WithoutCancel(ctx)) && err == nil {
 			err = errors.New("some operations ended in an unexpected state")
 		}
+		demo.TelemetrySummary(ctx, out, sink, 3*time.Second)
 	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) {

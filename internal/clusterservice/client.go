@@ -25,6 +25,8 @@ import (
 	arohcp "github.com/openshift-online/ocm-sdk-go/arohcp/v1alpha1"
 	cmv1 "github.com/openshift-online/ocm-sdk-go/clustersmgmt/v1"
 	sdkerrors "github.com/openshift-online/ocm-sdk-go/errors"
+
+	"github.com/opstatus/opstatus/internal/telemetry"
 )
 
 // Defaults for Config.
@@ -35,12 +37,11 @@ const (
 	UserAgent = "opstatus"
 )
 
-// Connection pool sizing: as many idle connections per host as the host
-// runs polls at once (host.json: batchSize + newBatchThreshold). The number
+// Connection pool sizing: as many idle connections per host as poll has
+// requests in flight by default (CLUSTER_SERVICE_MAX_IN_FLIGHT). The number
 // of connections is not capped: a poll that waited for one between its
 // superseded check and its call could call Cluster Service twice in one
-// scan interval (12 of 3,600 operation-intervals in a backlog run with a
-// cap of 64; BENCHMARKS.md).
+// scan interval.
 const (
 	maxIdleConnsPerHost = 64
 	maxIdleConns        = 128
@@ -72,7 +73,8 @@ type Config struct {
 	// ClientID, ClientSecret and TokenURL are OAuth client credentials. All
 	// empty means unauthenticated; setting only some of them is an error.
 	ClientID, ClientSecret, TokenURL string
-	// Timeout bounds each Status call, token request included. Default 10s.
+	// Timeout bounds each call (Status, InflightChecks), token request
+	// included. Default 10s.
 	Timeout time.Duration
 	// MaxReplyBytes bounds every reply body (Cluster Service and token
 	// endpoint). Default 1 MiB.
@@ -95,7 +97,8 @@ type Status struct {
 	Description  string
 }
 
-// Client reads statuses from Cluster Service. It is safe for concurrent use.
+// Client reads statuses and inflight checks from Cluster Service. It is safe
+// for concurrent use.
 //
 // It uses ocm-sdk-go's typed clients of the two APIs over its own transport
 // (guardTransport) and token source rather than an ocm-sdk-go Connection: a
@@ -111,7 +114,7 @@ type Client struct {
 }
 
 // NewClient validates cfg and builds a client. It does not contact any
-// server: the first token is requested with the first Status call.
+// server: the first token is requested with the first call.
 func NewClient(cfg Config) (*Client, error) {
 	base, err := parseBaseURL(cfg.URL)
 	if err != nil {
@@ -153,7 +156,9 @@ func NewClient(cfg Config) (*Client, error) {
 	transport.IdleConnTimeout = idleConnTimeout
 	transport.TLSHandshakeTimeout = DefaultTimeout
 	transport.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.InsecureSkipVerify} //nolint:gosec // local servers only, documented
-	guard := &guardTransport{base: base, maxReply: maxReply, next: transport}
+	// Each Cluster Service request is traced and timed; the token endpoint's
+	// are not.
+	guard := &guardTransport{base: base, maxReply: maxReply, next: telemetry.Transport(transport)}
 	if token != nil {
 		guard.tokens = newTokenSource(token, cfg.ClientID, cfg.ClientSecret, transport, maxReply, logger)
 	}
@@ -178,44 +183,104 @@ func (c *Client) Close() error {
 // that says what came back, and one whose body breaks off a transport error.
 // See IsTransient for the other errors.
 func (c *Client) Status(ctx context.Context, id InternalID) (Status, error) {
+	var st Status
+	var found bool
+	path := id.Path + "/status"
+	code, err := c.call(ctx, id, path, func(ctx context.Context) (err error) {
+		st, found, err = c.get(ctx, id)
+		return err
+	})
+	c.logger.DebugContext(ctx, "cluster service status", "path", path, "httpStatus", code, "state", st.State)
+	switch {
+	case err != nil:
+		return Status{}, err
+	case !found && id.Kind == KindNodePool:
+		return Status{}, fmt.Errorf("GET %s: malformed reply: no state.value", path)
+	case !found:
+		return Status{}, fmt.Errorf("GET %s: malformed reply: no state", path)
+	}
+	return st.bounded(), nil
+}
+
+// InflightCheck is the part of a Cluster Service inflight check that
+// opstatus uses.
+type InflightCheck struct {
+	// Name names the check, such as "egress".
+	Name string
+	// State is the check's state as Cluster Service sent it: passed,
+	// failed, pending or running.
+	State string
+	// Error is the check's details.error, Cluster Service's message for a
+	// failed check; empty when the details hold no such string.
+	Error string
+}
+
+// maxInflightChecks bounds the checks InflightChecks returns. It is
+// Cluster Service's default page size, so a real list is never cut.
+const maxInflightChecks = 100
+
+// InflightChecks reads GET {URL}{id.Path}/inflight_checks, the inflight
+// checks of a cluster, through the API of id's form. A node pool's id is
+// refused without a request. Its errors are Status's, and a reply without
+// items is malformed. The first maxInflightChecks checks are returned, their
+// strings bounded as Status bounds its own.
+func (c *Client) InflightChecks(ctx context.Context, id InternalID) ([]InflightCheck, error) {
+	if id.Kind != KindCluster {
+		return nil, fmt.Errorf("%w %s: only clusters have inflight checks", errInvalidInternalID, quote(id.Path))
+	}
+	var checks []InflightCheck
+	var found bool
+	path := id.Path + "/inflight_checks"
+	code, err := c.call(ctx, id, path, func(ctx context.Context) (err error) {
+		checks, found, err = c.listInflightChecks(ctx, id)
+		return err
+	})
+	c.logger.DebugContext(ctx, "cluster service inflight checks", "path", path, "httpStatus", code, "checks", len(checks))
+	switch {
+	case err != nil:
+		return nil, err
+	case !found:
+		return nil, fmt.Errorf("GET %s: malformed reply: no items", path)
+	}
+	return checks, nil
+}
+
+// call makes send's one request, to path, as an exchange of its own, and
+// turns what the transport guard saw into the error of the call. It returns
+// the reply's HTTP status, or 0 when none came.
+func (c *Client) call(ctx context.Context, id InternalID, path string, send func(context.Context) error) (int, error) {
 	// The fields go to ocm-sdk-go and the Path to the transport guard: only an
 	// ID exactly as ParseInternalID returns it is accepted.
 	if parsed, err := ParseInternalID(id.Path); err != nil {
-		return Status{}, err
+		return 0, err
 	} else if parsed != id {
-		return Status{}, fmt.Errorf("%w %s: fields do not match the path", errInvalidInternalID, quote(id.Path))
+		return 0, fmt.Errorf("%w %s: fields do not match the path", errInvalidInternalID, quote(id.Path))
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	ex := &exchange{path: id.Path + "/status"}
+	ex := &exchange{path: path}
 	ctx = context.WithValue(ctx, exchangeKey{}, ex)
 
-	st, found, err := c.get(ctx, id)
+	err := send(ctx)
 	code, tooLarge, nf := ex.result()
-	c.logger.DebugContext(ctx, "cluster service status", "path", ex.path, "httpStatus", code, "state", st.State)
-
-	where := "GET " + ex.path
+	where := "GET " + path
 	switch {
 	case tooLarge:
-		return Status{}, fmt.Errorf("%s: %w", where, ErrReplyTooLarge)
+		return code, fmt.Errorf("%s: %w", where, ErrReplyTooLarge)
 	case code == http.StatusNotFound && nf == nil && err != nil:
 		// The body could not be read: what the 404 was is unknown.
-		return Status{}, fmt.Errorf("%s: HTTP 404 Not Found: reading the body: %w", where, err)
+		return code, fmt.Errorf("%s: HTTP 404 Not Found: reading the body: %w", where, err)
 	case code == http.StatusNotFound && nf != nil && nf.ocmError:
-		return Status{}, fmt.Errorf("%s: %w", where, ErrNotFound)
+		return code, fmt.Errorf("%s: %w", where, ErrNotFound)
 	case code == http.StatusNotFound && nf != nil:
-		return Status{}, fmt.Errorf("%s: %w", where, &httpStatusError{code: code, detail: "not an OCM error (" + nf.what + ")"})
+		return code, fmt.Errorf("%s: %w", where, &httpStatusError{code: code, detail: "not an OCM error (" + nf.what + ")"})
 	case code != 0 && (code < 200 || code > 299):
-		return Status{}, fmt.Errorf("%s: %w", where, &httpStatusError{code: code, err: err})
+		return code, fmt.Errorf("%s: %w", where, &httpStatusError{code: code, err: err})
 	case err != nil:
-		return Status{}, fmt.Errorf("%s: %w", where, err)
-	case !found && id.Kind == KindNodePool:
-		return Status{}, fmt.Errorf("%s: malformed reply: no state.value", where)
-	case !found:
-		return Status{}, fmt.Errorf("%s: malformed reply: no state", where)
+		return code, fmt.Errorf("%s: %w", where, err)
 	}
-	return st.bounded(), nil
+	return code, nil
 }
 
 // Bounds on the strings of a status. Cluster Service's own are far shorter;
@@ -306,6 +371,61 @@ func (c *Client) get(ctx context.Context, id InternalID) (st Status, found bool,
 	return st, false, fmt.Errorf("%w %s: no client for %s %s", errInvalidInternalID, quote(id.Path), id.API, id.Kind)
 }
 
+// listInflightChecks sends the request through the typed client of id's
+// API. found is false when the reply had no items.
+func (c *Client) listInflightChecks(ctx context.Context, id InternalID) (checks []InflightCheck, found bool, err error) {
+	switch id.API {
+	case APIClustersMgmtV1:
+		var resp *cmv1.InflightChecksListResponse
+		resp, err = c.clustersMgmt.Clusters().Cluster(id.ClusterID).InflightChecks().List().SendContext(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		list, ok := resp.GetItems()
+		if !ok {
+			return nil, false, nil
+		}
+		for _, item := range list.Items() {
+			checks = append(checks, inflightCheck(item.Name(), string(item.State()), item.Details()))
+		}
+	case APIAroHCPV1alpha1:
+		var resp *arohcp.InflightChecksListResponse
+		resp, err = c.aroHCP.Clusters().Cluster(id.ClusterID).InflightChecks().List().SendContext(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		list, ok := resp.GetItems()
+		if !ok {
+			return nil, false, nil
+		}
+		for _, item := range list.Items() {
+			checks = append(checks, inflightCheck(item.Name(), string(item.State()), item.Details()))
+		}
+	default:
+		return nil, false, fmt.Errorf("%w %s: no client for %s %s", errInvalidInternalID, quote(id.Path), id.API, id.Kind)
+	}
+	if len(checks) > maxInflightChecks {
+		checks = checks[:maxInflightChecks]
+	}
+	if checks == nil {
+		checks = []InflightCheck{}
+	}
+	return checks, true, nil
+}
+
+// inflightCheck keeps what opstatus uses of a check, bounded. details is
+// free-form JSON in the API model; Cluster Service puts a failed check's
+// message in its "error" string.
+func inflightCheck(name, state string, details any) InflightCheck {
+	fields, _ := details.(map[string]any)
+	msg, _ := fields["error"].(string)
+	return InflightCheck{
+		Name:  truncate(name, maxCodeBytes),
+		State: truncate(state, maxStateBytes),
+		Error: truncate(msg, maxMessageBytes),
+	}
+}
+
 // httpStatusError is a non-2xx reply other than a 404 from Cluster Service.
 type httpStatusError struct {
 	code   int
@@ -366,8 +486,8 @@ func IsTransient(err error) bool {
 	return errors.As(err, &ue) && errors.Is(ue.Err, io.EOF)
 }
 
-// exchange carries one Status call's expectations to the transport guard and
-// what the guard saw back to Status.
+// exchange carries one call's expectations (a Status or an InflightChecks
+// call) to the transport guard and what the guard saw back to the call.
 type exchange struct {
 	path string // the only Cluster Service path this call may request
 
@@ -411,7 +531,7 @@ func (e *exchange) markTooLarge() {
 
 // guardTransport is the transport of both typed clients. It completes
 // their relative requests with the base URL, the User-Agent and the access
-// token, sends only the one request a Status call expects, never follows
+// token, sends only the one request a call (Status, InflightChecks) expects, never follows
 // redirects, bounds reply bodies, records reply statuses and reads each 404
 // whole to tell Cluster Service's own error from any other page.
 type guardTransport struct {
@@ -425,7 +545,7 @@ func (g *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ex, _ := req.Context().Value(exchangeKey{}).(*exchange)
 	switch {
 	case ex == nil:
-		return nil, fmt.Errorf("%w: %s %s outside of Client.Status", errRefused, req.Method, req.URL.Redacted())
+		return nil, fmt.Errorf("%w: %s %s outside of a Client call", errRefused, req.Method, req.URL.Redacted())
 	case req.URL.IsAbs() || req.URL.Host != "" || req.Method != http.MethodGet || req.URL.Path != ex.path || req.URL.RawQuery != "":
 		return nil, fmt.Errorf("%w: %s %s is not the expected request", errRefused, req.Method, req.URL.Redacted())
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/tracing"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
@@ -31,6 +32,13 @@ type CosmosConfig struct {
 	LocksContainer      string
 	// PageSize is the scan query's page size; 0 means 1000.
 	PageSize int32
+	// TracingProvider traces the client's calls and requests; the zero
+	// value traces nothing.
+	TracingProvider tracing.Provider
+	// PendingDetails makes PendingOperations read each operation's status,
+	// request, startTime and internalId too, which scan's metrics count; the listing
+	// then costs more.
+	PendingDetails bool
 }
 
 // CosmosClient is the DBClient for Cosmos DB.
@@ -39,6 +47,7 @@ type CosmosClient struct {
 	resources  *azcosmos.ContainerClient
 	locks      *cosmosLocks
 	pageSize   int32
+	details    bool // PendingDetails
 }
 
 var _ DBClient = (*CosmosClient)(nil)
@@ -61,8 +70,9 @@ func NewCosmosClient(cfg CosmosConfig) (*CosmosClient, error) {
 		transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // local emulators only, by setting
 	}
 	opts := &azcosmos.ClientOptions{ClientOptions: policy.ClientOptions{
-		Transport: &http.Client{Transport: transport, Timeout: 30 * time.Second},
-		Telemetry: policy.TelemetryOptions{ApplicationID: "opstatus"},
+		Transport:       &http.Client{Transport: transport, Timeout: 30 * time.Second},
+		Telemetry:       policy.TelemetryOptions{ApplicationID: "opstatus"},
+		TracingProvider: cfg.TracingProvider,
 	}}
 	var (
 		client *azcosmos.Client
@@ -91,7 +101,7 @@ func NewCosmosClient(cfg CosmosConfig) (*CosmosClient, error) {
 		}
 		return c, nil
 	}
-	c := &CosmosClient{pageSize: cfg.PageSize}
+	c := &CosmosClient{pageSize: cfg.PageSize, details: cfg.PendingDetails}
 	if c.pageSize <= 0 {
 		c.pageSize = 1000
 	}
@@ -110,9 +120,12 @@ func NewCosmosClient(cfg CosmosConfig) (*CosmosClient, error) {
 }
 
 // pendingQuery keeps the filter on the server and projects only what a queue
-// message needs.
-var pendingQuery = "SELECT c.id, c.partitionKey FROM c WHERE c.status NOT IN (" + quoted(arm.TerminalStates) + ")" +
-	" OR (IS_STRING(c.notificationUri) AND LENGTH(c.notificationUri) > 0)"
+// message needs; pendingDetailsQuery also what scan counts the operations by.
+var (
+	pendingFilter       = " FROM c WHERE c.status NOT IN (" + quoted(arm.TerminalStates) + ")" + " OR (IS_STRING(c.notificationUri) AND LENGTH(c.notificationUri) > 0)"
+	pendingQuery        = "SELECT c.id, c.partitionKey" + pendingFilter
+	pendingDetailsQuery = "SELECT c.id, c.partitionKey, c.status, c.request, c.startTime, c.internalId" + pendingFilter
+)
 
 // quoted lists states as SQL string literals: 'Succeeded','Failed',...
 func quoted(states []arm.ProvisioningState) string {
@@ -126,7 +139,11 @@ func quoted(states []arm.ProvisioningState) string {
 // PendingOperations pages through one cross-partition query.
 func (c *CosmosClient) PendingOperations(ctx context.Context) iter.Seq2[PendingOperation, error] {
 	return func(yield func(PendingOperation, error) bool) {
-		pager := c.operations.NewQueryItemsPager(pendingQuery, azcosmos.NewPartitionKey(),
+		query := pendingQuery
+		if c.details {
+			query = pendingDetailsQuery
+		}
+		pager := c.operations.NewQueryItemsPager(query, azcosmos.NewPartitionKey(),
 			&azcosmos.QueryOptions{PageSizeHint: c.pageSize})
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
@@ -141,6 +158,9 @@ func (c *CosmosClient) PendingOperations(ctx context.Context) iter.Seq2[PendingO
 						return
 					}
 					continue
+				}
+				if c.details {
+					p.ReadDetails(raw)
 				}
 				if !yield(p, nil) {
 					return

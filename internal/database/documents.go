@@ -162,10 +162,37 @@ type Lock struct {
 	TTL   int    `json:"ttl,omitempty"`
 }
 
-// PendingOperation is what scan needs of an operation to enqueue it.
+// PendingOperation is what scan needs of an operation to enqueue it, and,
+// when the listing reads them (CosmosConfig.PendingDetails), to count it:
+// Status, Request, StartTime and InternalID, as the item has them, or zero
+// when it has none or they do not decode. They never keep an operation from
+// being listed.
 type PendingOperation struct {
-	ID           string `json:"id"`
-	PartitionKey string `json:"partitionKey"`
+	ID           string    `json:"id"`
+	PartitionKey string    `json:"partitionKey"`
+	Status       string    `json:"-"`
+	Request      string    `json:"-"`
+	StartTime    time.Time `json:"-"`
+	InternalID   string    `json:"-"`
+}
+
+// ReadDetails sets Status, Request, StartTime and InternalID from the item
+// raw, each left zero when it is missing or ill-typed.
+func (p *PendingOperation) ReadDetails(raw []byte) {
+	var v struct {
+		Status     any `json:"status"`
+		Request    any `json:"request"`
+		StartTime  any `json:"startTime"`
+		InternalID any `json:"internalId"`
+	}
+	_ = json.Unmarshal(raw, &v) // the ids were read from raw: it is JSON
+	p.Status, _ = v.Status.(string)
+	p.Request, _ = v.Request.(string)
+	p.InternalID, _ = v.InternalID.(string)
+	p.StartTime = time.Time{}
+	if s, ok := v.StartTime.(string); ok {
+		p.StartTime, _ = time.Parse(time.RFC3339Nano, s)
+	}
 }
 
 // marshalOver marshals v, a struct, over raw, the item it was read as: the

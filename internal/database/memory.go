@@ -150,7 +150,9 @@ func (m *MemoryClient) PendingOperations(ctx context.Context) iter.Seq2[PendingO
 			uri, _ := fields.NotificationURI.(string)
 			terminal := arm.ProvisioningState(status).IsTerminal()
 			if (fields.Status != nil && !terminal) || uri != "" {
-				pending = append(pending, PendingOperation{ID: fields.ID, PartitionKey: fields.PartitionKey})
+				p := PendingOperation{ID: fields.ID, PartitionKey: fields.PartitionKey}
+				p.ReadDetails(it.body)
+				pending = append(pending, p)
 			}
 		}
 		m.mu.Unlock()

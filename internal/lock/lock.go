@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/telemetry"
 )
 
 var (
@@ -173,14 +174,17 @@ func (l *Locker) Do(ctx context.Context, subscriptionID, owner string, fn func(c
 	log := l.opts.Logger.With("subscription_id", id, "lock_owner", owner)
 
 	deadline := time.Now().Add(l.opts.Wait)
-	release, err := l.takeTurn(ctx, id, deadline)
+	waitCtx, waited := telemetry.LockWait(ctx, id)
+	release, err := l.takeTurn(waitCtx, id, deadline)
 	if err != nil {
+		waited(err)
 		return err
 	}
 	defer release()
 	l.begin()
 	defer l.end()
-	etag, acquired, err := l.acquire(ctx, id, owner, ttl, deadline, log)
+	etag, acquired, err := l.acquire(waitCtx, id, owner, ttl, deadline, log)
+	waited(err)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,63 @@
+package database_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/internal/database"
+)
+
+func TestPendingOperationReadsDetailsLeniently(t *testing.T) {
+	p := database.PendingOperation{ID: "op", PartitionKey: "sub"}
+	p.ReadDetails([]byte(`{"id":"op","partitionKey":"sub","status":"Accepted","request":"Create","startTime":"2026-12-01T12:00:00.5Z","internalId":"/api/clusters_mgmt/v1/clusters/c"}`))
+	require.Equal(t, database.PendingOperation{ID: "op", PartitionKey: "sub", Status: "Accepted", Request: "Create",
+		StartTime: time.Date(2026, 12, 1, 12, 0, 0, 5e8, time.UTC), InternalID: "/api/clusters_mgmt/v1/clusters/c"}, p)
+
+	// Ill-typed or missing details are left zero; the ids stay.
+	p.ReadDetails([]byte(`{"id":"op","partitionKey":"sub","status":7,"request":{"a":1},"startTime":"yesterday","internalId":1}`))
+	require.Equal(t, database.PendingOperation{ID: "op", PartitionKey: "sub"}, p)
+	p.ReadDetails([]byte(`{"id":"op","partitionKey":"sub"}`))
+	require.Equal(t, database.PendingOperation{ID: "op", PartitionKey: "sub"}, p)
+}
+
+// The listing reads status, request, startTime and internalId only when asked to: they
+// make it slower, and only scan's metrics use them.
+func TestCosmosPendingOperationsReadDetailsWhenAsked(t *testing.T) {
+	ctx := context.Background()
+	plain, fe := newDB(t, 0)
+	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	require.NoError(t, fe.PutOperation(ctx, frontend.Operation{ID: "op1", PartitionKey: "sub1", Request: "Delete",
+		Status: "Deleting", StartTime: start, InternalID: "/api/clusters_mgmt/v1/clusters/c"}))
+	detailed, err := database.NewCosmosClient(database.CosmosConfig{
+		Endpoint: cosmos.Endpoint, Database: fmt.Sprintf("db%d", dbSeq), Key: cosmos.Key, InsecureSkipVerify: true,
+		OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks",
+		PendingDetails: true,
+	})
+	require.NoError(t, err)
+
+	list := func(db database.DBClient) []database.PendingOperation {
+		var got []database.PendingOperation
+		for p, err := range db.PendingOperations(ctx) {
+			require.NoError(t, err)
+			got = append(got, p)
+		}
+		return got
+	}
+	require.Equal(t, []database.PendingOperation{{ID: "op1", PartitionKey: "sub1"}}, list(plain))
+	require.Equal(t, []database.PendingOperation{{ID: "op1", PartitionKey: "sub1", Status: "Deleting", Request: "Delete", StartTime: start,
+		InternalID: "/api/clusters_mgmt/v1/clusters/c"}},
+		list(detailed))
+
+	mem := database.NewMemoryClient(10 * time.Second)
+	raw, err := json.Marshal(map[string]any{"id": "op1", "partitionKey": "sub1", "request": "Delete", "status": "Deleting", "startTime": start,
+		"internalId": "/api/clusters_mgmt/v1/clusters/c"})
+	require.NoError(t, err)
+	mem.PutRaw("sub1", "op1", raw)
+	require.Equal(t, list(detailed), list(mem), "the in-memory client lists with the details")
+}
