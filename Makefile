@@ -1,6 +1,6 @@
 # opstatus: `make test` runs every test (it installs the pinned npm packages
-# and starts the local servers it needs); `make run` runs the whole system on
-# this machine.
+# and starts the local servers it needs), `make test-short` the unit tests
+# alone; `make run` runs the whole system on this machine.
 GO      ?= go
 GOFLAGS ?= -buildvcs=false
 # Go 1.26.8, which these machines have, carries vulnerabilities in net/http,
@@ -9,7 +9,7 @@ GOFLAGS ?= -buildvcs=false
 GOTOOLCHAIN ?= go1.26.10
 export GOFLAGS GOTOOLCHAIN
 
-.PHONY: build test run bench fuzz vet clean func-start vuln
+.PHONY: build test test-short run bench fuzz vet clean func-start vuln
 
 ## build: the custom-handler binary ./handler (linux/amd64, no cgo)
 build:
@@ -20,6 +20,11 @@ test: build
 	@unformatted="$$(gofmt -l .)"; test -z "$$unformatted" || { echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...
+
+## test-short: the unit tests alone, in under a minute: no Node.js, no
+## servers (the tests that need them skip under -short)
+test-short:
+	$(GO) test -short -count=1 ./...
 
 ## run: the local stack (Azurite, Cosmos server, Cluster Service simulator,
 ## host emulator) driving the built handler over demo operations

@@ -13,13 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-)
 
-// The levels the Functions host logs a line at.
-const (
-	hostInformation = "Information"
-	hostWarning     = "Warning"
-	hostError       = "Error"
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 // hostLevelOf is the level the host gives a record logged at l, once
@@ -27,22 +22,12 @@ const (
 func hostLevelOf(l slog.Level) string {
 	switch {
 	case l >= slog.LevelError:
-		return hostError
+		return testenv.HostError
 	case l >= slog.LevelWarn:
-		return hostWarning
+		return testenv.HostWarning
 	default:
-		return hostInformation
+		return testenv.HostInformation
 	}
-}
-
-// stderrLevel is the level the host gives a stderr line of a custom
-// handler: Warning if it contains "warn" (ordinal, ignoring case), Error
-// otherwise.
-func stderrLevel(line string) string {
-	if strings.Contains(strings.ToLower(line), "warn") {
-		return hostWarning
-	}
-	return hostError
 }
 
 // hostEntry is one line the host logs, with the record it came from.
@@ -55,22 +40,22 @@ type hostEntry struct {
 }
 
 // processEntries reads the process's output as the host does: every
-// stdout line at Information, every stderr line by stderrLevel. Each line
-// must be one JSON object.
-func processEntries(t *testing.T, stdout, stderr *safeBuffer) []hostEntry {
+// stdout line at Information, every stderr line by
+// testenv.HostStderrLevel. Each line must be one JSON object.
+func processEntries(t *testing.T, stdout, stderr *testenv.SyncBuffer) []hostEntry {
 	t.Helper()
 	var out []hostEntry
 	for _, s := range []struct {
 		name string
-		buf  *safeBuffer
+		buf  *testenv.SyncBuffer
 	}{{"stdout", stdout}, {"stderr", stderr}} {
 		for line := range strings.Lines(s.buf.String()) {
 			line = strings.TrimSuffix(line, "\n")
 			var rec map[string]any
 			require.NoError(t, json.Unmarshal([]byte(line), &rec), "%s: %s", s.name, line)
-			level := hostInformation
+			level := testenv.HostInformation
 			if s.name == "stderr" {
-				level = stderrLevel(line)
+				level = testenv.HostStderrLevel(line)
 			}
 			msg, _ := rec["msg"].(string)
 			out = append(out, hostEntry{level: level, source: s.name, line: line, msg: msg, rec: rec})
@@ -88,7 +73,7 @@ func logsEntries(t *testing.T, status int, whole bool, logs []string) []hostEntr
 	}
 	var out []hostEntry
 	for _, line := range logs {
-		out = append(out, hostEntry{level: hostInformation, source: "Logs", line: line, msg: textMsg(t, line)})
+		out = append(out, hostEntry{level: testenv.HostInformation, source: "Logs", line: line, msg: textMsg(t, line)})
 	}
 	return out
 }
@@ -127,7 +112,7 @@ func entriesOf(t *testing.T, entries []hostEntry, id string) []hostEntry {
 
 // accessLogged reports whether the access line of invocation id is in the
 // process's output. It may run off the test's goroutine: it never fails.
-func accessLogged(stdout, stderr *safeBuffer, id string) bool {
+func accessLogged(stdout, stderr *testenv.SyncBuffer, id string) bool {
 	for line := range strings.Lines(stdout.String() + stderr.String()) {
 		var rec struct {
 			Msg          string
@@ -186,7 +171,7 @@ func TestLogsAsTheHostReadsThem(t *testing.T) {
 			return &Result{Outputs: map[string]any{"x": make(chan int)}}, nil
 		},
 	}
-	var stdout, stderr safeBuffer
+	var stdout, stderr testenv.SyncBuffer
 	s := NewServer(slog.New(NewLogHandler(&stdout, &stderr, nil)), handlers, WithMaxBodyBytes(4096))
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
@@ -230,14 +215,14 @@ func TestLogsAsTheHostReadsThem(t *testing.T) {
 			// The access line is the last line of an invocation.
 			want := map[string]string{}
 			if tt.rejected == "" {
-				want["invocation"] = hostWarning
+				want["invocation"] = testenv.HostWarning
 				if tt.failure == "" {
-					want["invocation"] = hostInformation
+					want["invocation"] = testenv.HostInformation
 				}
 				require.Eventually(t, func() bool { return accessLogged(&stdout, &stderr, id) },
 					10*time.Second, 5*time.Millisecond, "no access line")
 			} else {
-				want[tt.rejected] = hostWarning
+				want[tt.rejected] = testenv.HostWarning
 			}
 			entries := entriesOf(t, append(processEntries(t, &stdout, &stderr),
 				logsEntries(t, tt.wantStatus, true, logs)...), id)
@@ -250,10 +235,10 @@ func TestLogsAsTheHostReadsThem(t *testing.T) {
 				}
 			}
 			if tt.failure != "" {
-				want["invocation failed"] = hostError
+				want["invocation failed"] = testenv.HostError
 			}
 			if tt.panics {
-				want["handler panicked"] = hostError
+				want["handler panicked"] = testenv.HostError
 			}
 
 			got := map[string][]hostEntry{}

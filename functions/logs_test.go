@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 func TestLogHandlerWritesEachLevelWhereTheHostReadsIt(t *testing.T) {
@@ -37,7 +39,7 @@ func TestLogHandlerWritesEachLevelWhereTheHostReadsIt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr safeBuffer
+			var stdout, stderr testenv.SyncBuffer
 			log := slog.New(NewLogHandler(&stdout, &stderr, tt.level))
 			log.Log(context.Background(), tt.record, tt.msg, tt.attrs...)
 
@@ -60,7 +62,7 @@ func TestLogHandlerWritesEachLevelWhereTheHostReadsIt(t *testing.T) {
 }
 
 func TestLogHandlerKeepsAttributesAndGroups(t *testing.T) {
-	var stdout, stderr safeBuffer
+	var stdout, stderr testenv.SyncBuffer
 	log := slog.New(NewLogHandler(&stdout, &stderr, nil)).With("k", "v").WithGroup("g")
 	log.Info("i", "a", 1)
 	log.Warn("w", "a", 2)
@@ -98,7 +100,7 @@ func TestEscapeWarn(t *testing.T) {
 }
 
 func TestInvocationLogger(t *testing.T) {
-	var stdout, stderr safeBuffer
+	var stdout, stderr testenv.SyncBuffer
 	base := slog.New(NewLogHandler(&stdout, &stderr, nil))
 	c, log := newInvocation(base, "inv-1", "poll")
 
@@ -125,9 +127,9 @@ func TestInvocationLogger(t *testing.T) {
 		require.Contains(t, e.rec, "time")
 	}
 	require.Equal(t, "second", entries[0].msg)
-	require.Equal(t, hostWarning, entries[0].level)
+	require.Equal(t, testenv.HostWarning, entries[0].level)
 	require.Equal(t, "third", entries[1].msg)
-	require.Equal(t, hostError, entries[1].level)
+	require.Equal(t, testenv.HostError, entries[1].level)
 	require.Equal(t, map[string]any{"state": "ready"}, entries[1].rec["cs"])
 
 	// Once the Logs are taken, later records go to the process log.
@@ -141,7 +143,7 @@ func TestInvocationLogger(t *testing.T) {
 }
 
 func TestInvocationLoggerReplay(t *testing.T) {
-	var stdout, stderr safeBuffer
+	var stdout, stderr testenv.SyncBuffer
 	base := slog.New(NewLogHandler(&stdout, &stderr, slog.LevelDebug))
 	c, log := newInvocation(base, "inv-2", "scan")
 	log.With("k", "v").WithGroup("g").Info("first", "a", 1)
@@ -178,7 +180,7 @@ func TestCollectorLimits(t *testing.T) {
 	for _, tt := range tests {
 		for _, failed := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s, failed %t", tt.name, failed), func(t *testing.T) {
-				var stdout, stderr safeBuffer
+				var stdout, stderr testenv.SyncBuffer
 				c, log := newInvocation(slog.New(NewLogHandler(&stdout, &stderr, nil)), "inv-3", "scan")
 				for i := range tt.lines {
 					log.Info(strings.Repeat("x", tt.lineLen), "i", i)
@@ -187,7 +189,7 @@ func TestCollectorLimits(t *testing.T) {
 				if failed {
 					c.replay(context.Background())
 					for _, e := range processEntries(t, &stdout, &stderr) {
-						require.Equal(t, hostInformation, e.level)
+						require.Equal(t, testenv.HostInformation, e.level)
 						lines = append(lines, e.msg)
 					}
 				} else {

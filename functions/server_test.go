@@ -1,7 +1,6 @@
 package functions
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,25 +17,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/dev/testenv"
 )
-
-// safeBuffer is a bytes.Buffer for a logger shared by concurrent requests.
-type safeBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *safeBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *safeBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // answer is a decoded response.
 type answer struct {
@@ -151,7 +134,7 @@ func TestServerResponses(t *testing.T) {
 			return &Result{Outputs: map[string]any{"x": 1}}, errors.New("half done")
 		},
 	}
-	var stdout, stderr safeBuffer
+	var stdout, stderr testenv.SyncBuffer
 	s := NewServer(slog.New(NewLogHandler(&stdout, &stderr, nil)), handlers, WithMaxBodyBytes(4096))
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
@@ -272,7 +255,7 @@ func TestServerResponses(t *testing.T) {
 		var found bool
 		for _, e := range entriesOf(t, processEntries(t, &stdout, &stderr), "inv-stack") {
 			if e.msg == "handler panicked" {
-				require.Equal(t, hostError, e.level)
+				require.Equal(t, testenv.HostError, e.level)
 				require.Contains(t, e.rec["stack"], "server_test.go")
 				found = true
 			}

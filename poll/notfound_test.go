@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice"
@@ -39,13 +39,7 @@ func (s *notFoundServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.paths = append(s.paths, r.URL.Path)
 	contentType, body := s.contentType, s.body
 	s.mu.Unlock()
-	if contentType == "-" {
-		w.Header()["Content-Type"] = nil
-	} else {
-		w.Header().Set("Content-Type", contentType)
-	}
-	w.WriteHeader(http.StatusNotFound)
-	_, _ = io.WriteString(w, body)
+	testenv.WriteNotFound(w, contentType, body)
 }
 
 func (s *notFoundServer) answer(contentType, body string) {

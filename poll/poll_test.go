@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice"
@@ -71,40 +72,23 @@ func clusterStatus(state string) string {
 	return `{"kind":"ClusterStatus","id":"abc","state":"` + state + `"}`
 }
 
-// notifications records what ARM receives. With hold set, each request
-// waits for hold to close once it is recorded and arrived has a value.
-type notifications struct {
-	mu      sync.Mutex
-	bodies  []arm.OperationStatus
-	code    int
-	hold    chan struct{}
-	arrived chan struct{}
-}
+// notifications is ARM, with what it received decoded.
+type notifications struct{ *testenv.ARM }
 
-func (n *notifications) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var st arm.OperationStatus
-	_ = json.NewDecoder(r.Body).Decode(&st)
-	n.mu.Lock()
-	n.bodies = append(n.bodies, st)
-	hold, code := n.hold, n.code
-	n.mu.Unlock()
-	if hold != nil {
-		n.arrived <- struct{}{}
-		<-hold
+func (n notifications) got() []arm.OperationStatus {
+	var out []arm.OperationStatus
+	for _, r := range n.Received() {
+		var st arm.OperationStatus
+		_ = json.Unmarshal(r.Raw, &st)
+		out = append(out, st)
 	}
-	w.WriteHeader(code)
-}
-
-func (n *notifications) got() []arm.OperationStatus {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return append([]arm.OperationStatus(nil), n.bodies...)
+	return out
 }
 
 type fixture struct {
 	db     *database.MemoryClient
 	cs     *fakeCS
-	arm    *notifications
+	arm    notifications
 	armURL string
 	fn     *poll.Function
 	calls  map[string]int
@@ -117,7 +101,7 @@ func newFixture(t testing.TB) *fixture {
 	f := &fixture{
 		db:    database.NewMemoryClient(5 * time.Second),
 		cs:    &fakeCS{replies: map[string]reply{}},
-		arm:   &notifications{code: http.StatusOK},
+		arm:   notifications{&testenv.ARM{}},
 		calls: map[string]int{},
 		now:   time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
 	}
@@ -554,11 +538,11 @@ func TestNotificationRetriesAndGivingUp(t *testing.T) {
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateFailed,
 		LastTransitionTime: ended, NotificationURI: f.armURL, Error: &arm.CloudErrorBody{Code: "X", Message: "y"}})
 
-	f.arm.code = http.StatusServiceUnavailable
+	f.arm.SetStatus(http.StatusServiceUnavailable)
 	require.Equal(t, poll.OutcomeDeferred, f.poll(t, "op"))
 	require.Equal(t, f.armURL, f.op(t, "op").NotificationURI, "kept for the next scan")
 
-	f.arm.code = http.StatusOK
+	f.arm.SetStatus(http.StatusOK)
 	require.Equal(t, poll.OutcomeNotified, f.poll(t, "op"))
 	require.Empty(t, f.op(t, "op").NotificationURI)
 	got := f.arm.got()
@@ -568,7 +552,7 @@ func TestNotificationRetriesAndGivingUp(t *testing.T) {
 
 	f.putOp(database.Operation{ID: "rejected", Request: arm.RequestCreate, Status: arm.ProvisioningStateSucceeded,
 		LastTransitionTime: ended, NotificationURI: f.armURL})
-	f.arm.code = http.StatusBadRequest
+	f.arm.SetStatus(http.StatusBadRequest)
 	require.Equal(t, poll.OutcomeDone, f.poll(t, "rejected"))
 	require.Empty(t, f.op(t, "rejected").NotificationURI, "a rejected notification is given up")
 
@@ -592,7 +576,8 @@ func TestConcurrentPollsNotifyOnce(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateSucceeded,
 		LastTransitionTime: f.now.Add(-time.Minute), NotificationURI: f.armURL})
-	f.arm.hold, f.arm.arrived = make(chan struct{}), make(chan struct{}, 1)
+	arrived, release := f.arm.Hold()
+	t.Cleanup(release)
 
 	start := func() <-chan poll.Outcome {
 		out := make(chan poll.Outcome, 1)
@@ -608,18 +593,15 @@ func TestConcurrentPollsNotifyOnce(t *testing.T) {
 	}
 	first := start()
 	select {
-	case <-f.arm.arrived:
+	case <-arrived:
 	case <-time.After(time.Minute): // a bound against hanging, not a timing assertion
 		t.Fatal("the first notification never reached ARM")
 	}
-	var once sync.Once
-	release := func() { once.Do(func() { close(f.arm.hold) }) }
-	t.Cleanup(release)
 	second := start()
 	select {
 	case got := <-second:
 		require.Equal(t, poll.OutcomeDone, got, "the delivery in flight is left to the first")
-	case <-f.arm.arrived:
+	case <-arrived:
 		t.Fatal("the second invocation sent the notification again")
 	}
 	release()

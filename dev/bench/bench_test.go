@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"image/color"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,6 +20,8 @@ import (
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
 )
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 func ds(v ...int) []time.Duration {
 	out := make([]time.Duration, len(v))
@@ -276,17 +277,6 @@ func TestStartCPUProfile(t *testing.T) {
 	require.Error(t, err)
 }
 
-func TestGlyphs(t *testing.T) {
-	for r, g := range glyphs {
-		for _, row := range g {
-			require.Len(t, row, 5, "glyph %q", r)
-			require.Empty(t, strings.Trim(row, ".#"), "glyph %q", r)
-		}
-	}
-	require.Equal(t, glyphs['A'], glyphFor('a'), "lower case is drawn upper case")
-	require.Equal(t, glyphs['?'], glyphFor('€'))
-}
-
 // sampleResults is a small complete result set: the baseline at N=1,000
 // (extrapolated beyond), opstatus ×1 and ×4 at N=1,000, 10,000 and 50,000,
 // the last without a flip.
@@ -309,56 +299,6 @@ func sampleResults() *results {
 		}
 	}
 	return r
-}
-
-func TestPlotLabelsUseTheFont(t *testing.T) {
-	pass, fresh, scan := plotData(sampleResults())
-	var labels []string
-	for _, p := range []panel{pass, fresh, scan} {
-		labels = append(labels, p.Title, p.XLabel, p.YLabel, p.RefLabel)
-		for _, s := range p.Series {
-			labels = append(labels, s.Label)
-		}
-	}
-	labels = append(labels, "0.01 0.1 1 10 100 1000 10000", "CLUSTER SERVICE 50 MS · STORAGE 8 MS PER QUEUE REQUEST · 2 CPUS · 2026-01-01",
-		"HOLLOW MARKER, DASHED LINE: EXTRAPOLATED (BASELINE) OR LOWER BOUND")
-	for _, l := range labels {
-		for _, r := range l {
-			_, ok := glyphs[[]rune(strings.ToUpper(string(r)))[0]]
-			require.True(t, ok, "%q in %q has no glyph", r, l)
-		}
-	}
-	require.Len(t, pass.Series, 3, "baseline, ×1 and ×4")
-	require.Len(t, pass.Series[0].Pts, 3, "the baseline at every N")
-	require.False(t, pass.Series[0].Pts[0].Extrapolated, "measured at N=1,000")
-	require.True(t, pass.Series[0].Pts[1].Extrapolated, "extrapolated at N=10,000")
-	require.InDelta(t, 600.0, pass.Series[0].Pts[1].Y, 1e-9, "linearly")
-	require.Len(t, fresh.Series[1].Pts, 2, "no freshness without a flip")
-	require.Len(t, scan.Series, 2, "opstatus only")
-	require.InDelta(t, 2.0, scan.Series[0].Pts[1].Y, 1e-9, "the median scan at N=10,000")
-	require.InDelta(t, 15.0, fresh.RefY, 1e-9)
-}
-
-func TestRenderPlot(t *testing.T) {
-	img := renderPlot(sampleResults())
-	require.Equal(t, 1800, img.Bounds().Dx())
-	require.Equal(t, 700, img.Bounds().Dy())
-	seen := map[color.RGBA]int{}
-	for y := 0; y < img.Bounds().Dy(); y++ {
-		for x := 0; x < img.Bounds().Dx(); x++ {
-			seen[img.RGBAAt(x, y)]++
-		}
-	}
-	for i := range 3 {
-		require.Greater(t, seen[palette[i]], 500, "series %d is drawn", i)
-	}
-	require.Greater(t, seen[black], 1000, "labels and axes")
-
-	path := t.TempDir() + "/plot.png"
-	require.NoError(t, writePlot(path, sampleResults()))
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.Equal(t, "\x89PNG", string(b[:4]))
 }
 
 // reportText is r's printed report.
@@ -528,15 +468,10 @@ func TestHoldsOfAndProbeSummary(t *testing.T) {
 // reads back what it timed: the holds by owner, the stand-in's wait for a
 // lock someone holds, and an item that expired instead of being deleted.
 func TestLockHoldsAtTheServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the Cosmos test server")
-	}
 	ctx := t.Context()
-	cosmos, err := testenv.StartCosmos(ctx, testenv.CosmosOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cosmos.Stop() })
+	cosmos := testenv.SharedCosmos(t)
 	e := &env{cosmos: cosmos}
-	const db = "holds"
+	db := testenv.DatabaseName(t)
 	require.NoError(t, frontend.CreateSchema(ctx, cosmos.Endpoint, cosmos.Key, db, lockTTL))
 	fe, err := frontend.New(cosmos.Endpoint, cosmos.Key, db)
 	require.NoError(t, err)

@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 // handlerProc is a handler started by the harness, outside the host.
@@ -22,20 +23,10 @@ type handlerProc struct {
 	exited chan struct{}
 }
 
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startHandler execs the handler with settings and returns once GET /
 // answers 2xx, with the time from exec to that answer.
 func (e *env) startHandler(ctx context.Context, settings map[string]string) (*handlerProc, time.Duration, error) {
-	port, err := freePort()
+	port, err := testenv.FreePort()
 	if err != nil {
 		return nil, 0, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/hostemu"
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 // scanInterval is the interval of the default SCAN_SCHEDULE, */10 * * * * *.
@@ -110,20 +111,7 @@ func (h *hostRun) snap(ctx context.Context) (snap, error) {
 
 // waitFor polls cond every 50 ms until it holds, ctx ends or timeout passes.
 func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return testenv.WaitFor(ctx, timeout, 50*time.Millisecond, cond)
 }
 
 // settled is the end of a pass.

@@ -10,6 +10,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // point is one measurement on a log-log panel.
@@ -38,12 +46,9 @@ type panel struct {
 }
 
 var (
-	white     = color.RGBA{255, 255, 255, 255}
-	black     = color.RGBA{0, 0, 0, 255}
-	grid      = color.RGBA{225, 225, 225, 255}
-	gridMinor = color.RGBA{242, 242, 242, 255}
-	grey      = color.RGBA{110, 110, 110, 255}
-	palette   = []color.RGBA{
+	grid    = color.RGBA{215, 215, 215, 255}
+	grey    = color.RGBA{110, 110, 110, 255}
+	palette = []color.RGBA{
 		{200, 40, 40, 255},  // baseline: red
 		{30, 90, 200, 255},  // opstatus ×1: blue
 		{20, 150, 70, 255},  // opstatus ×4: green
@@ -52,136 +57,75 @@ var (
 	}
 )
 
-// canvas is an RGBA image with the drawing primitives the plot needs.
-type canvas struct{ *image.RGBA }
+// The image's size in pixels, and one pixel in vg's units.
+const (
+	imageW, imageH = 1800, 700
+	dpi            = 96
+	px             = vg.Inch / dpi
+)
 
-func newCanvas(w, h int) canvas {
-	c := canvas{image.NewRGBA(image.Rect(0, 0, w, h))}
-	c.fill(c.Bounds(), white)
-	return c
+// Sizes in the plot, in pixels.
+const (
+	lineWidth    = 3 * px
+	markerRadius = 7 * px
+	dash         = 8 * px
+)
+
+// lineStyle is a series' line, dashed where it leads to or from an
+// extrapolated point.
+func lineStyle(col color.Color, dashed bool) draw.LineStyle {
+	s := draw.LineStyle{Color: col, Width: lineWidth}
+	if dashed {
+		s.Dashes = []vg.Length{dash, dash}
+	}
+	return s
 }
 
-func (c canvas) fill(r image.Rectangle, col color.RGBA) {
-	r = r.Intersect(c.Bounds())
-	for y := r.Min.Y; y < r.Max.Y; y++ {
-		for x := r.Min.X; x < r.Max.X; x++ {
-			c.SetRGBA(x, y, col)
-		}
+// markerStyle is a measured point's marker, or a hollow one for an
+// extrapolated point or a lower bound.
+func markerStyle(col color.Color, filled bool) draw.GlyphStyle {
+	s := draw.GlyphStyle{Color: col, Radius: markerRadius, Shape: draw.CircleGlyph{}}
+	if !filled {
+		s.Shape = hollowGlyph{}
+	}
+	return s
+}
+
+// hollowGlyph is a ring filled white, so that a line through it stops at
+// its edge.
+type hollowGlyph struct{}
+
+// DrawGlyph implements draw.GlyphDrawer.
+func (hollowGlyph) DrawGlyph(c *draw.Canvas, sty draw.GlyphStyle, pt vg.Point) {
+	r := sty.Radius - px
+	var p vg.Path
+	p.Move(vg.Point{X: pt.X + r, Y: pt.Y})
+	p.Arc(pt, r, 0, 2*math.Pi)
+	p.Close()
+	c.SetColor(color.White)
+	c.Fill(p)
+	c.SetLineStyle(draw.LineStyle{Color: sty.Color, Width: 2 * px})
+	c.Stroke(p)
+}
+
+// sans is the plot's typeface; gonum's default is the serif one.
+var sans = font.Font{Typeface: "Liberation", Variant: "Sans"}
+
+// textStyle is the style of the labels drawn outside gonum's axes.
+func textStyle(size vg.Length, col color.Color) text.Style {
+	return text.Style{
+		Color:   col,
+		Font:    font.From(sans, size),
+		Handler: plot.DefaultTextHandler,
+		YAlign:  draw.YCenter,
 	}
 }
 
-// dot paints a width×width square centred on (x, y).
-func (c canvas) dot(x, y, width int, col color.RGBA) {
-	lo := -(width - 1) / 2
-	c.fill(image.Rect(x+lo, y+lo, x+lo+width, y+lo+width), col)
-}
-
-// line draws from (x0, y0) to (x1, y1); dash > 0 draws dash pixels on, dash off.
-func (c canvas) line(x0, y0, x1, y1, width, dash int, col color.RGBA) {
-	dx, dy := abs(x1-x0), -abs(y1-y0)
-	sx, sy := sign(x1-x0), sign(y1-y0)
-	e := dx + dy
-	for i := 0; ; i++ {
-		if dash <= 0 || (i/dash)%2 == 0 {
-			c.dot(x0, y0, width, col)
-		}
-		if x0 == x1 && y0 == y1 {
-			return
-		}
-		if e2 := 2 * e; e2 >= dy {
-			e += dy
-			x0 += sx
-		} else {
-			e += dx
-			y0 += sy
-		}
-	}
-}
-
-// marker draws a circle of radius r, filled or hollow.
-func (c canvas) marker(cx, cy, r int, filled bool, col color.RGBA) {
-	for y := -r; y <= r; y++ {
-		for x := -r; x <= r; x++ {
-			d := math.Hypot(float64(x), float64(y))
-			if d <= float64(r)+0.3 && (filled || d >= float64(r)-1.7) {
-				c.SetRGBA(cx+x, cy+y, col)
-			} else if !filled && d < float64(r)-1.7 {
-				c.SetRGBA(cx+x, cy+y, white)
-			}
-		}
-	}
-}
-
-// text draws s with its top-left corner at (x, y), each font pixel
-// scale×scale.
-func (c canvas) text(x, y int, s string, scale int, col color.RGBA) {
-	for _, r := range s {
-		g := glyphFor(r)
-		for row, bits := range g {
-			for colIdx, b := range bits {
-				if b == '#' {
-					c.fill(image.Rect(x+colIdx*scale, y+row*scale, x+(colIdx+1)*scale, y+(row+1)*scale), col)
-				}
-			}
-		}
-		x += glyphW * scale
-	}
-}
-
-// vtext draws s bottom to top with its bottom-left corner at (x, y).
-func (c canvas) vtext(x, y int, s string, scale int, col color.RGBA) {
-	for _, r := range s {
-		g := glyphFor(r)
-		for row, bits := range g {
-			for colIdx, b := range bits {
-				if b == '#' {
-					// Rotate 90° counter-clockwise: column → -y, row → x.
-					c.fill(image.Rect(x+row*scale, y-(colIdx+1)*scale, x+(row+1)*scale, y-colIdx*scale), col)
-				}
-			}
-		}
-		y -= glyphW * scale
-	}
-}
-
-func textWidth(s string, scale int) int { return len([]rune(s))*glyphW*scale - scale }
-
-func abs(v int) int {
-	if v < 0 {
-		return -v
-	}
-	return v
-}
-
-func sign(v int) int {
-	switch {
-	case v > 0:
-		return 1
-	case v < 0:
-		return -1
-	}
-	return 0
-}
-
-// decades returns the powers of ten that bracket [lo, hi].
-func decades(lo, hi float64) (float64, float64) {
-	return math.Pow(10, math.Floor(math.Log10(lo))), math.Pow(10, math.Ceil(math.Log10(hi)))
-}
-
-func tickLabel(v float64) string {
-	if v >= 1 {
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
-}
-
-// draw renders p into r.
-func (c canvas) drawPanel(r image.Rectangle, p panel) {
-	const scale = 2
-	c.text(r.Min.X+(r.Dx()-textWidth(p.Title, scale))/2, r.Min.Y, p.Title, scale, black)
-	plot := image.Rect(r.Min.X+90, r.Min.Y+40, r.Max.X-20, r.Max.Y-70)
-
-	xmin, xmax, ymin, ymax := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
+// bounds returns the range of the positive values of p's points and
+// reference line (a log scale has no room for the others), and whether
+// there is any.
+func (p panel) bounds() (xmin, xmax, ymin, ymax float64, ok bool) {
+	xmin, xmax, ymin, ymax = math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
 	for _, s := range p.Series {
 		for _, pt := range s.Pts {
 			if pt.X > 0 && pt.Y > 0 {
@@ -190,87 +134,131 @@ func (c canvas) drawPanel(r image.Rectangle, p panel) {
 			}
 		}
 	}
+	if math.IsInf(xmin, 1) {
+		return 0, 0, 0, 0, false
+	}
 	if p.RefY > 0 {
 		ymin, ymax = math.Min(ymin, p.RefY), math.Max(ymax, p.RefY)
 	}
-	if math.IsInf(xmin, 1) {
-		c.text(plot.Min.X+20, plot.Min.Y+20, "NO DATA", scale, grey)
-		return
+	return xmin, xmax, ymin, ymax, true
+}
+
+// decades returns the powers of ten that bracket [lo, hi].
+func decades(lo, hi float64) (float64, float64) {
+	return math.Pow(10, math.Floor(math.Log10(lo))), math.Pow(10, math.Ceil(math.Log10(hi)))
+}
+
+// logTicks marks every decade, labelled, and 2 to 9 times each. It stands
+// in for plot.LogTicks, which truncates log10(min) towards zero and so
+// leaves out the first decade of an axis that starts below 1.
+func logTicks(min, max float64) []plot.Tick {
+	var ticks []plot.Tick
+	for e := math.Floor(math.Log10(min)); e <= math.Ceil(math.Log10(max)); e++ {
+		d := math.Pow10(int(e))
+		ticks = append(ticks, plot.Tick{Value: d, Label: strconv.FormatFloat(d, 'f', -1, 64)})
+		for m := 2.0; m < 10; m++ {
+			ticks = append(ticks, plot.Tick{Value: d * m})
+		}
+	}
+	return ticks
+}
+
+// plot makes p a log-log gonum plot: a grid at the decades, the reference
+// line, and each series as markers joined by lines, hollow markers and
+// dashed lines where a point is extrapolated.
+func (p panel) plot() (*plot.Plot, error) {
+	pl := plot.New()
+	pl.X.Label.Text, pl.Y.Label.Text = p.XLabel, p.YLabel
+	for _, ax := range []*plot.Axis{&pl.X, &pl.Y} {
+		ax.Label.TextStyle.Font = font.From(sans, 15*px)
+		ax.Tick.Label.Font = font.From(sans, 14*px)
+	}
+	xmin, xmax, ymin, ymax, ok := p.bounds()
+	if !ok {
+		l, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: 0.5, Y: 0.5}}, Labels: []string{"no data"}})
+		if err != nil {
+			return nil, err
+		}
+		l.TextStyle[0] = textStyle(15*px, grey)
+		l.TextStyle[0].XAlign = draw.XCenter
+		pl.Add(l)
+		pl.X.Min, pl.X.Max, pl.Y.Min, pl.Y.Max = 0, 1, 0, 1
+		pl.X.Tick.Marker, pl.Y.Tick.Marker = plot.ConstantTicks{}, plot.ConstantTicks{}
+		return pl, nil
 	}
 	// x: a factor of two of room on each side; y: whole decades.
 	xlo, xhi := xmin/2, xmax*2
 	ylo, yhi := decades(ymin/1.2, ymax*1.2)
-	px := func(v float64) int {
-		f := (math.Log10(v) - math.Log10(xlo)) / (math.Log10(xhi) - math.Log10(xlo))
-		return plot.Min.X + int(math.Round(f*float64(plot.Dx()-1)))
-	}
-	py := func(v float64) int {
-		f := (math.Log10(v) - math.Log10(ylo)) / (math.Log10(yhi) - math.Log10(ylo))
-		return plot.Max.Y - 1 - int(math.Round(f*float64(plot.Dy()-1)))
-	}
-
-	// Grid: decades, with lighter lines at 2..9 times each decade.
-	for d := ylo; d <= yhi*1.0001; d *= 10 {
-		for m := 2.0; m < 10 && d*m < yhi; m++ {
-			c.line(plot.Min.X, py(d*m), plot.Max.X-1, py(d*m), 1, 0, gridMinor)
-		}
-		y := py(d)
-		c.line(plot.Min.X, y, plot.Max.X-1, y, 1, 0, grid)
-		l := tickLabel(d)
-		c.text(plot.Min.X-10-textWidth(l, scale), y-glyphH*scale/2, l, scale, black)
-	}
-	x0, _ := decades(xlo, xhi)
-	for d := x0; d <= xhi; d *= 10 {
-		for m := 2.0; m < 10; m++ {
-			if v := d * m; v > xlo && v < xhi {
-				c.line(px(v), plot.Min.Y, px(v), plot.Max.Y-1, 1, 0, gridMinor)
-			}
-		}
-		if d < xlo {
-			continue
-		}
-		x := px(d)
-		c.line(x, plot.Min.Y, x, plot.Max.Y-1, 1, 0, grid)
-		l := tickLabel(d)
-		c.text(x-textWidth(l, scale)/2, plot.Max.Y+10, l, scale, black)
-	}
-	// Axes.
-	c.line(plot.Min.X, plot.Min.Y, plot.Min.X, plot.Max.Y-1, 2, 0, black)
-	c.line(plot.Min.X, plot.Max.Y-1, plot.Max.X-1, plot.Max.Y-1, 2, 0, black)
-	c.text(plot.Min.X+(plot.Dx()-textWidth(p.XLabel, scale))/2, plot.Max.Y+36, p.XLabel, scale, black)
-	c.vtext(r.Min.X+4, plot.Min.Y+(plot.Dy()+textWidth(p.YLabel, scale))/2, p.YLabel, scale, black)
+	pl.X.Scale, pl.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	pl.X.Tick.Marker, pl.Y.Tick.Marker = plot.TickerFunc(logTicks), plot.TickerFunc(logTicks)
+	g := plotter.NewGrid()
+	g.Vertical, g.Horizontal = draw.LineStyle{Color: grid, Width: px}, draw.LineStyle{Color: grid, Width: px}
+	pl.Add(g)
 
 	if p.RefY > 0 {
-		y := py(p.RefY)
-		c.line(plot.Min.X, y, plot.Max.X-1, y, 2, 8, grey)
-		c.text(plot.Max.X-10-textWidth(p.RefLabel, scale), y+8, p.RefLabel, scale, grey)
+		ref, err := plotter.NewLine(plotter.XYs{{X: xlo, Y: p.RefY}, {X: xhi, Y: p.RefY}})
+		if err != nil {
+			return nil, err
+		}
+		ref.LineStyle = lineStyle(grey, true)
+		ref.LineStyle.Width = 2 * px
+		label, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: xhi, Y: p.RefY}}, Labels: []string{p.RefLabel}})
+		if err != nil {
+			return nil, err
+		}
+		label.TextStyle[0] = textStyle(14*px, grey)
+		label.TextStyle[0].XAlign, label.TextStyle[0].YAlign = draw.XRight, draw.YTop
+		label.Offset = vg.Point{X: -10 * px, Y: -6 * px}
+		pl.Add(ref, label)
 	}
 	for _, s := range p.Series {
-		for i := 1; i < len(s.Pts); i++ {
-			a, b := s.Pts[i-1], s.Pts[i]
-			dash := 0
-			if a.Extrapolated || b.Extrapolated {
-				dash = 8
-			}
-			c.line(px(a.X), py(a.Y), px(b.X), py(b.Y), 3, dash, s.Color)
-		}
-		for _, pt := range s.Pts {
-			c.marker(px(pt.X), py(pt.Y), 7, !pt.Extrapolated, s.Color)
+		if err := addSeries(pl, s); err != nil {
+			return nil, err
 		}
 	}
+	pl.X.Min, pl.X.Max, pl.Y.Min, pl.Y.Max = xlo, xhi, ylo, yhi
+	return pl, nil
+}
+
+// addSeries adds s's lines and markers to pl.
+func addSeries(pl *plot.Plot, s series) error {
+	var pts []point
+	for _, pt := range s.Pts {
+		if pt.X > 0 && pt.Y > 0 {
+			pts = append(pts, pt)
+		}
+	}
+	for i := 1; i < len(pts); i++ {
+		a, b := pts[i-1], pts[i]
+		l, err := plotter.NewLine(plotter.XYs{{X: a.X, Y: a.Y}, {X: b.X, Y: b.Y}})
+		if err != nil {
+			return err
+		}
+		l.LineStyle = lineStyle(s.Color, a.Extrapolated || b.Extrapolated)
+		pl.Add(l)
+	}
+	for _, pt := range pts {
+		m, err := plotter.NewScatter(plotter.XYs{{X: pt.X, Y: pt.Y}})
+		if err != nil {
+			return err
+		}
+		m.GlyphStyle = markerStyle(s.Color, !pt.Extrapolated)
+		pl.Add(m)
+	}
+	return nil
 }
 
 // plotData builds the three panels from the results: the pass, the
 // freshness and the scan against N.
 func plotData(r *results) (pass, fresh, scan panel) {
-	pass = panel{Title: "FULL PASS TIME", XLabel: "PENDING OPERATIONS N", YLabel: "PASS TIME (S)",
-		RefY: scanInterval.Seconds(), RefLabel: "ONE SCAN INTERVAL"}
-	fresh = panel{Title: "FRESHNESS P99 AFTER THE FLIP", XLabel: "PENDING OPERATIONS N", YLabel: "P99 DELAY (S)",
-		RefY: targetFreshness10k.Seconds(), RefLabel: "TARGET AT N = 10000"}
-	scan = panel{Title: "SCAN, QUEUE WRITES INCLUDED", XLabel: "PENDING OPERATIONS N", YLabel: "SCAN (S)",
-		RefY: scanInterval.Seconds(), RefLabel: "ONE SCAN INTERVAL"}
+	pass = panel{Title: "Full pass time", XLabel: "pending operations N", YLabel: "pass time (s)",
+		RefY: scanInterval.Seconds(), RefLabel: "one scan interval"}
+	fresh = panel{Title: "Freshness p99 after the flip", XLabel: "pending operations N", YLabel: "p99 delay (s)",
+		RefY: targetFreshness10k.Seconds(), RefLabel: "target at N = 10,000"}
+	scan = panel{Title: "Scan, queue writes included", XLabel: "pending operations N", YLabel: "scan (s)",
+		RefY: scanInterval.Seconds(), RefLabel: "one scan interval"}
 	ns, instances := r.dims()
-	sb := series{Label: "BASELINE (SERIAL LOOP)", Color: palette[0]}
+	sb := series{Label: "baseline (serial loop)", Color: palette[0]}
 	fb := sb
 	for _, n := range ns {
 		if b, ok := r.base(n); ok {
@@ -280,7 +268,7 @@ func plotData(r *results) (pass, fresh, scan panel) {
 	}
 	pass.Series, fresh.Series = append(pass.Series, sb), append(fresh.Series, fb)
 	for i, k := range instances {
-		s := series{Label: fmt.Sprintf("OPSTATUS ×%d", k), Color: palette[min(i+1, len(palette)-1)]}
+		s := series{Label: fmt.Sprintf("opstatus ×%d", k), Color: palette[min(i+1, len(palette)-1)]}
 		f, sc := s, s
 		for _, n := range ns {
 			h, ok := r.host(n, k)
@@ -300,49 +288,82 @@ func plotData(r *results) (pass, fresh, scan panel) {
 	return pass, fresh, scan
 }
 
-// renderPlot draws the three panels side by side with a legend.
-func renderPlot(r *results) *image.RGBA {
-	const w, h, scale = 1800, 700, 2
-	c := newCanvas(w, h)
-	pass, fresh, scan := plotData(r)
-	third := w / 3
-	for i, p := range []panel{pass, fresh, scan} {
-		c.drawPanel(image.Rect(i*third+10, 20, (i+1)*third-10, h-110), p)
-	}
+// legendHeight is the strip along the bottom of the image that holds the
+// legend and the note on the run.
+const legendHeight = 110 * px
 
-	// Legend, wrapped onto as many rows as it needs.
-	x, y := 100, h-90
-	item := func(width int, draw func(x int)) {
-		if x+width > w-20 {
-			x, y = 100, y+30
+// renderPlot draws the three panels side by side with a legend.
+func renderPlot(r *results) (*image.RGBA, error) {
+	pass, fresh, scan := plotData(r)
+	panels := []panel{pass, fresh, scan}
+	var plots []*plot.Plot
+	for _, p := range panels {
+		pl, err := p.plot()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.Title, err)
 		}
-		draw(x)
-		x += width + 40
+		plots = append(plots, pl)
 	}
-	for _, s := range pass.Series {
-		item(52+textWidth(s.Label, scale), func(x int) {
-			c.line(x, y+7, x+40, y+7, 3, 0, s.Color)
-			c.marker(x+20, y+7, 7, true, s.Color)
-			c.text(x+52, y, s.Label, scale, black)
+	img := vgimg.NewWith(vgimg.UseWH(imageW*px, imageH*px), vgimg.UseDPI(dpi))
+	dc := draw.New(img)
+	top := draw.Crop(dc, 0, 0, legendHeight, 0)
+	tiles := draw.Tiles{Rows: 1, Cols: 3, PadX: 50 * px, PadTop: 45 * px, PadLeft: 10 * px, PadRight: 20 * px}
+	// The titles are drawn here, at one height: gonum would put each below
+	// the room it reserves for its plot's y label, which it overestimates on
+	// a log scale by a different amount in each panel.
+	title := textStyle(17*px, color.Black)
+	title.XAlign, title.YAlign = draw.XCenter, draw.YTop
+	for i, c := range plot.Align([][]*plot.Plot{plots}, tiles, top)[0] {
+		plots[i].Draw(c)
+		data := plots[i].DataCanvas(c)
+		dc.FillText(title, vg.Point{X: (data.Min.X + data.Max.X) / 2, Y: top.Max.Y - 15*px}, panels[i].Title)
+	}
+	drawLegend(dc, pass.Series)
+	note := fmt.Sprintf("Cluster Service %s · Storage %s per queue request · %d CPUs · %s",
+		fmtLatency(r.Latency), fmtLatency(r.StorageLatency), r.Machine.CPUs, r.Started.UTC().Format("2006-01-02"))
+	sty := textStyle(14*px, grey)
+	sty.XAlign = draw.XRight
+	dc.FillText(sty, vg.Point{X: dc.Max.X - 20*px, Y: dc.Min.Y + 18*px}, note)
+	return img.Image().(*image.RGBA), nil
+}
+
+// drawLegend draws one entry per series and one for the hollow markers
+// along the bottom of c, wrapped onto as many rows as it needs.
+func drawLegend(c draw.Canvas, ss []series) {
+	label := textStyle(15*px, color.Black)
+	left := c.Min.X + 100*px
+	x, y := left, c.Min.Y+80*px
+	item := func(name string, thumb func(x vg.Length)) {
+		width := 52*px + label.Width(name)
+		if x+width > c.Max.X-20*px {
+			x, y = left, y-30*px
+		}
+		thumb(x)
+		c.FillText(label, vg.Point{X: x + 52*px, Y: y}, name)
+		x += width + 40*px
+	}
+	for _, s := range ss {
+		item(s.Label, func(x vg.Length) {
+			c.StrokeLine2(lineStyle(s.Color, false), x, y, x+40*px, y)
+			c.DrawGlyph(markerStyle(s.Color, true), vg.Point{X: x + 20*px, Y: y})
 		})
 	}
-	const hollow = "HOLLOW MARKER, DASHED LINE: EXTRAPOLATED (BASELINE) OR LOWER BOUND"
-	item(24+textWidth(hollow, scale), func(x int) {
-		c.marker(x+8, y+7, 7, false, grey)
-		c.text(x+24, y, hollow, scale, black)
+	item("hollow marker, dashed line: extrapolated (baseline) or lower bound", func(x vg.Length) {
+		c.StrokeLine2(lineStyle(grey, true), x, y, x+40*px, y)
+		c.DrawGlyph(markerStyle(grey, false), vg.Point{X: x + 20*px, Y: y})
 	})
-	note := fmt.Sprintf("CLUSTER SERVICE %s · STORAGE %s PER QUEUE REQUEST · %d CPUS · %s",
-		fmtLatency(r.Latency), fmtLatency(r.StorageLatency), r.Machine.CPUs, r.Started.UTC().Format("2006-01-02"))
-	c.text(w-20-textWidth(note, scale), h-24, note, scale, grey)
-	return c.RGBA
 }
 
 func fmtLatency(d time.Duration) string {
-	return fmt.Sprintf("%d MS", d.Milliseconds())
+	return fmt.Sprintf("%d ms", d.Milliseconds())
 }
 
 // writePlot renders the plot to a PNG file.
 func writePlot(path string, r *results) error {
+	img, err := renderPlot(r)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -350,7 +371,7 @@ func writePlot(path string, r *results) error {
 	if err != nil {
 		return err
 	}
-	if err := png.Encode(f, renderPlot(r)); err != nil {
+	if err := png.Encode(f, img); err != nil {
 		_ = f.Close()
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/database"
 )
 
@@ -46,7 +47,7 @@ func (l *lockTaker) pick() string {
 
 // run takes locks until ctx ends; the lock it holds then is released.
 func (l *lockTaker) run(ctx context.Context) {
-	for sleepCtx(ctx, l.between(l.minPause, l.maxPause)) {
+	for testenv.Sleep(ctx, l.between(l.minPause, l.maxPause)) {
 		l.holdOne(ctx, l.pick())
 	}
 }
@@ -68,7 +69,7 @@ func (l *lockTaker) holdOne(ctx context.Context, sub string) {
 	start := time.Now()
 	until := start.Add(l.between(l.minHold, l.maxHold))
 	for time.Now().Before(until) {
-		if !sleepCtx(ctx, min(l.ttl/3, time.Until(until))) {
+		if !testenv.Sleep(ctx, min(l.ttl/3, time.Until(until))) {
 			break
 		}
 		if !time.Now().Before(until) {
@@ -106,7 +107,7 @@ type killer struct {
 // run kills until ctx ends, waiting after each kill until the new handler
 // answers.
 func (k *killer) run(ctx context.Context) {
-	for sleepCtx(ctx, k.min+time.Duration(k.rng.Int64N(int64(k.max-k.min)+1))) {
+	for testenv.Sleep(ctx, k.min+time.Duration(k.rng.Int64N(int64(k.max-k.min)+1))) {
 		instances := k.e.s.Host.Instances()
 		if len(instances) == 0 {
 			continue
@@ -123,7 +124,7 @@ func (k *killer) run(ctx context.Context) {
 		k.mu.Lock()
 		k.at = append(k.at, time.Now())
 		k.mu.Unlock()
-		waitFor(ctx, time.Minute, 50*time.Millisecond, func() bool {
+		testenv.WaitFor(ctx, time.Minute, 50*time.Millisecond, func() bool {
 			return in.PID() != pid && in.PID() != 0 && in.Port() != 0
 		})
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/faultproxy"
 	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 // chaosConfig sizes a chaos run.
@@ -97,6 +98,7 @@ func simFaults() clustersim.Faults {
 // followed, that no write broke a subscription lock, that only malformed
 // messages were poisoned, and that every operation was notified.
 func TestChaos(t *testing.T) {
+	testenv.NeedsServers(t)
 	cfg := configFromEnv(t)
 	runSeed := seed(t)
 	t.Logf("chaos run %q, seed %d (OPSTATUS_CHAOS_SEED=%d reproduces the draws)", cfg.name, runSeed, runSeed)
@@ -180,7 +182,7 @@ func TestChaos(t *testing.T) {
 		// each behind whatever backlog the queue holds.
 		return done && err == nil && len(poison) >= len(malformed)
 	}
-	settledInChaos := waitFor(ctx, cfg.chaosFor, 2*time.Second, settledNow)
+	settledInChaos := testenv.WaitFor(ctx, cfg.chaosFor, 2*time.Second, settledNow)
 	chaosEnded := time.Now()
 	stopChaos()
 	actors.Wait()
@@ -189,11 +191,11 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos phase: %s, settled under chaos: %v", chaosEnded.Sub(seeded).Round(time.Second), settledInChaos)
 	require.NoError(t, seedErr)
 
-	settledCalm := settledInChaos || waitFor(ctx, cfg.calmFor, 2*time.Second, settledNow)
+	settledCalm := settledInChaos || testenv.WaitFor(ctx, cfg.calmFor, 2*time.Second, settledNow)
 	settledAt := time.Now()
 	// A last scan after everything settled must find nothing pending.
 	lastScan := invocation{Pending: -1}
-	scanned := waitFor(ctx, 2*scanInterval, 500*time.Millisecond, func() bool {
+	scanned := testenv.WaitFor(ctx, 2*scanInterval, 500*time.Millisecond, func() bool {
 		for _, inv := range e.inv.all() {
 			if inv.Function == "scan" && inv.At.After(settledAt) && inv.Pending >= 0 {
 				lastScan = inv

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -27,6 +26,7 @@ import (
 	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/stack"
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 var soakFlag = flag.Bool("soak", false, "run the long chaos soak (also OPSTATUS_SOAK=1 or OPSTATUS_SOAK=<duration>)")
@@ -85,6 +85,7 @@ type env struct {
 // of Cosmos for the handler. Close runs at cleanup, and may be called earlier.
 func startEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
+	testenv.NeedsServers(t)
 	ctx := context.Background()
 	e := &env{t: t, inv: &invocations{}, lockTTL: o.lockTTL, started: time.Now()}
 	s, err := stack.Start(ctx, stack.Options{
@@ -303,9 +304,8 @@ func (d *direct) resources(ctx context.Context) (map[string]item, error)  { retu
 // lock returns subscription's lock item, nil when there is none.
 func (d *direct) lock(ctx context.Context, subscription string) (item, error) {
 	id := strings.ToLower(subscription)
-	resp, err := d.locks.ReadItem(ctx, azcosmos.NewPartitionKeyString(id), id, nil)
-	var re *azcore.ResponseError
-	if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
+	resp, err := d.locks.ReadItem(ctx, testenv.PK(id), id, nil)
+	if testenv.StatusOf(err) == http.StatusNotFound {
 		return nil, nil
 	}
 	if err != nil {
@@ -313,35 +313,4 @@ func (d *direct) lock(ctx context.Context, subscription string) (item, error) {
 	}
 	var it item
 	return it, json.Unmarshal(resp.Value, &it)
-}
-
-// waitFor calls cond every interval until it is true, ctx ends or timeout
-// passes; it reports whether cond became true.
-func waitFor(ctx context.Context, timeout, interval time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(interval):
-		}
-	}
-}
-
-// sleepCtx sleeps for d or until ctx ends; false means ctx ended.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/opstatus/opstatus/dev/faultproxy"
 	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/lock"
 )
@@ -131,7 +132,7 @@ func waitStatus(t *testing.T, e *env, ops []op, want string, timeout time.Durati
 	t.Helper()
 	ctx := context.Background()
 	var last map[string]item
-	ok := waitFor(ctx, timeout, 500*time.Millisecond, func() bool {
+	ok := testenv.WaitFor(ctx, timeout, 500*time.Millisecond, func() bool {
 		items, err := e.db.operations(ctx)
 		if err != nil {
 			return false
@@ -203,6 +204,7 @@ func cancelDelays(lost []lostLease, leases []faultproxy.Lease) []time.Duration {
 func TestLockLossAndExpiry(t *testing.T) {
 	// It runs after TestChaos (not parallel), alongside the other short one.
 	t.Parallel()
+	testenv.NeedsServers(t)
 	ctx := context.Background()
 	lockTTL := 5 * time.Second
 	lease := lock.Lease(lockTTL)    // internal/lock's lease of one lock write
@@ -277,7 +279,7 @@ func TestLockLossAndExpiry(t *testing.T) {
 		}
 		return false
 	}
-	waitFor(ctx, 4*scanInterval, 250*time.Millisecond, func() bool {
+	testenv.WaitFor(ctx, 4*scanInterval, 250*time.Millisecond, func() bool {
 		log := e.handlerLog()
 		return written() || len(lostLeases(t, log, subDelayed)) >= 3 && len(lostLeases(t, log, subFailing)) >= 3
 	})
@@ -319,7 +321,7 @@ func TestLockLossAndExpiry(t *testing.T) {
 	slowKilled, unSlowKilled := slowRequests(e.proxy, frontend.OperationsContainer, faultproxy.KindReplace, subKilled, time.Minute)
 	killedOps := []op{installingOp(subKilled, "killed-1")}
 	require.NoError(t, seedOps(ctx, e.s.Sim, e.s.Frontend, e.s.ARMURL, killedOps))
-	require.True(t, waitFor(ctx, 3*scanInterval, 100*time.Millisecond, func() bool { return slowKilled.Load() > 0 }),
+	require.True(t, testenv.WaitFor(ctx, 3*scanInterval, 100*time.Millisecond, func() bool { return slowKilled.Load() > 0 }),
 		"the handler reaches the slow write under the lock")
 	held, err := e.db.lock(ctx, subKilled)
 	require.NoError(t, err)

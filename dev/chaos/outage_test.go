@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/dev/clustersim"
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 // TestClusterServiceOutage takes Cluster Service down for several scan
@@ -18,6 +19,7 @@ import (
 func TestClusterServiceOutage(t *testing.T) {
 	// It runs after TestChaos (not parallel), alongside the other short one.
 	t.Parallel()
+	testenv.NeedsServers(t)
 	runSeed := seed(t)
 	rng := rand.New(rand.NewPCG(uint64(runSeed), 4))
 	ctx := context.Background()
@@ -29,23 +31,23 @@ func TestClusterServiceOutage(t *testing.T) {
 	require.NoError(t, seedOps(ctx, e.s.Sim, e.s.Frontend, e.s.ARMURL, ops))
 
 	// Let a scan and its polls start the work, then take Cluster Service down.
-	require.True(t, waitFor(ctx, 2*scanInterval, 100*time.Millisecond, func() bool {
+	require.True(t, testenv.WaitFor(ctx, 2*scanInterval, 100*time.Millisecond, func() bool {
 		return len(scansAfter(e.inv.all(), seeded)) > 0
 	}))
-	require.True(t, sleepCtx(ctx, 2*time.Second))
+	require.True(t, testenv.Sleep(ctx, 2*time.Second))
 	outageFor := 3*scanInterval + scanInterval/2
 	require.NoError(t, e.s.Sim.SetFaults(clustersim.Faults{Outage: true}))
 	down := time.Now()
 	before, err := e.db.operations(ctx)
 	require.NoError(t, err)
 	_, leftAtOutage := settled(before, ops)
-	require.True(t, sleepCtx(ctx, outageFor))
+	require.True(t, testenv.Sleep(ctx, outageFor))
 	require.NoError(t, e.s.Sim.SetFaults(clustersim.Faults{}))
 	recovered := time.Now()
 
 	// Wait for the second scan that starts after the recovery.
 	var after []invocation
-	require.True(t, waitFor(ctx, 4*scanInterval, 100*time.Millisecond, func() bool {
+	require.True(t, testenv.WaitFor(ctx, 4*scanInterval, 100*time.Millisecond, func() bool {
 		after = scansAfter(e.inv.all(), recovered)
 		return len(after) >= 2
 	}), "two scans after the recovery")

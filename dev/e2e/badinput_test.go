@@ -22,6 +22,7 @@ import (
 
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 // The helpers below complement those of handler_test.go for input that
@@ -257,9 +258,9 @@ func TestBadEnvelopes(t *testing.T) {
 			s.sim.ResetStats()
 			r, _ := s.post(tc.function, tc.body)
 			require.Equal(t, tc.status, r.Status, r.Logs)
-			level := hostError // why an invocation failed
+			level := testenv.HostError // why an invocation failed
 			if tc.status == http.StatusNotFound {
-				level = hostWarning // not an invocation
+				level = testenv.HostWarning // not an invocation
 			}
 			s.requireLog(t, r, level, tc.log)
 			require.Empty(t, r.Outputs, "no output binding on a failed invocation")
@@ -276,7 +277,7 @@ func TestBadEnvelopes(t *testing.T) {
 		require.NoError(t, err)
 		r, _ := s.do(req, "")
 		require.Equal(t, http.StatusMethodNotAllowed, r.Status)
-		s.requireLog(t, r, hostWarning, "method not allowed")
+		s.requireLog(t, r, testenv.HostWarning, "method not allowed")
 		s.requireAlive()
 	})
 
@@ -363,7 +364,7 @@ func TestBadIDs(t *testing.T) {
 		raw := []byte(`{"subscriptionId":"` + subA + `","operationId":"op-id` + "\xc3\x28" + `"}`)
 		r, _ := s.post("poll", envelope(pollData(base64.StdEncoding.EncodeToString(raw))))
 		require.Equal(t, http.StatusBadRequest, r.Status, r.Logs)
-		s.requireLog(t, r, hostError, "UTF-8")
+		s.requireLog(t, r, testenv.HostError, "UTF-8")
 		s.requireAlive()
 		s.requireUnchanged(before)
 	})
@@ -460,7 +461,7 @@ func TestUnusableInternalIDs(t *testing.T) {
 			r, _ := s.post("poll", envelope(pollData(fmt.Sprintf(`{"subscriptionId":%q,"operationId":%q}`, subA, opID))))
 			require.Equal(t, http.StatusOK, r.Status, r.Logs)
 			require.Equal(t, "invalid", outcome(t, r))
-			s.requireLog(t, r, hostError, "internalId is not a Cluster Service path")
+			s.requireLog(t, r, testenv.HostError, "internalId is not a Cluster Service path")
 			s.requireAlive()
 			s.requireUnchanged(before)
 			require.Zero(t, s.csRequests(), "no Cluster Service call")
@@ -490,7 +491,7 @@ func TestUnusableInternalIDs(t *testing.T) {
 		}
 	}
 	require.Equal(t, len(ids)+1, listed)
-	require.Empty(t, s.arm.got(), "no notification for an operation that was never polled")
+	require.Empty(t, s.arm.Bodies(), "no notification for an operation that was never polled")
 	require.Zero(t, evil.hits.Load(), "the evil server received requests during the test")
 	s.requireNoLockLeft(subA)
 }
@@ -608,7 +609,7 @@ func TestClusterServiceBadReplies(t *testing.T) {
 			// scan retries it; not a reason to poison the message.
 			require.Equal(t, http.StatusOK, r.Status, r.Logs)
 			require.Equal(t, "deferred", outcome(t, r))
-			s.requireLog(t, r, hostError, "operation left unchanged", "GET /api/clusters_mgmt/v1/clusters/"+tc.id+"/status", tc.log)
+			s.requireLog(t, r, testenv.HostError, "operation left unchanged", "GET /api/clusters_mgmt/v1/clusters/"+tc.id+"/status", tc.log)
 			for _, line := range s.hostLines(r) {
 				require.Less(t, len(line.text), 2048, "a bad reply is summarized, not logged whole")
 			}
@@ -623,7 +624,7 @@ func TestClusterServiceBadReplies(t *testing.T) {
 	t.Logf("handler peak RSS %d KiB before the bad replies, %d KiB after; %d MiB of huge bodies sent", baseline, peak, cs.sent.Load()>>20)
 	require.Less(t, peak-baseline, int64(16<<10), "peak RSS grew by more than 16 MiB: a huge reply was read into memory")
 	require.Less(t, cs.sent.Load(), int64(hugeBody), "the huge replies were not read to the end")
-	require.Empty(t, s.arm.got())
+	require.Empty(t, s.arm.Bodies())
 	require.Zero(t, evil.hits.Load(), "a redirect from Cluster Service was followed")
 }
 
@@ -691,13 +692,13 @@ func TestUnusableCosmosItems(t *testing.T) {
 			r, _ := s.post("poll", envelope(pollData(fmt.Sprintf(`{"subscriptionId":%q,"operationId":%q}`, subA, it.id))))
 			require.Equal(t, http.StatusOK, r.Status, r.Logs)
 			require.Equal(t, "invalid", outcome(t, r))
-			s.requireLog(t, r, hostError, "left as it is", it.log)
+			s.requireLog(t, r, testenv.HostError, "left as it is", it.log)
 			require.Zero(t, s.csRequests(), "no Cluster Service call for an unusable item")
 			s.requireAlive()
 		})
 	}
 	s.requireUnchanged(before, "nothing was written to the unusable items or their resources")
-	require.Empty(t, s.arm.got(), "no notification from an unusable item")
+	require.Empty(t, s.arm.Bodies(), "no notification from an unusable item")
 
 	// scan lists the good operations whatever the ill-typed items around
 	// them, skipping (and logging) what cannot make a message; whatever it
@@ -705,7 +706,7 @@ func TestUnusableCosmosItems(t *testing.T) {
 	require.NoError(t, s.fe.PutRawOperation(ctx, "", []byte(`{"id":"no-subscription","partitionKey":"","request":"Create","status":"Accepted"}`)))
 	r, raw := s.post("scan", []byte(`{"Data":{"timer":{"IsPastDue":false}},"Metadata":{}}`))
 	require.Equal(t, http.StatusOK, r.Status, r.Logs)
-	s.requireLog(t, r, hostError, "skipping an operation item", "no-subscription")
+	s.requireLog(t, r, testenv.HostError, "skipping an operation item", "no-subscription")
 	var msgs []json.RawMessage
 	require.NoError(t, json.Unmarshal(r.Outputs["operations"], &msgs), string(raw))
 	var listed []string

@@ -15,6 +15,7 @@ import (
 
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 const (
@@ -128,7 +129,7 @@ func TestHandlerEndToEnd(t *testing.T) {
 	require.Equal(t, "notified", s.pollOp(subB, "unnotified"))
 
 	var notified []string
-	for _, n := range s.arm.got() {
+	for _, n := range s.arm.Bodies() {
 		notified = append(notified, fmt.Sprint(n["name"], "=", n["status"]))
 	}
 	slices.Sort(notified)
@@ -146,7 +147,7 @@ func TestHandlerRejectsMalformedMessages(t *testing.T) {
 	for _, msg := range []string{`not json`, `{"subscriptionId":"","operationId":"x"}`, `{}`, `[]`} {
 		r := s.poll(msg)
 		require.Equal(t, http.StatusBadRequest, r.Status, msg)
-		s.requireLog(t, r, hostError, "invocation failed")
+		s.requireLog(t, r, testenv.HostError, "invocation failed")
 	}
 	resp, err := http.Get(s.url + "/")
 	require.NoError(t, err)
@@ -168,12 +169,13 @@ func TestHandlerStopsOnSIGTERM(t *testing.T) {
 }
 
 func TestHandlerNamesAMissingSetting(t *testing.T) {
+	bin := testenv.Build(t, ".")
 	for _, tc := range []struct{ unset, want string }{
 		{"COSMOS_ENDPOINT", "COSMOS_ENDPOINT"},
 		{"CLUSTER_SERVICE_URL", "CLUSTER_SERVICE_URL"},
 		{"FUNCTIONS_CUSTOMHANDLER_PORT", "FUNCTIONS_CUSTOMHANDLER_PORT"},
 	} {
-		cmd := exec.Command(handlerBin)
+		cmd := exec.Command(bin)
 		for _, kv := range []string{"FUNCTIONS_CUSTOMHANDLER_PORT=1234", "COSMOS_ENDPOINT=https://127.0.0.1:1",
 			"COSMOS_DATABASE=d", "CLUSTER_SERVICE_URL=http://127.0.0.1:2", "COSMOS_KEY=secret-key-value"} {
 			if !strings.HasPrefix(kv, tc.unset+"=") {

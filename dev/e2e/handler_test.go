@@ -8,15 +8,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,45 +26,7 @@ import (
 	"github.com/opstatus/opstatus/dev/testenv"
 )
 
-var (
-	cosmos     *testenv.Cosmos
-	handlerBin string
-)
-
-func TestMain(m *testing.M) {
-	code, err := setup(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e setup:", err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
-
-func setup(m *testing.M) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		return 0, err
-	}
-	dir, err := os.MkdirTemp("", "opstatus-e2e")
-	if err != nil {
-		return 0, err
-	}
-	defer os.RemoveAll(dir)
-	handlerBin = filepath.Join(dir, "handler")
-	build := exec.CommandContext(ctx, "go", "build", "-o", handlerBin, ".")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if err := build.Run(); err != nil {
-		return 0, fmt.Errorf("build handler: %w", err)
-	}
-	if cosmos, err = testenv.StartCosmos(ctx, testenv.CosmosOptions{}); err != nil {
-		return 0, err
-	}
-	defer cosmos.Stop()
-	return m.Run(), nil
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // handlerStack is one handler process with its own database and simulator.
 type handlerStack struct {
@@ -75,64 +35,19 @@ type handlerStack struct {
 	fe     *frontend.Frontend
 	sim    *clustersim.Sim
 	clock  *clustersim.ManualClock
-	arm    *armRecorder
+	arm    *testenv.ARM
 	armURL string
-	stdout *syncBuffer // the handler's stdout, which the host logs at Information
-	stderr *syncBuffer // its stderr, logged at Error or Warning (see stderrLevel)
+	stdout *testenv.SyncBuffer // the handler's stdout, which the host logs at Information
+	stderr *testenv.SyncBuffer // its stderr, logged at Error or Warning (testenv.HostStderrLevel)
 	cmd    *exec.Cmd
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-type armRecorder struct {
-	mu     sync.Mutex
-	bodies []map[string]any
-}
-
-func (a *armRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var body map[string]any
-	_ = json.NewDecoder(r.Body).Decode(&body)
-	a.mu.Lock()
-	a.bodies = append(a.bodies, body)
-	a.mu.Unlock()
-	w.WriteHeader(http.StatusOK)
-}
-
-func (a *armRecorder) got() []map[string]any {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Clone(a.bodies)
-}
-
-var dbCount int
-
-func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
 }
 
 func startStack(t *testing.T, extraEnv ...string) *handlerStack {
 	t.Helper()
 	ctx := context.Background()
-	dbCount++
-	dbName := fmt.Sprintf("e2e%d", dbCount)
+	bin := testenv.Build(t, ".")
+	cosmos := testenv.SharedCosmos(t)
+	dbName := testenv.DatabaseName(t)
 	require.NoError(t, frontend.CreateSchema(ctx, cosmos.Endpoint, cosmos.Key, dbName, 10*time.Second))
 	fe, err := frontend.New(cosmos.Endpoint, cosmos.Key, dbName)
 	require.NoError(t, err)
@@ -141,12 +56,14 @@ func startStack(t *testing.T, extraEnv ...string) *handlerStack {
 	sim := clustersim.New(clustersim.Options{Clock: clock})
 	csServer := httptest.NewServer(sim)
 	t.Cleanup(csServer.Close)
-	rec := &armRecorder{}
+	rec := &testenv.ARM{}
 	armServer := httptest.NewServer(rec)
 	t.Cleanup(armServer.Close)
 
-	port := freePort(t)
-	cmd := exec.Command(handlerBin)
+	free, err := testenv.FreePort()
+	require.NoError(t, err)
+	port := strconv.Itoa(free)
+	cmd := exec.Command(bin)
 	// The host runs the handler in the function app's root, where it reads
 	// host.json.
 	root, err := testenv.RepoRoot()
@@ -162,7 +79,7 @@ func startStack(t *testing.T, extraEnv ...string) *handlerStack {
 		"CLUSTER_SERVICE_URL=" + csServer.URL,
 		"NOTIFICATIONS_ALLOW_HTTP=true",
 	}, extraEnv...)
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &testenv.SyncBuffer{}, &testenv.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	require.NoError(t, cmd.Start())
@@ -195,25 +112,8 @@ type response struct {
 	ReturnValue json.RawMessage
 }
 
-// The levels the Functions host logs a line at; anyLevel matches each.
-const (
-	anyLevel        = ""
-	hostInformation = "Information"
-	hostWarning     = "Warning"
-	hostError       = "Error"
-)
-
-// stderrLevel is the level the host gives a stderr line of a custom
-// handler: Warning if it contains "warn" in any case, Error otherwise
-// (WorkerProcess.ParseErrorMessageAndLog). stdout lines and the Logs of a
-// 2xx answer are logged at Information; the Logs of any other answer are
-// not logged.
-func stderrLevel(line string) string {
-	if strings.Contains(strings.ToLower(line), "warn") {
-		return hostWarning
-	}
-	return hostError
-}
+// anyLevel matches a line the host logs at any level.
+const anyLevel = ""
 
 // hostLine is one line the host logs for an invocation.
 type hostLine struct {
@@ -236,10 +136,10 @@ func (s *handlerStack) hostLines(r response) []hostLine {
 	var out []hostLine
 	if r.Status >= 200 && r.Status <= 299 {
 		for _, l := range r.Logs {
-			out = append(out, hostLine{level: hostInformation, text: l})
+			out = append(out, hostLine{level: testenv.HostInformation, text: l})
 		}
 	}
-	for _, stream := range []*syncBuffer{s.stdout, s.stderr} {
+	for _, stream := range []*testenv.SyncBuffer{s.stdout, s.stderr} {
 		for l := range strings.Lines(stream.String()) {
 			l = strings.TrimSuffix(l, "\n")
 			var rec map[string]any
@@ -249,9 +149,9 @@ func (s *handlerStack) hostLines(r response) []hostLine {
 			if id, ok := rec["invocation_id"]; !ok || id != r.ID {
 				continue
 			}
-			level := hostInformation
+			level := testenv.HostInformation
 			if stream == s.stderr {
-				level = stderrLevel(l)
+				level = testenv.HostStderrLevel(l)
 			}
 			out = append(out, hostLine{level: level, text: l, values: stringValues(rec, nil)})
 		}

@@ -4,18 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 // awkwardSub is a subscription id with a space, a no-break space and
@@ -56,14 +55,6 @@ func (s *handlerStack) seedAwkward(sub string, n int, id, internalID string) (re
 	})
 }
 
-func statusCode(err error) int {
-	var re *azcore.ResponseError
-	if errors.As(err, &re) {
-		return re.StatusCode
-	}
-	return 0
-}
-
 // TestAwkwardIDsScanThenPoll seeds operations under every kind of id Cosmos
 // DB accepts, scans, and delivers each message scan sent to poll as the host
 // would: whatever scan sends, poll answers 2xx, and every operation with a
@@ -98,7 +89,7 @@ func TestAwkwardIDsScanThenPoll(t *testing.T) {
 	// Refused by Cosmos DB: nothing to scan.
 	for _, id := range []string{"a/b", `a\b`, "a?b", "a#b", strings.Repeat("z", 1024), strings.Repeat("世", 341) + "z"} {
 		_, err := s.seedAwkward(subA, 999, id, iid)
-		require.Equal(t, http.StatusBadRequest, statusCode(err), "%.40q: %v", id, err)
+		require.Equal(t, http.StatusBadRequest, testenv.StatusOf(err), "%.40q: %v", id, err)
 	}
 	for _, o := range polled {
 		require.Equal(t, "Accepted", s.opStatus(o.sub, o.id), "point read of %q", o.id)
@@ -107,7 +98,7 @@ func TestAwkwardIDsScanThenPoll(t *testing.T) {
 	r, raw := s.post("scan", []byte(`{"Data":{"timer":{"IsPastDue":false}},"Metadata":{}}`))
 	require.Equal(t, http.StatusOK, r.Status, r.Logs)
 	for _, id := range skipped {
-		s.requireLog(t, r, hostError, "skipping an operation item whose ids poll cannot use", fmt.Sprintf(`id \"%s\" is a dot segment`, id))
+		s.requireLog(t, r, testenv.HostError, "skipping an operation item whose ids poll cannot use", fmt.Sprintf(`id \"%s\" is a dot segment`, id))
 	}
 	var msgs []json.RawMessage
 	require.NoError(t, json.Unmarshal(r.Outputs["operations"], &msgs), string(raw))
@@ -178,7 +169,7 @@ func TestPollAnswersIDsItWillNotUse(t *testing.T) {
 		r, _ := s.post("poll", envelope(pollData(string(b))))
 		require.Equal(t, http.StatusOK, r.Status, "%.40q: %s", ids, r.Logs)
 		require.Equal(t, "invalid", outcome(t, r))
-		s.requireLog(t, r, hostError, "skipped", "not a usable Cosmos DB id")
+		s.requireLog(t, r, testenv.HostError, "skipped", "not a usable Cosmos DB id")
 		require.Zero(t, s.csRequests())
 	}
 	for _, msg := range []string{`{"subscriptionId":"` + subA + `"}`, `{"subscriptionId":"` + subA + `","operationId":""}`,

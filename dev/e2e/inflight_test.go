@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/dev/clustersim"
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 // TestInflightChecks runs clusters that failed their inflight checks
@@ -50,7 +51,7 @@ func TestInflightChecks(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "Failed", res["provisioningState"])
 		var sent []map[string]any
-		for _, n := range s.arm.got() {
+		for _, n := range s.arm.Bodies() {
 			if n["name"] == op {
 				sent = append(sent, n)
 			}
@@ -90,7 +91,7 @@ func TestInflightChecks(t *testing.T) {
 			require.Equal(t, "updated", outcome(t, r))
 			requireError(t, tc.sub, op, tc.want)
 			if tc.log != "" {
-				s.requireLog(t, r, hostError, "inflight checks do not explain the failure", tc.log)
+				s.requireLog(t, r, testenv.HostError, "inflight checks do not explain the failure", tc.log)
 			}
 			require.Equal(t, "done", outcome(t, pollOp(t, tc.sub, op)))
 		})
@@ -107,12 +108,12 @@ func TestInflightChecks(t *testing.T) {
 		for range 2 {
 			r := pollOp(t, subA, "op-cdown")
 			require.Equal(t, "deferred", outcome(t, r))
-			s.requireLog(t, r, hostWarning, "operation left unchanged", "GET "+path+"/inflight_checks: HTTP 500")
+			s.requireLog(t, r, testenv.HostWarning, "operation left unchanged", "GET "+path+"/inflight_checks: HTTP 500")
 		}
 		require.Equal(t, calls+2, s.sim.Stats().Requests[clustersim.PathKindAROHCPInflightChecks])
 		s.requireUnchanged(before)
 		s.requireNoLockLeft(subA)
-		for _, n := range s.arm.got() {
+		for _, n := range s.arm.Bodies() {
 			require.NotEqual(t, "op-cdown", n["name"], "ARM is not notified")
 		}
 

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 // frontOfCS stands where a router or an ingress stands in front of Cluster
@@ -22,7 +22,7 @@ import (
 // then hands requests on to the simulator.
 type frontOfCS struct {
 	mu          sync.Mutex
-	contentType string
+	contentType string // "-": no Content-Type header
 	body        string
 	sim         *clustersim.Sim // nil: answer the 404
 	requests    atomic.Int64
@@ -37,13 +37,7 @@ func (f *frontOfCS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sim.ServeHTTP(w, r)
 		return
 	}
-	if contentType == "" {
-		w.Header()["Content-Type"] = nil // no sniffing either
-	} else {
-		w.Header().Set("Content-Type", contentType)
-	}
-	w.WriteHeader(http.StatusNotFound)
-	_, _ = io.WriteString(w, body)
+	testenv.WriteNotFound(w, contentType, body)
 }
 
 func (f *frontOfCS) answer404(contentType, body string) {
@@ -108,7 +102,7 @@ func TestDeleteIsFinishedOnlyByAnOCMNotFound(t *testing.T) {
 			`not an OCM error (content type \"application/json\", no \"kind\":\"Error\"`},
 		{"OCM error body labelled text", "text/plain", `{"kind":"Error","id":"404","reason":"not found"}`,
 			`not an OCM error (content type \"text/plain\"`},
-		{"empty body", "", "", "not an OCM error (no content type, empty body)"},
+		{"empty body", "-", "", "not an OCM error (no content type, empty body)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer s.use(t)()
@@ -118,7 +112,7 @@ func TestDeleteIsFinishedOnlyByAnOCMNotFound(t *testing.T) {
 			for _, op := range ops {
 				r := pollOp(op.sub, op.id)
 				require.Equal(t, "deferred", outcome(t, r))
-				s.requireLog(t, r, hostError, "operation left unchanged",
+				s.requireLog(t, r, testenv.HostError, "operation left unchanged",
 					"GET "+op.path+"/status: HTTP 404 Not Found", tc.log)
 				for _, line := range s.hostLines(r) {
 					require.Less(t, len(line.text), 2048, "a 404 page is summarized, not logged whole")
@@ -127,7 +121,7 @@ func TestDeleteIsFinishedOnlyByAnOCMNotFound(t *testing.T) {
 			}
 			require.Equal(t, requests+2, front.requests.Load(), "one call per poll")
 			s.requireUnchanged(before)
-			require.Empty(t, s.arm.got())
+			require.Empty(t, s.arm.Bodies())
 		})
 	}
 
@@ -147,7 +141,7 @@ func TestDeleteIsFinishedOnlyByAnOCMNotFound(t *testing.T) {
 		}
 	}
 	var notified []string
-	for _, n := range s.arm.got() {
+	for _, n := range s.arm.Bodies() {
 		notified = append(notified, fmt.Sprint(n["name"], "=", n["status"]))
 	}
 	slices.Sort(notified)

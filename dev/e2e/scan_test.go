@@ -15,13 +15,14 @@ import (
 
 	"github.com/opstatus/opstatus/dev/faultproxy"
 	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 // A scan whose listing fails after its first page answers 500 with no
 // messages, so the host sends none; the next scan sends every operation
 // once.
 func TestScanFailingPartWaySendsNothing(t *testing.T) {
-	proxy, err := faultproxy.New(cosmos.Endpoint, faultproxy.Options{TLS: true, Name: "scan"})
+	proxy, err := faultproxy.New(testenv.SharedCosmos(t).Endpoint, faultproxy.Options{TLS: true, Name: "scan"})
 	require.NoError(t, err)
 	require.NoError(t, proxy.Start())
 	t.Cleanup(func() { _ = proxy.Close() })

@@ -27,6 +27,7 @@ import (
 
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 // listeners returns the local addresses of the listening TCP sockets on
@@ -89,8 +90,10 @@ func TestHandlerListensOnLoopbackOnly(t *testing.T) {
 
 	// A port that names a host is refused at start: the handler chooses
 	// the address, never the setting.
-	cmd := exec.Command(handlerBin)
-	cmd.Env = []string{"FUNCTIONS_CUSTOMHANDLER_PORT=0.0.0.0:" + freePort(t), "COSMOS_ENDPOINT=https://127.0.0.1:1",
+	free, err := testenv.FreePort()
+	require.NoError(t, err)
+	cmd := exec.Command(testenv.Build(t, "."))
+	cmd.Env = []string{"FUNCTIONS_CUSTOMHANDLER_PORT=0.0.0.0:" + strconv.Itoa(free), "COSMOS_ENDPOINT=https://127.0.0.1:1",
 		"COSMOS_DATABASE=d", "CLUSTER_SERVICE_URL=http://127.0.0.1:2"}
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
@@ -155,7 +158,7 @@ func TestTLSVerificationIsOnByDefault(t *testing.T) {
 		r, _ := strict.post("poll", envelope(pollData(fmt.Sprintf(`{"subscriptionId":%q,"operationId":"op-tls"}`, subA))))
 		require.Equal(t, http.StatusOK, r.Status, r.Logs)
 		require.Equal(t, "deferred", outcome(t, r))
-		strict.requireLog(t, r, hostError, "operation left unchanged", "certificate")
+		strict.requireLog(t, r, testenv.HostError, "operation left unchanged", "certificate")
 		require.Zero(t, counted.n.Load(), "no request went over the unverified connection")
 		strict.requireUnchanged(before)
 		strict.requireAlive()
@@ -396,7 +399,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	notify := &notifyRecorder{}
 	notifyServer := httptest.NewServer(notify)
 	t.Cleanup(notifyServer.Close)
-	proxy := startProxy(t, strings.TrimSuffix(strings.TrimPrefix(cosmos.Endpoint, "https://"), "/"))
+	proxy := startProxy(t, strings.TrimSuffix(strings.TrimPrefix(testenv.SharedCosmos(t).Endpoint, "https://"), "/"))
 
 	s := startStack(t,
 		"COSMOS_ENDPOINT=https://"+proxy.ln.Addr().String()+"/",
@@ -450,7 +453,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	issuer.fail.Store(http.StatusUnauthorized)
 	r = poll("op-ok")
 	require.Equal(t, "deferred", outcome(t, r))
-	s.requireLog(t, r, hostError, "token endpoint", "401", "invalid_client")
+	s.requireLog(t, r, testenv.HostError, "token endpoint", "401", "invalid_client")
 	issuer.fail.Store(0)
 
 	// The frontend holds the lock.
@@ -525,7 +528,7 @@ func TestNotificationURIRules(t *testing.T) {
 		r, _ := s.post("poll", envelope(pollData(fmt.Sprintf(`{"subscriptionId":%q,"operationId":"op-http"}`, subA))))
 		require.Equal(t, http.StatusOK, r.Status, r.Logs)
 		require.Equal(t, "updated", outcome(t, r), "the operation completes anyway")
-		s.requireLog(t, r, hostError, "notification rejected", "https only unless NOTIFICATIONS_ALLOW_HTTP")
+		s.requireLog(t, r, testenv.HostError, "notification rejected", "https only unless NOTIFICATIONS_ALLOW_HTTP")
 		op, err := s.fe.Operation(context.Background(), subA, "op-http")
 		require.NoError(t, err)
 		require.Equal(t, "Succeeded", op["status"])

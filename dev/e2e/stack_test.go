@@ -10,6 +10,7 @@ import (
 	"github.com/opstatus/opstatus/dev/demo"
 	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/stack"
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 // tWriter sends the live view to the test log.
@@ -23,6 +24,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 // TestStackDemo runs the whole system through real Azurite queues, the host
 // emulator and the built handler, on the demo of make run.
 func TestStackDemo(t *testing.T) {
+	testenv.NeedsServers(t)
 	ctx := context.Background()
 	polls := demo.NewOutcomes()
 	s, err := stack.Start(ctx, stack.Options{Host: hostemu.Options{OnInvocation: polls.Record}})

@@ -19,6 +19,7 @@ import (
 	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/otlpsink"
 	"github.com/opstatus/opstatus/dev/stack"
+	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/telemetry"
 )
 
@@ -26,6 +27,7 @@ import (
 // naming an OTLP/HTTP receiver, exports the spans of a scan and of polls
 // that update operations, continuing the host's trace, and every metric.
 func TestTelemetryThroughTheHost(t *testing.T) {
+	testenv.NeedsServers(t)
 	sink, err := otlpsink.Start()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sink.Close() })
@@ -256,7 +258,7 @@ func TestTelemetryOffExportsAndLogsNothing(t *testing.T) {
 // naming the setting, like any bad setting; without an endpoint the same
 // value is not even read (TestTelemetryOffExportsAndLogsNothing).
 func TestTelemetryRefusesAnotherProtocol(t *testing.T) {
-	cmd := exec.Command(handlerBin)
+	cmd := exec.Command(testenv.Build(t, "."))
 	cmd.Env = []string{"FUNCTIONS_CUSTOMHANDLER_PORT=1234", "COSMOS_ENDPOINT=https://127.0.0.1:1", "COSMOS_DATABASE=d",
 		"CLUSTER_SERVICE_URL=http://127.0.0.1:2", "COSMOS_KEY=secret-key-value",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"}

@@ -53,6 +53,7 @@ func appWithTimeout(t *testing.T, timeout string) string {
 // read from the same host.json) ends each invocation first: the operations
 // are deferred to the next scan, and the host never has a reason to kill.
 func TestWorkEndsInsideFunctionTimeout(t *testing.T) {
+	testenv.NeedsServers(t)
 	ctx := context.Background()
 	var mu sync.Mutex
 	var polls []hostemu.Invocation

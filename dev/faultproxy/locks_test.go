@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/dev/faultproxy"
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 // t0 anchors the synthetic logs; at(s) is s seconds after it.
@@ -206,6 +207,7 @@ func TestLeases(t *testing.T) {
 // writers, each through a proxy of its own, and checks the merged log.
 func TestLockViolationsThroughProxies(t *testing.T) {
 	t.Parallel()
+	cosmos := testenv.SharedCosmos(t)
 	db := newDatabase(t, cosmos)
 	pa := newProxy(t, cosmos, faultproxy.Options{TLS: true, Name: "A"})
 	pb := newProxy(t, cosmos, faultproxy.Options{Name: "B"})
@@ -214,16 +216,16 @@ func TestLockViolationsThroughProxies(t *testing.T) {
 	ctx := t.Context()
 
 	acquire := func(c client, owner string) *azcosmos.ItemOptions {
-		resp, err := c.locks.CreateItem(ctx, pk("sub1"), mustJSON(t, map[string]any{"id": "sub1", "owner": owner}), nil)
+		resp, err := c.locks.CreateItem(ctx, testenv.PK("sub1"), testenv.MustJSON(t, map[string]any{"id": "sub1", "owner": owner}), nil)
 		require.NoError(t, err)
 		return &azcosmos.ItemOptions{IfMatchEtag: &resp.ETag}
 	}
 	release := func(c client, held *azcosmos.ItemOptions) {
-		_, err := c.locks.DeleteItem(ctx, pk("sub1"), "sub1", held)
+		_, err := c.locks.DeleteItem(ctx, testenv.PK("sub1"), "sub1", held)
 		require.NoError(t, err)
 	}
 	write := func(c client, id string) {
-		_, err := c.ops.UpsertItem(ctx, pk("sub1"), mustJSON(t, opItem(id, "sub1")), nil)
+		_, err := c.ops.UpsertItem(ctx, testenv.PK("sub1"), testenv.MustJSON(t, opItem(id, "sub1")), nil)
 		require.NoError(t, err)
 	}
 

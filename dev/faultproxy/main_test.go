@@ -4,13 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"regexp"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,62 +20,20 @@ import (
 	"github.com/opstatus/opstatus/dev/testenv"
 )
 
-// cosmos is the https test server shared by the tests of this binary.
-var cosmos *testenv.Cosmos
-
-func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	var err error
-	cosmos, err = testenv.StartCosmos(ctx, testenv.CosmosOptions{})
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting cosmos:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	for _, c := range []*testenv.Cosmos{cosmos, plainCosmos} {
-		if c == nil {
-			continue
-		}
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping cosmos:", err)
-		}
-	}
-	os.Exit(code)
-}
-
-var (
-	plainOnce   sync.Once
-	plainCosmos *testenv.Cosmos
-	plainErr    error
-)
-
-// plainHTTPCosmos starts, once, a second test server that serves http.
-func plainHTTPCosmos(t *testing.T) *testenv.Cosmos {
-	t.Helper()
-	plainOnce.Do(func() {
-		plainCosmos, plainErr = testenv.StartCosmos(context.Background(), testenv.CosmosOptions{PlainHTTP: true})
-	})
-	require.NoError(t, plainErr)
-	return plainCosmos
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // lockTTL is the Locks container's default time to live in tests.
 const lockTTL = 60 * time.Second
-
-var dbCounter atomic.Int64
 
 // newDatabase creates a database of the test's own on upstream, directly
 // (not through a proxy), with Operations and Locks containers.
 func newDatabase(t *testing.T, upstream *testenv.Cosmos) string {
 	t.Helper()
-	name := fmt.Sprintf("%s-%d", regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "-"), dbCounter.Add(1))
 	ttl := int32(lockTTL / time.Second)
-	require.NoError(t, testenv.CreateDatabase(t.Context(), upstream.Endpoint, upstream.Key, name,
+	return upstream.NewDatabase(t,
 		testenv.ContainerSpec{Name: "Operations", PartitionKeyPath: "/partitionKey"},
 		testenv.ContainerSpec{Name: "Locks", PartitionKeyPath: "/id", DefaultTTL: &ttl},
-	))
-	return name
+	).Name
 }
 
 // newProxy starts a proxy in front of upstream and closes it when the test
@@ -139,7 +93,7 @@ func newClient(t *testing.T, p *faultproxy.Proxy, db string, cfg clientConfig) c
 	if cfg.owner != "" {
 		opts.PerCallPolicies = []policy.Policy{ownerPolicy(cfg.owner)}
 	}
-	cred, err := azcosmos.NewKeyCredential(cosmos.Key)
+	cred, err := azcosmos.NewKeyCredential(testenv.CosmosEmulatorKey)
 	require.NoError(t, err)
 	c, err := azcosmos.NewClientWithKey(p.URL(), cred, opts)
 	require.NoError(t, err)
@@ -155,44 +109,26 @@ func newClient(t *testing.T, p *faultproxy.Proxy, db string, cfg clientConfig) c
 // meet the requests of the test.
 func setup(t *testing.T, cfg clientConfig) (*faultproxy.Proxy, client) {
 	t.Helper()
-	db := newDatabase(t, cosmos)
-	p := newProxy(t, cosmos, faultproxy.Options{TLS: !cfg.plainHTTP, Seed: 1})
+	upstream := testenv.SharedCosmos(t)
+	db := newDatabase(t, upstream)
+	p := newProxy(t, upstream, faultproxy.Options{TLS: !cfg.plainHTTP, Seed: 1})
 	c := newClient(t, p, db, cfg)
 	requireMissing(t, c.ops, "sub1", "warm-up")
 	return p, c
 }
 
-func pk(s string) azcosmos.PartitionKey { return azcosmos.NewPartitionKeyString(s) }
-
-func mustJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	b, err := json.Marshal(v)
-	require.NoError(t, err)
-	return b
-}
-
-// statusOf returns the HTTP status of an azcosmos error, or 0 when the error
-// carries no response (a transport error).
-func statusOf(err error) int {
-	var respErr *azcore.ResponseError
-	if errors.As(err, &respErr) {
-		return respErr.StatusCode
-	}
-	return 0
-}
-
 // requireMissing asserts that item id does not exist.
 func requireMissing(t *testing.T, c *azcosmos.ContainerClient, partition, id string) {
 	t.Helper()
-	_, err := c.ReadItem(t.Context(), pk(partition), id, nil)
+	_, err := c.ReadItem(t.Context(), testenv.PK(partition), id, nil)
 	require.Error(t, err)
-	require.Equal(t, http.StatusNotFound, statusOf(err), "%v", err)
+	require.Equal(t, http.StatusNotFound, testenv.StatusOf(err), "%v", err)
 }
 
 // readItem reads item id as a map.
 func readItem(t *testing.T, c *azcosmos.ContainerClient, partition, id string) map[string]any {
 	t.Helper()
-	resp, err := c.ReadItem(t.Context(), pk(partition), id, nil)
+	resp, err := c.ReadItem(t.Context(), testenv.PK(partition), id, nil)
 	require.NoError(t, err)
 	var item map[string]any
 	require.NoError(t, json.Unmarshal(resp.Value, &item))

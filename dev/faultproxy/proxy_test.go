@@ -21,11 +21,11 @@ func TestPassthrough(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		tls      bool
-		upstream func(*testing.T) *testenv.Cosmos
+		upstream func(testing.TB) *testenv.Cosmos
 		scheme   string
 	}{
-		{name: "https to https", tls: true, upstream: func(*testing.T) *testenv.Cosmos { return cosmos }, scheme: "https://"},
-		{name: "http to http", tls: false, upstream: plainHTTPCosmos, scheme: "http://"},
+		{name: "https to https", tls: true, upstream: testenv.SharedCosmos, scheme: "https://"},
+		{name: "http to http", tls: false, upstream: testenv.SharedPlainCosmos, scheme: "http://"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -37,11 +37,11 @@ func TestPassthrough(t *testing.T) {
 			c := newClient(t, p, db, clientConfig{owner: "tester", contentOnSave: true})
 			ctx := t.Context()
 
-			created, err := c.ops.CreateItem(ctx, pk("sub1"), mustJSON(t, opItem("op1", "sub1")), nil)
+			created, err := c.ops.CreateItem(ctx, testenv.PK("sub1"), testenv.MustJSON(t, opItem("op1", "sub1")), nil)
 			require.NoError(t, err)
 			require.Equal(t, "Accepted", readItem(t, c.ops, "sub1", "op1")["status"])
 
-			pager := c.ops.NewQueryItemsPager("SELECT * FROM c", pk("sub1"), nil)
+			pager := c.ops.NewQueryItemsPager("SELECT * FROM c", testenv.PK("sub1"), nil)
 			var found []string
 			for pager.More() {
 				page, err := pager.NextPage(ctx)
@@ -56,29 +56,29 @@ func TestPassthrough(t *testing.T) {
 
 			replaced := opItem("op1", "sub1")
 			replaced["status"] = "Provisioning"
-			_, err = c.ops.ReplaceItem(ctx, pk("sub1"), "op1", mustJSON(t, replaced),
+			_, err = c.ops.ReplaceItem(ctx, testenv.PK("sub1"), "op1", testenv.MustJSON(t, replaced),
 				&azcosmos.ItemOptions{IfMatchEtag: &created.ETag})
 			require.NoError(t, err)
 			require.Equal(t, "Provisioning", readItem(t, c.ops, "sub1", "op1")["status"])
 
-			_, err = c.ops.UpsertItem(ctx, pk("sub1"), mustJSON(t, opItem("op2", "sub1")), nil)
+			_, err = c.ops.UpsertItem(ctx, testenv.PK("sub1"), testenv.MustJSON(t, opItem("op2", "sub1")), nil)
 			require.NoError(t, err)
 			patch := azcosmos.PatchOperations{}
 			patch.AppendSet("/status", "Succeeded")
-			_, err = c.ops.PatchItem(ctx, pk("sub1"), "op1", patch, nil)
+			_, err = c.ops.PatchItem(ctx, testenv.PK("sub1"), "op1", patch, nil)
 			require.NoError(t, err)
-			_, err = c.ops.DeleteItem(ctx, pk("sub1"), "op1", nil)
+			_, err = c.ops.DeleteItem(ctx, testenv.PK("sub1"), "op1", nil)
 			require.NoError(t, err)
 			requireMissing(t, c.ops, "sub1", "op1")
 
 			// Failed writes leave no trace in the log.
-			_, err = c.ops.CreateItem(ctx, pk("sub1"), mustJSON(t, opItem("op2", "sub1")), nil)
-			require.Equal(t, http.StatusConflict, statusOf(err), "%v", err)
-			_, err = c.ops.ReplaceItem(ctx, pk("sub1"), "op2", mustJSON(t, opItem("op2", "sub1")),
+			_, err = c.ops.CreateItem(ctx, testenv.PK("sub1"), testenv.MustJSON(t, opItem("op2", "sub1")), nil)
+			require.Equal(t, http.StatusConflict, testenv.StatusOf(err), "%v", err)
+			_, err = c.ops.ReplaceItem(ctx, testenv.PK("sub1"), "op2", testenv.MustJSON(t, opItem("op2", "sub1")),
 				&azcosmos.ItemOptions{IfMatchEtag: &created.ETag})
-			require.Equal(t, http.StatusPreconditionFailed, statusOf(err), "%v", err)
-			_, err = c.ops.DeleteItem(ctx, pk("sub1"), "missing", nil)
-			require.Equal(t, http.StatusNotFound, statusOf(err), "%v", err)
+			require.Equal(t, http.StatusPreconditionFailed, testenv.StatusOf(err), "%v", err)
+			_, err = c.ops.DeleteItem(ctx, testenv.PK("sub1"), "missing", nil)
+			require.Equal(t, http.StatusNotFound, testenv.StatusOf(err), "%v", err)
 
 			writes := p.Writes()
 			type entry struct {
@@ -112,12 +112,12 @@ func TestPassthrough(t *testing.T) {
 					require.NotEmpty(t, w.ETag, "write %d", i)
 				}
 			}
-			require.JSONEq(t, string(mustJSON(t, opItem("op1", "sub1"))), string(writes[0].Body))
+			require.JSONEq(t, string(testenv.MustJSON(t, opItem("op1", "sub1"))), string(writes[0].Body))
 			require.Equal(t, string(created.ETag), writes[0].ETag)
 			var answer map[string]any
 			require.NoError(t, json.Unmarshal(writes[0].ResponseBody, &answer))
 			require.Equal(t, writes[0].ETag, answer["_etag"])
-			require.JSONEq(t, string(mustJSON(t, replaced)), string(writes[1].Body))
+			require.JSONEq(t, string(testenv.MustJSON(t, replaced)), string(writes[1].Body))
 			require.Equal(t, string(created.ETag), writes[1].IfMatch)
 			require.Contains(t, string(writes[3].Body), `"Succeeded"`)
 			require.Nil(t, writes[4].Body)
@@ -141,8 +141,8 @@ func TestThrottling(t *testing.T) {
 	before := p.Stats()
 	p.SetFaults(faultproxy.Faults{Rate429: 1, RetryAfter: 5 * time.Millisecond, Match: onlyItems})
 
-	_, err := c.ops.CreateItem(t.Context(), pk("sub1"), mustJSON(t, opItem("op1", "sub1")), nil)
-	require.Equal(t, http.StatusTooManyRequests, statusOf(err), "%v", err)
+	_, err := c.ops.CreateItem(t.Context(), testenv.PK("sub1"), testenv.MustJSON(t, opItem("op1", "sub1")), nil)
+	require.Equal(t, http.StatusTooManyRequests, testenv.StatusOf(err), "%v", err)
 	// azcore retries a 429 itself: the first try and MaxRetries (2) more.
 	st := p.Stats()
 	require.Equal(t, int64(3), st.Throttled)
@@ -159,10 +159,10 @@ func TestServiceUnavailable(t *testing.T) {
 	before := p.Stats()
 	p.SetFaults(faultproxy.Faults{Rate503: 1, Match: onlyItems})
 
-	_, err := c.ops.CreateItem(t.Context(), pk("sub1"), mustJSON(t, opItem("op1", "sub1")), nil)
-	require.Equal(t, http.StatusServiceUnavailable, statusOf(err), "%v", err)
-	_, err = c.ops.ReadItem(t.Context(), pk("sub1"), "op1", nil)
-	require.Equal(t, http.StatusServiceUnavailable, statusOf(err), "%v", err)
+	_, err := c.ops.CreateItem(t.Context(), testenv.PK("sub1"), testenv.MustJSON(t, opItem("op1", "sub1")), nil)
+	require.Equal(t, http.StatusServiceUnavailable, testenv.StatusOf(err), "%v", err)
+	_, err = c.ops.ReadItem(t.Context(), testenv.PK("sub1"), "op1", nil)
+	require.Equal(t, http.StatusServiceUnavailable, testenv.StatusOf(err), "%v", err)
 	st := p.Stats()
 	require.GreaterOrEqual(t, st.Unavailable, int64(2))
 	require.Equal(t, before.Forwarded, st.Forwarded)
@@ -184,7 +184,7 @@ func TestTimeout(t *testing.T) {
 		defer cancel()
 		done := make(chan error, 1)
 		go func() {
-			_, err := c.ops.CreateItem(ctx, pk("sub1"), mustJSON(t, opItem("op1", "sub1")), nil)
+			_, err := c.ops.CreateItem(ctx, testenv.PK("sub1"), testenv.MustJSON(t, opItem("op1", "sub1")), nil)
 			done <- err
 		}()
 		require.Eventually(t, func() bool { return p.Stats().Holding == 1 }, 10*time.Second, 5*time.Millisecond)
@@ -207,8 +207,8 @@ func TestTimeout(t *testing.T) {
 		before := p.Stats()
 		p.SetFaults(faultproxy.Faults{RateTimeout: 1, Timeout: 10 * time.Millisecond, Match: onlyItems})
 
-		_, err := c.ops.CreateItem(t.Context(), pk("sub1"), mustJSON(t, opItem("op1", "sub1")), nil)
-		require.Equal(t, http.StatusRequestTimeout, statusOf(err), "%v", err)
+		_, err := c.ops.CreateItem(t.Context(), testenv.PK("sub1"), testenv.MustJSON(t, opItem("op1", "sub1")), nil)
+		require.Equal(t, http.StatusRequestTimeout, testenv.StatusOf(err), "%v", err)
 		st := p.Stats()
 		require.Equal(t, int64(1), st.TimedOut)
 		require.Equal(t, before.Forwarded, st.Forwarded)
@@ -228,9 +228,9 @@ func TestDropBeforeForward(t *testing.T) {
 			before := p.Stats()
 			p.SetFaults(faultproxy.Faults{RateDrop: 1, Match: onlyItems})
 
-			_, err := c.ops.CreateItem(t.Context(), pk("sub1"), mustJSON(t, opItem("op1", "sub1")), nil)
+			_, err := c.ops.CreateItem(t.Context(), testenv.PK("sub1"), testenv.MustJSON(t, opItem("op1", "sub1")), nil)
 			require.Error(t, err)
-			require.Zero(t, statusOf(err), "a connection error, not an answer: %v", err)
+			require.Zero(t, testenv.StatusOf(err), "a connection error, not an answer: %v", err)
 			st := p.Stats()
 			// azcosmos does not replay a write whose fate is unknown.
 			require.Equal(t, int64(1), st.Dropped)
@@ -252,9 +252,9 @@ func TestDropAfterForward(t *testing.T) {
 			before := p.Stats()
 			p.SetFaults(faultproxy.Faults{RateDropAfterForward: 1, Match: onlyItems})
 
-			_, err := c.ops.CreateItem(t.Context(), pk("sub1"), mustJSON(t, opItem("op1", "sub1")), nil)
+			_, err := c.ops.CreateItem(t.Context(), testenv.PK("sub1"), testenv.MustJSON(t, opItem("op1", "sub1")), nil)
 			require.Error(t, err)
-			require.Zero(t, statusOf(err), "a connection error, not an answer: %v", err)
+			require.Zero(t, testenv.StatusOf(err), "a connection error, not an answer: %v", err)
 			st := p.Stats()
 			require.Equal(t, int64(1), st.DroppedAfterForward)
 			require.Equal(t, before.Forwarded+1, st.Forwarded)
@@ -277,10 +277,10 @@ func TestMatchRestrictsFaults(t *testing.T) {
 	p, c := setup(t, clientConfig{})
 	p.SetFaults(faultproxy.Faults{Rate503: 1, Match: func(r faultproxy.Request) bool { return r.Container == "Locks" }})
 
-	_, err := c.ops.CreateItem(t.Context(), pk("sub1"), mustJSON(t, opItem("op1", "sub1")), nil)
+	_, err := c.ops.CreateItem(t.Context(), testenv.PK("sub1"), testenv.MustJSON(t, opItem("op1", "sub1")), nil)
 	require.NoError(t, err)
-	_, err = c.locks.CreateItem(t.Context(), pk("sub1"), mustJSON(t, map[string]any{"id": "sub1", "owner": "a"}), nil)
-	require.Equal(t, http.StatusServiceUnavailable, statusOf(err), "%v", err)
+	_, err = c.locks.CreateItem(t.Context(), testenv.PK("sub1"), testenv.MustJSON(t, map[string]any{"id": "sub1", "owner": "a"}), nil)
+	require.Equal(t, http.StatusServiceUnavailable, testenv.StatusOf(err), "%v", err)
 
 	writes := p.Writes()
 	require.Len(t, writes, 1)
@@ -296,17 +296,17 @@ func TestDelay(t *testing.T) {
 	renewals := func(r faultproxy.Request) bool {
 		return r.Container == "Locks" && r.Kind == faultproxy.KindUpsert
 	}
-	lock := mustJSON(t, map[string]any{"id": "sub1", "owner": "a"})
+	lock := testenv.MustJSON(t, map[string]any{"id": "sub1", "owner": "a"})
 
 	remove := p.Delay(renewals, time.Millisecond)
-	_, err := c.locks.UpsertItem(t.Context(), pk("sub1"), lock, nil)
+	_, err := c.locks.UpsertItem(t.Context(), testenv.PK("sub1"), lock, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), p.Stats().Delayed)
-	_, err = c.ops.CreateItem(t.Context(), pk("sub1"), mustJSON(t, opItem("op1", "sub1")), nil)
+	_, err = c.ops.CreateItem(t.Context(), testenv.PK("sub1"), testenv.MustJSON(t, opItem("op1", "sub1")), nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), p.Stats().Delayed, "only renewals are delayed")
 	remove()
-	_, err = c.locks.UpsertItem(t.Context(), pk("sub1"), lock, nil)
+	_, err = c.locks.UpsertItem(t.Context(), testenv.PK("sub1"), lock, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), p.Stats().Delayed, "the rule is gone")
 
@@ -318,7 +318,7 @@ func TestDelay(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.locks.UpsertItem(ctx, pk("sub1"), lock, nil)
+		_, err := c.locks.UpsertItem(ctx, testenv.PK("sub1"), lock, nil)
 		done <- err
 	}()
 	require.Eventually(t, func() bool { return p.Stats().Holding == 1 }, 10*time.Second, 5*time.Millisecond)
@@ -331,6 +331,7 @@ func TestDelay(t *testing.T) {
 
 func TestCloseDropsHeldRequests(t *testing.T) {
 	t.Parallel()
+	cosmos := testenv.SharedCosmos(t)
 	db := newDatabase(t, cosmos)
 	p, err := faultproxy.New(cosmos.Endpoint, faultproxy.Options{TLS: true})
 	require.NoError(t, err)
@@ -341,7 +342,7 @@ func TestCloseDropsHeldRequests(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.ops.CreateItem(t.Context(), pk("sub1"), mustJSON(t, opItem("op1", "sub1")), nil)
+		_, err := c.ops.CreateItem(t.Context(), testenv.PK("sub1"), testenv.MustJSON(t, opItem("op1", "sub1")), nil)
 		done <- err
 	}()
 	require.Eventually(t, func() bool { return p.Stats().Holding == 1 }, 10*time.Second, 5*time.Millisecond)

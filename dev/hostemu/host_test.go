@@ -14,6 +14,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 // e2eHostJSON keeps retries fast: a failed message reappears after a
@@ -76,7 +78,7 @@ func TestEndToEnd(t *testing.T) {
 }
 
 func testEndToEnd(t *testing.T, instances int) {
-	az := startAzurite(t)
+	az := testenv.SharedAzurite(t)
 	queue := "e2e-operations-" + strconv.Itoa(instances)
 	app := newApp(t, e2eHostJSON, map[string]string{"scan": e2eScanJSON, "poll": e2ePollJSON})
 	logs := &logRecorder{}

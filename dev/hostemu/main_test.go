@@ -1,14 +1,11 @@
 package hostemu
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -17,95 +14,23 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Shared by the tests of this binary, started on first use.
-var (
-	azuriteOnce sync.Once
-	azurite     *testenv.Azurite
-	azuriteErr  error
-
-	handlerOnce sync.Once
-	handlerDir  string
-	handlerPath string
-	handlerErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if azurite != nil {
-		if err := azurite.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping azurite:", err)
-		}
-	}
-	if handlerDir != "" {
-		_ = os.RemoveAll(handlerDir)
-	}
-	os.Exit(code)
-}
-
-// startAzurite returns the binary's Azurite, starting it on first use.
-func startAzurite(t *testing.T) *testenv.Azurite {
-	t.Helper()
-	azuriteOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		azurite, azuriteErr = testenv.StartAzurite(ctx)
-	})
-	require.NoError(t, azuriteErr)
-	return azurite
-}
-
-// fakeHandler builds testdata/fakehandler once and returns its path.
-func fakeHandler(t *testing.T) string {
-	t.Helper()
-	handlerOnce.Do(func() {
-		handlerDir, handlerErr = os.MkdirTemp("", "hostemu-fakehandler-")
-		if handlerErr != nil {
-			return
-		}
-		goBin, err := exec.LookPath("go")
-		if err != nil {
-			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
-		handlerPath = filepath.Join(handlerDir, "fakehandler")
-		cmd := exec.Command(goBin, "build", "-o", handlerPath, "./testdata/fakehandler")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			handlerErr = fmt.Errorf("building the fake handler: %w\n%s", err, out)
-		}
-	})
-	require.NoError(t, handlerErr)
-	return handlerPath
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // newApp writes a function app: host.json, the given function.json files
-// (function name -> content), and the fake handler linked in as
-// "fakehandler" so that host.json can name it by a relative path.
+// (function name -> content), and the fake handler, built once, linked in
+// as "fakehandler" so that host.json can name it by a relative path. The
+// host runs it as a server, on real timers, for seconds a test: such tests
+// are skipped under -short.
 func newApp(t *testing.T, hostJSON string, functions map[string]string) string {
 	t.Helper()
+	handler := testenv.Build(t, "./dev/hostemu/testdata/fakehandler")
 	files := map[string]string{"host.json": hostJSON}
 	for name, fj := range functions {
 		files[filepath.Join(name, "function.json")] = fj
 	}
 	dir := writeApp(t, files)
-	require.NoError(t, os.Symlink(fakeHandler(t), filepath.Join(dir, "fakehandler")))
+	require.NoError(t, os.Symlink(handler, filepath.Join(dir, "fakehandler")))
 	return dir
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // recorder keeps the invocations the host reports.
@@ -136,7 +61,7 @@ func (r *recorder) of(function string) []Invocation {
 type running struct {
 	h    *Host
 	rec  *recorder
-	out  *syncBuffer
+	out  *testenv.SyncBuffer
 	stop func() error
 	// finished is closed when Run has returned runErr.
 	finished chan struct{}
@@ -151,7 +76,7 @@ func runHost(t *testing.T, appDir string, settings map[string]string, opts Optio
 	t.Helper()
 	h, err := Load(appDir, settings)
 	require.NoError(t, err)
-	r := &running{h: h, rec: &recorder{}, out: &syncBuffer{}}
+	r := &running{h: h, rec: &recorder{}, out: &testenv.SyncBuffer{}}
 	opts.Output = r.out
 	opts.Logger = slog.New(slog.NewTextHandler(r.out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if f := opts.OnInvocation; f != nil {

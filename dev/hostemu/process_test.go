@@ -14,6 +14,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 const scanEverySecondJSON = `{"bindings":[{"name":"timer","type":"timerTrigger","direction":"in","schedule":"%SCAN_SCHEDULE%"}]}`
@@ -46,7 +48,7 @@ func TestFunctionTimeoutKillsHandler(t *testing.T) {
 	// the handler process (SIGKILL, no drain) and starts a new one: the
 	// invocations in flight die with it. Timeouts are no handler failures:
 	// the host does not stop after three of them.
-	az := startAzurite(t)
+	az := testenv.SharedAzurite(t)
 	const queue = "timeout-work"
 	app := newApp(t, `{"version":"2.0","functionTimeout":"00:00:03",
 		"extensions":{"queues":{"maxPollingInterval":"00:00:00.2","visibilityTimeout":"00:01:00"}},
@@ -243,7 +245,7 @@ func TestStorageLatency(t *testing.T) {
 	// With a Storage latency, a scan's N output messages take at least N ×
 	// the latency to write, one after the other, and the invocation ends
 	// only once they are all written.
-	az := startAzurite(t)
+	az := testenv.SharedAzurite(t)
 	const queue, n, latency = "latency-out", 10, 50 * time.Millisecond
 	app := newApp(t, `{"version":"2.0","customHandler":{"description":{"defaultExecutablePath":"fakehandler"}}}`,
 		map[string]string{"scan": `{"bindings":[

@@ -7,7 +7,6 @@ package stack
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -64,7 +63,7 @@ type Stack struct {
 	Cosmos   *testenv.Cosmos
 	Sim      *clustersim.Sim
 	SimURL   string
-	ARM      *Notifications
+	ARM      *testenv.ARM
 	ARMURL   string
 	Frontend *frontend.Frontend
 	Host     *hostemu.Host
@@ -133,7 +132,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if s.SimURL, err = s.serve(s.Sim); err != nil {
 		return nil, err
 	}
-	s.ARM = &Notifications{}
+	s.ARM = &testenv.ARM{}
 	if s.ARMURL, err = s.serve(s.ARM); err != nil {
 		return nil, err
 	}
@@ -254,37 +253,4 @@ func (s *Stack) Close() error {
 	}
 	s.closers = nil
 	return errors.Join(errs...)
-}
-
-// Notifications records the operation statuses POSTed to notification URIs.
-type Notifications struct {
-	mu       sync.Mutex
-	received []Notification
-}
-
-// Notification is one POST to a notification URI.
-type Notification struct {
-	Path string
-	Body map[string]any
-	At   time.Time
-}
-
-// ServeHTTP records the notification and answers 200.
-func (n *Notifications) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var body map[string]any
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	n.mu.Lock()
-	n.received = append(n.received, Notification{Path: r.URL.Path, Body: body, At: time.Now()})
-	n.mu.Unlock()
-	w.WriteHeader(http.StatusOK)
-}
-
-// Received returns the notifications so far.
-func (n *Notifications) Received() []Notification {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return append([]Notification(nil), n.received...)
 }

@@ -11,6 +11,7 @@ import (
 
 func TestAzuriteQueueRoundTrip(t *testing.T) {
 	t.Parallel()
+	azurite := SharedAzurite(t)
 	require.Regexp(t, `^http://127\.0\.0\.1:\d+/devstoreaccount1$`, azurite.QueueEndpoint)
 	require.Regexp(t, `^http://127\.0\.0\.1:\d+/devstoreaccount1$`, azurite.BlobEndpoint)
 
@@ -42,6 +43,7 @@ func TestAzuriteQueueRoundTrip(t *testing.T) {
 // order, and expire on time.
 func TestAzuriteQueueKeepsEveryMessage(t *testing.T) {
 	t.Parallel()
+	azurite := SharedAzurite(t)
 	service, err := azqueue.NewServiceClientFromConnectionString(azurite.ConnectionString, nil)
 	require.NoError(t, err)
 	_, err = service.CreateQueue(t.Context(), "many", nil)
@@ -120,6 +122,7 @@ func TestAzuriteQueueKeepsEveryMessage(t *testing.T) {
 
 func TestAzuriteQueueAlone(t *testing.T) {
 	t.Parallel()
+	NeedsServers(t)
 	q, err := StartAzuriteQueue(t.Context())
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, q.Stop()) })

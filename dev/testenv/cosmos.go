@@ -8,10 +8,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
-	"time"
+	"sync/atomic"
+	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
@@ -173,21 +174,63 @@ func NewCosmosClient(endpoint, key string) (*azcosmos.Client, error) {
 	})
 }
 
-// RunWithCosmos is a TestMain body: it starts a Cosmos test server, stores it
-// in *server, runs the tests, stops the server and returns the exit code.
-func RunWithCosmos(m interface{ Run() int }, server **Cosmos) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	c, err := StartCosmos(ctx, CosmosOptions{})
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start cosmos:", err)
-		return 1
+// Database is a database of one test on a Cosmos test server.
+type Database struct {
+	// Name is the database's id.
+	Name string
+	// Containers are clients of its containers, by name.
+	Containers map[string]*azcosmos.ContainerClient
+}
+
+// NewDatabase creates on c a database of the test's own (see
+// DatabaseName) with one container per spec, and returns it with a client
+// of each container.
+func (c *Cosmos) NewDatabase(t testing.TB, specs ...ContainerSpec) *Database {
+	t.Helper()
+	name := DatabaseName(t)
+	if err := CreateDatabase(t.Context(), c.Endpoint, c.Key, name, specs...); err != nil {
+		t.Fatal(err)
 	}
-	*server = c
-	defer func() {
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop cosmos:", err)
+	client, err := NewCosmosClient(c.Endpoint, c.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := &Database{Name: name, Containers: map[string]*azcosmos.ContainerClient{}}
+	for _, spec := range specs {
+		if db.Containers[spec.Name], err = client.NewContainer(name, spec.Name); err != nil {
+			t.Fatal(err)
 		}
-	}()
-	return m.Run()
+	}
+	return db
+}
+
+var databaseSeq atomic.Int64
+
+// unsafeInName matches what a database name made from a test name leaves
+// out.
+var unsafeInName = regexp.MustCompile(`[^A-Za-z0-9]+`)
+
+// DatabaseName returns a name for a database of the test's own: the
+// test's name and a number no other call in this test binary returns, so
+// that tests sharing a server never meet.
+func DatabaseName(t testing.TB) string {
+	name := unsafeInName.ReplaceAllString(t.Name(), "-")
+	// Cosmos DB ids have at most 255 characters.
+	if len(name) > 200 {
+		name = name[:200]
+	}
+	return fmt.Sprintf("%s-%d", name, databaseSeq.Add(1))
+}
+
+// PK is the partition key whose value is s.
+func PK(s string) azcosmos.PartitionKey { return azcosmos.NewPartitionKeyString(s) }
+
+// StatusOf returns the HTTP status of an Azure SDK error, or 0 when the
+// error carries no response (a transport error).
+func StatusOf(err error) int {
+	var respErr *azcore.ResponseError
+	if errors.As(err, &respErr) {
+		return respErr.StatusCode
+	}
+	return 0
 }

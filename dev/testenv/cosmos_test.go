@@ -18,7 +18,8 @@ var operations = ContainerSpec{Name: "Operations", PartitionKeyPath: "/partition
 
 func TestMissingItemIs404(t *testing.T) {
 	t.Parallel()
-	c := newDatabase(t, cosmos, operations).Containers["Operations"]
+	cosmos := SharedCosmos(t)
+	c := cosmos.NewDatabase(t, operations).Containers["Operations"]
 	create(t, c, "sub", map[string]any{"id": "present", "partitionKey": "sub"})
 
 	tests := []struct {
@@ -26,25 +27,25 @@ func TestMissingItemIs404(t *testing.T) {
 		call func() error
 	}{
 		{"read", func() error {
-			_, err := c.ReadItem(t.Context(), pk("sub"), "missing", nil)
+			_, err := c.ReadItem(t.Context(), PK("sub"), "missing", nil)
 			return err
 		}},
 		{"read in another partition", func() error {
-			_, err := c.ReadItem(t.Context(), pk("other"), "present", nil)
+			_, err := c.ReadItem(t.Context(), PK("other"), "present", nil)
 			return err
 		}},
 		{"replace", func() error {
-			_, err := c.ReplaceItem(t.Context(), pk("sub"), "missing", []byte(`{"id":"missing","partitionKey":"sub"}`), nil)
+			_, err := c.ReplaceItem(t.Context(), PK("sub"), "missing", []byte(`{"id":"missing","partitionKey":"sub"}`), nil)
 			return err
 		}},
 		{"delete", func() error {
-			_, err := c.DeleteItem(t.Context(), pk("sub"), "missing", nil)
+			_, err := c.DeleteItem(t.Context(), PK("sub"), "missing", nil)
 			return err
 		}},
 		{"patch", func() error {
 			ops := azcosmos.PatchOperations{}
 			ops.AppendSet("/status", "Failed")
-			_, err := c.PatchItem(t.Context(), pk("sub"), "missing", ops, nil)
+			_, err := c.PatchItem(t.Context(), PK("sub"), "missing", ops, nil)
 			return err
 		}},
 	}
@@ -52,14 +53,15 @@ func TestMissingItemIs404(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.call()
 			require.Error(t, err)
-			require.Equal(t, http.StatusNotFound, statusOf(err), "%v", err)
+			require.Equal(t, http.StatusNotFound, StatusOf(err), "%v", err)
 		})
 	}
 }
 
 func TestQueriesArePartitionScoped(t *testing.T) {
 	t.Parallel()
-	c := newDatabase(t, cosmos, operations).Containers["Operations"]
+	cosmos := SharedCosmos(t)
+	c := cosmos.NewDatabase(t, operations).Containers["Operations"]
 	for _, id := range []string{"a1", "a2"} {
 		create(t, c, "a", map[string]any{"id": id, "partitionKey": "a"})
 	}
@@ -70,9 +72,9 @@ func TestQueriesArePartitionScoped(t *testing.T) {
 		partition azcosmos.PartitionKey
 		want      []string
 	}{
-		{"partition a", pk("a"), []string{"a1", "a2"}},
-		{"partition b", pk("b"), []string{"b1"}},
-		{"empty partition", pk("c"), []string{}},
+		{"partition a", PK("a"), []string{"a1", "a2"}},
+		{"partition b", PK("b"), []string{"b1"}},
+		{"empty partition", PK("c"), []string{}},
 		{"cross partition", azcosmos.NewPartitionKey(), []string{"a1", "a2", "b1"}},
 	}
 	for _, tt := range tests {
@@ -87,10 +89,11 @@ func TestQueriesArePartitionScoped(t *testing.T) {
 // every kind of write and expiry must keep it true.
 func TestPartitionScopedQueriesFollowWrites(t *testing.T) {
 	t.Parallel()
-	db := newDatabase(t, cosmos, operations, ContainerSpec{Name: "Expiring", PartitionKeyPath: "/partitionKey", DefaultTTL: ptr[int32](1)})
+	cosmos := SharedCosmos(t)
+	db := cosmos.NewDatabase(t, operations, ContainerSpec{Name: "Expiring", PartitionKeyPath: "/partitionKey", DefaultTTL: ptr[int32](1)})
 	c := db.Containers["Operations"]
 	scoped := func(partition string) []string {
-		items, _ := queryAll(t, c, "SELECT * FROM c", pk(partition), nil)
+		items, _ := queryAll(t, c, "SELECT * FROM c", PK(partition), nil)
 		return ids(items)
 	}
 	body := func(id, partition string, n int) []byte {
@@ -105,28 +108,28 @@ func TestPartitionScopedQueriesFollowWrites(t *testing.T) {
 	require.Equal(t, []string{"a1", "a2", "a3"}, scoped("a"))
 
 	// A replace keeps the item in its partition.
-	_, err := c.ReplaceItem(t.Context(), pk("a"), "a1", body("a1", "a", 1), nil)
+	_, err := c.ReplaceItem(t.Context(), PK("a"), "a1", body("a1", "a", 1), nil)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"a1", "a2", "a3"}, scoped("a"))
-	items, _ := queryAll(t, c, "SELECT * FROM c WHERE c.n = 1", pk("a"), nil)
+	items, _ := queryAll(t, c, "SELECT * FROM c WHERE c.n = 1", PK("a"), nil)
 	require.Equal(t, []string{"a1"}, ids(items))
 
 	// Upserts: one replaces, one creates.
-	_, err = c.UpsertItem(t.Context(), pk("a"), body("a2", "a", 2), nil)
+	_, err = c.UpsertItem(t.Context(), PK("a"), body("a2", "a", 2), nil)
 	require.NoError(t, err)
-	_, err = c.UpsertItem(t.Context(), pk("a"), body("a4", "a", 4), nil)
+	_, err = c.UpsertItem(t.Context(), PK("a"), body("a4", "a", 4), nil)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"a1", "a2", "a3", "a4"}, scoped("a"))
 
 	// Deletes leave the other partition's item of the same id alone.
 	for _, id := range []string{"a1", "a3"} {
-		_, err = c.DeleteItem(t.Context(), pk("a"), id, nil)
+		_, err = c.DeleteItem(t.Context(), PK("a"), id, nil)
 		require.NoError(t, err)
 	}
 	require.ElementsMatch(t, []string{"a2", "a4"}, scoped("a"))
 	require.Equal(t, []string{"a1"}, scoped("b"))
 	for _, id := range []string{"a2", "a4"} {
-		_, err = c.DeleteItem(t.Context(), pk("a"), id, nil)
+		_, err = c.DeleteItem(t.Context(), PK("a"), id, nil)
 		require.NoError(t, err)
 	}
 	require.Empty(t, scoped("a"))
@@ -136,17 +139,18 @@ func TestPartitionScopedQueriesFollowWrites(t *testing.T) {
 	// Expired items leave the partition too.
 	e := db.Containers["Expiring"]
 	create(t, e, "a", map[string]any{"id": "x", "partitionKey": "a"})
-	items, _ = queryAll(t, e, "SELECT * FROM c", pk("a"), nil)
+	items, _ = queryAll(t, e, "SELECT * FROM c", PK("a"), nil)
 	require.Equal(t, []string{"x"}, ids(items))
 	require.Eventually(t, func() bool {
-		items, _ := queryAll(t, e, "SELECT * FROM c", pk("a"), nil)
+		items, _ := queryAll(t, e, "SELECT * FROM c", PK("a"), nil)
 		return len(items) == 0
 	}, 10*time.Second, 100*time.Millisecond)
 }
 
 func TestQueryPaging(t *testing.T) {
 	t.Parallel()
-	c := newDatabase(t, cosmos, operations).Containers["Operations"]
+	cosmos := SharedCosmos(t)
+	c := cosmos.NewDatabase(t, operations).Containers["Operations"]
 	// 250 items over five partitions, 50 in each.
 	for i := range 250 {
 		partition := fmt.Sprintf("p%d", i%5)
@@ -164,8 +168,8 @@ func TestQueryPaging(t *testing.T) {
 		{"cross partition", "SELECT * FROM c", azcosmos.NewPartitionKey(), 100, 250, 3},
 		{"cross partition projection", "SELECT c.id, c.partitionKey FROM c", azcosmos.NewPartitionKey(), 100, 250, 3},
 		{"cross partition filtered", "SELECT c.id FROM c WHERE c.n >= @min", azcosmos.NewPartitionKey(), 30, 150, 5},
-		{"single partition", "SELECT * FROM c", pk("p3"), 20, 50, 3},
-		{"single partition projection", "SELECT c.id, c.n FROM c", pk("p3"), 20, 50, 3},
+		{"single partition", "SELECT * FROM c", PK("p3"), 20, 50, 3},
+		{"single partition projection", "SELECT c.id, c.n FROM c", PK("p3"), 20, 50, 3},
 		{"no page size", "SELECT * FROM c", azcosmos.NewPartitionKey(), 0, 250, 1},
 	}
 	for _, tt := range tests {
@@ -187,7 +191,7 @@ func TestQueryPaging(t *testing.T) {
 	}
 
 	t.Run("projection has only the projected fields", func(t *testing.T) {
-		items, _ := queryAll(t, c, "SELECT c.id, c.partitionKey FROM c", pk("p1"), &azcosmos.QueryOptions{PageSizeHint: 10})
+		items, _ := queryAll(t, c, "SELECT c.id, c.partitionKey FROM c", PK("p1"), &azcosmos.QueryOptions{PageSizeHint: 10})
 		require.Len(t, items, 50)
 		for _, item := range items {
 			require.Len(t, item, 2)
@@ -198,7 +202,8 @@ func TestQueryPaging(t *testing.T) {
 
 func TestQueryLanguage(t *testing.T) {
 	t.Parallel()
-	c := newDatabase(t, cosmos, operations).Containers["Operations"]
+	cosmos := SharedCosmos(t)
+	c := cosmos.NewDatabase(t, operations).Containers["Operations"]
 	items := []map[string]any{
 		{"id": "accepted", "status": "Accepted"},
 		{"id": "deleting", "status": "Deleting"},
@@ -265,7 +270,7 @@ func TestQueryLanguage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, partition := range []azcosmos.PartitionKey{pk("sub"), azcosmos.NewPartitionKey()} {
+			for _, partition := range []azcosmos.PartitionKey{PK("sub"), azcosmos.NewPartitionKey()} {
 				got, _ := queryAll(t, c, tt.query, partition, &azcosmos.QueryOptions{QueryParameters: tt.params})
 				require.Equal(t, tt.want, ids(got))
 			}
@@ -281,16 +286,16 @@ func TestQueryLanguage(t *testing.T) {
 	})
 
 	t.Run("syntax error is 400", func(t *testing.T) {
-		pager := c.NewQueryItemsPager("SELECT * FROM c WHERE", pk("sub"), nil)
+		pager := c.NewQueryItemsPager("SELECT * FROM c WHERE", PK("sub"), nil)
 		_, err := pager.NextPage(t.Context())
-		require.Equal(t, http.StatusBadRequest, statusOf(err), "%v", err)
+		require.Equal(t, http.StatusBadRequest, StatusOf(err), "%v", err)
 	})
 }
 
 func TestTimeToLive(t *testing.T) {
 	t.Parallel()
-	db := newDatabase(t, cosmos,
-		ContainerSpec{Name: "Default1", PartitionKeyPath: "/id", DefaultTTL: ptr[int32](1)},
+	cosmos := SharedCosmos(t)
+	db := cosmos.NewDatabase(t, ContainerSpec{Name: "Default1", PartitionKeyPath: "/id", DefaultTTL: ptr[int32](1)},
 		ContainerSpec{Name: "On", PartitionKeyPath: "/id", DefaultTTL: ptr[int32](-1)},
 		ContainerSpec{Name: "Off", PartitionKeyPath: "/id"},
 	)
@@ -320,7 +325,7 @@ func TestTimeToLive(t *testing.T) {
 		{"item ttl longer than container default", deflt, "longer"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := tt.c.ReadItem(t.Context(), pk(tt.id), tt.id, nil)
+			_, err := tt.c.ReadItem(t.Context(), PK(tt.id), tt.id, nil)
 			require.NoError(t, err)
 		})
 	}
@@ -335,8 +340,8 @@ func TestTimeToLive(t *testing.T) {
 	})
 
 	t.Run("invalid item ttl is 400", func(t *testing.T) {
-		_, err := on.CreateItem(t.Context(), pk("zero"), []byte(`{"id":"zero","ttl":0}`), nil)
-		require.Equal(t, http.StatusBadRequest, statusOf(err), "%v", err)
+		_, err := on.CreateItem(t.Context(), PK("zero"), []byte(`{"id":"zero","ttl":0}`), nil)
+		require.Equal(t, http.StatusBadRequest, StatusOf(err), "%v", err)
 	})
 }
 
@@ -345,7 +350,8 @@ func TestTimeToLive(t *testing.T) {
 // before its write time + ttl, and the server expires it at that moment.
 func TestTimeToLiveCountsFromTheWholeSecond(t *testing.T) {
 	t.Parallel()
-	c := newDatabase(t, cosmos, ContainerSpec{Name: "Expiring", PartitionKeyPath: "/id", DefaultTTL: ptr[int32](1)}).Containers["Expiring"]
+	cosmos := SharedCosmos(t)
+	c := cosmos.NewDatabase(t, ContainerSpec{Name: "Expiring", PartitionKeyPath: "/id", DefaultTTL: ptr[int32](1)}).Containers["Expiring"]
 	now := time.Now()
 	late := now.Truncate(time.Second).Add(800 * time.Millisecond)
 	if late.Before(now) {
@@ -354,7 +360,7 @@ func TestTimeToLiveCountsFromTheWholeSecond(t *testing.T) {
 	time.Sleep(time.Until(late))
 	written := time.Now()
 	create(t, c, "late", map[string]any{"id": "late"})
-	resp, err := c.ReadItem(t.Context(), pk("late"), "late", nil)
+	resp, err := c.ReadItem(t.Context(), PK("late"), "late", nil)
 	require.NoError(t, err)
 	var item struct {
 		TS int64 `json:"_ts"`
@@ -364,11 +370,11 @@ func TestTimeToLiveCountsFromTheWholeSecond(t *testing.T) {
 	require.True(t, expires.Before(written.Add(time.Second)), "written at %s, _ts %d", written, item.TS)
 
 	time.Sleep(time.Until(expires.Add(-100 * time.Millisecond)))
-	_, err = c.ReadItem(t.Context(), pk("late"), "late", nil)
+	_, err = c.ReadItem(t.Context(), PK("late"), "late", nil)
 	require.NoError(t, err, "expired before _ts + ttl")
 	time.Sleep(time.Until(expires.Add(50 * time.Millisecond)))
-	_, err = c.ReadItem(t.Context(), pk("late"), "late", nil)
-	require.Equal(t, http.StatusNotFound, statusOf(err), "still there %s after _ts + ttl, %s after the write: %v",
+	_, err = c.ReadItem(t.Context(), PK("late"), "late", nil)
+	require.Equal(t, http.StatusNotFound, StatusOf(err), "still there %s after _ts + ttl, %s after the write: %v",
 		time.Since(expires), time.Since(written), err)
 }
 
@@ -377,8 +383,8 @@ func TestTimeToLiveCountsFromTheWholeSecond(t *testing.T) {
 func waitGone(t *testing.T, c *azcosmos.ContainerClient, id string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		_, err := c.ReadItem(t.Context(), pk(id), id, nil)
-		if statusOf(err) != http.StatusNotFound {
+		_, err := c.ReadItem(t.Context(), PK(id), id, nil)
+		if StatusOf(err) != http.StatusNotFound {
 			return false
 		}
 		items, _ := queryAll(t, c, "SELECT * FROM c WHERE c.id = @id", azcosmos.NewPartitionKey(),
@@ -389,8 +395,8 @@ func waitGone(t *testing.T, c *azcosmos.ContainerClient, id string) {
 
 func TestContainerDefaultTTLIsReadBack(t *testing.T) {
 	t.Parallel()
-	db := newDatabase(t, cosmos,
-		ContainerSpec{Name: "Locks", PartitionKeyPath: "/id", DefaultTTL: ptr[int32](30)},
+	cosmos := SharedCosmos(t)
+	db := cosmos.NewDatabase(t, ContainerSpec{Name: "Locks", PartitionKeyPath: "/id", DefaultTTL: ptr[int32](30)},
 		ContainerSpec{Name: "On", PartitionKeyPath: "/id", DefaultTTL: ptr[int32](-1)},
 		ContainerSpec{Name: "Off", PartitionKeyPath: "/partitionKey"},
 	)
@@ -421,7 +427,7 @@ func TestContainerDefaultTTLIsReadBack(t *testing.T) {
 			PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/id"}},
 			DefaultTimeToLive:      ptr[int32](0),
 		}, nil)
-		require.Equal(t, http.StatusBadRequest, statusOf(err), "%v", err)
+		require.Equal(t, http.StatusBadRequest, StatusOf(err), "%v", err)
 	})
 
 	t.Run("replace keeps items", func(t *testing.T) {
@@ -433,7 +439,7 @@ func TestContainerDefaultTTLIsReadBack(t *testing.T) {
 		props.DefaultTimeToLive = ptr[int32](-1)
 		_, err = c.Replace(t.Context(), props, nil)
 		require.NoError(t, err)
-		_, err = c.ReadItem(t.Context(), pk("p"), "kept", nil)
+		_, err = c.ReadItem(t.Context(), PK("p"), "kept", nil)
 		require.NoError(t, err)
 		resp, err = c.Read(t.Context(), nil)
 		require.NoError(t, err)
@@ -443,9 +449,10 @@ func TestContainerDefaultTTLIsReadBack(t *testing.T) {
 
 func TestOptimisticConcurrency(t *testing.T) {
 	t.Parallel()
-	c := newDatabase(t, cosmos, operations).Containers["Operations"]
+	cosmos := SharedCosmos(t)
+	c := cosmos.NewDatabase(t, operations).Containers["Operations"]
 	item := []byte(`{"id":"op","partitionKey":"sub","status":"Accepted"}`)
-	resp, err := c.CreateItem(t.Context(), pk("sub"), item, nil)
+	resp, err := c.CreateItem(t.Context(), PK("sub"), item, nil)
 	require.NoError(t, err)
 	etag := resp.ETag
 	require.True(t, quoted(etag), "etag %q", etag)
@@ -455,29 +462,29 @@ func TestOptimisticConcurrency(t *testing.T) {
 	staleOpts := &azcosmos.ItemOptions{IfMatchEtag: &stale}
 	t.Run("stale If-Match is 412", func(t *testing.T) {
 		for name, call := range map[string]func() error{
-			"replace": func() error { _, err := c.ReplaceItem(t.Context(), pk("sub"), "op", item, staleOpts); return err },
-			"upsert":  func() error { _, err := c.UpsertItem(t.Context(), pk("sub"), item, staleOpts); return err },
-			"delete":  func() error { _, err := c.DeleteItem(t.Context(), pk("sub"), "op", staleOpts); return err },
+			"replace": func() error { _, err := c.ReplaceItem(t.Context(), PK("sub"), "op", item, staleOpts); return err },
+			"upsert":  func() error { _, err := c.UpsertItem(t.Context(), PK("sub"), item, staleOpts); return err },
+			"delete":  func() error { _, err := c.DeleteItem(t.Context(), PK("sub"), "op", staleOpts); return err },
 		} {
 			err := call()
-			require.Equal(t, http.StatusPreconditionFailed, statusOf(err), "%s: %v", name, err)
+			require.Equal(t, http.StatusPreconditionFailed, StatusOf(err), "%s: %v", name, err)
 		}
 	})
 
 	t.Run("create of an existing id is 409", func(t *testing.T) {
-		_, err := c.CreateItem(t.Context(), pk("sub"), item, nil)
-		require.Equal(t, http.StatusConflict, statusOf(err), "%v", err)
+		_, err := c.CreateItem(t.Context(), PK("sub"), item, nil)
+		require.Equal(t, http.StatusConflict, StatusOf(err), "%v", err)
 	})
 
 	t.Run("same id in another partition", func(t *testing.T) {
-		_, err := c.CreateItem(t.Context(), pk("other"), []byte(`{"id":"op","partitionKey":"other"}`), nil)
+		_, err := c.CreateItem(t.Context(), PK("other"), []byte(`{"id":"op","partitionKey":"other"}`), nil)
 		require.NoError(t, err)
 	})
 
 	t.Run("matching If-Match writes and changes the etag", func(t *testing.T) {
 		current := etag
 		opts := &azcosmos.ItemOptions{IfMatchEtag: &current, EnableContentResponseOnWrite: true}
-		resp, err := c.ReplaceItem(t.Context(), pk("sub"), "op", []byte(`{"id":"op","partitionKey":"sub","status":"Provisioning"}`), opts)
+		resp, err := c.ReplaceItem(t.Context(), PK("sub"), "op", []byte(`{"id":"op","partitionKey":"sub","status":"Provisioning"}`), opts)
 		require.NoError(t, err)
 		require.NotEqual(t, current, resp.ETag)
 		require.True(t, quoted(resp.ETag))
@@ -487,25 +494,25 @@ func TestOptimisticConcurrency(t *testing.T) {
 		require.Equal(t, "Provisioning", body["status"])
 
 		current = resp.ETag
-		resp, err = c.UpsertItem(t.Context(), pk("sub"), []byte(`{"id":"op","partitionKey":"sub","status":"Succeeded"}`), opts)
+		resp, err = c.UpsertItem(t.Context(), PK("sub"), []byte(`{"id":"op","partitionKey":"sub","status":"Succeeded"}`), opts)
 		require.NoError(t, err)
 		require.NotEqual(t, current, resp.ETag)
 
 		// The etag used above is now stale.
-		_, err = c.DeleteItem(t.Context(), pk("sub"), "op", &azcosmos.ItemOptions{IfMatchEtag: &current})
-		require.Equal(t, http.StatusPreconditionFailed, statusOf(err), "%v", err)
+		_, err = c.DeleteItem(t.Context(), PK("sub"), "op", &azcosmos.ItemOptions{IfMatchEtag: &current})
+		require.Equal(t, http.StatusPreconditionFailed, StatusOf(err), "%v", err)
 
 		current = resp.ETag
-		_, err = c.DeleteItem(t.Context(), pk("sub"), "op", &azcosmos.ItemOptions{IfMatchEtag: &current})
+		_, err = c.DeleteItem(t.Context(), PK("sub"), "op", &azcosmos.ItemOptions{IfMatchEtag: &current})
 		require.NoError(t, err)
-		_, err = c.ReadItem(t.Context(), pk("sub"), "op", nil)
-		require.Equal(t, http.StatusNotFound, statusOf(err), "%v", err)
+		_, err = c.ReadItem(t.Context(), PK("sub"), "op", nil)
+		require.Equal(t, http.StatusNotFound, StatusOf(err), "%v", err)
 	})
 
 	t.Run("read returns the etag of the last write", func(t *testing.T) {
-		resp, err := c.UpsertItem(t.Context(), pk("sub"), []byte(`{"id":"again","partitionKey":"sub"}`), nil)
+		resp, err := c.UpsertItem(t.Context(), PK("sub"), []byte(`{"id":"again","partitionKey":"sub"}`), nil)
 		require.NoError(t, err)
-		read, err := c.ReadItem(t.Context(), pk("sub"), "again", nil)
+		read, err := c.ReadItem(t.Context(), PK("sub"), "again", nil)
 		require.NoError(t, err)
 		require.Equal(t, resp.ETag, read.ETag)
 	})
@@ -515,37 +522,38 @@ func TestOptimisticConcurrency(t *testing.T) {
 		ops := azcosmos.PatchOperations{}
 		ops.AppendSet("/status", "Deleting")
 		ops.SetCondition("FROM c WHERE c.status = 'Accepted'")
-		_, err := c.PatchItem(t.Context(), pk("sub"), "patched", ops, nil)
+		_, err := c.PatchItem(t.Context(), PK("sub"), "patched", ops, nil)
 		require.NoError(t, err)
-		_, err = c.PatchItem(t.Context(), pk("sub"), "patched", ops, nil)
-		require.Equal(t, http.StatusPreconditionFailed, statusOf(err), "%v", err)
+		_, err = c.PatchItem(t.Context(), PK("sub"), "patched", ops, nil)
+		require.Equal(t, http.StatusPreconditionFailed, StatusOf(err), "%v", err)
 	})
 }
 
 func TestUnknownFieldsArePreserved(t *testing.T) {
 	t.Parallel()
-	c := newDatabase(t, cosmos, operations).Containers["Operations"]
+	cosmos := SharedCosmos(t)
+	c := cosmos.NewDatabase(t, operations).Containers["Operations"]
 	original := `{"id":"op","partitionKey":"sub","status":"Accepted","futureField":{"nested":[1,"two",{"three":3}]},"flag":true}`
-	_, err := c.CreateItem(t.Context(), pk("sub"), []byte(original), nil)
+	_, err := c.CreateItem(t.Context(), PK("sub"), []byte(original), nil)
 	require.NoError(t, err)
 
 	// A read-modify-write through a generic map, as a client that knows
 	// only some fields would do.
 	for _, write := range []string{"replace", "upsert"} {
-		read, err := c.ReadItem(t.Context(), pk("sub"), "op", nil)
+		read, err := c.ReadItem(t.Context(), PK("sub"), "op", nil)
 		require.NoError(t, err)
 		var doc map[string]any
 		require.NoError(t, json.Unmarshal(read.Value, &doc))
 		doc["status"] = write
-		body := mustJSON(t, doc)
+		body := MustJSON(t, doc)
 		if write == "replace" {
-			_, err = c.ReplaceItem(t.Context(), pk("sub"), "op", body, nil)
+			_, err = c.ReplaceItem(t.Context(), PK("sub"), "op", body, nil)
 		} else {
-			_, err = c.UpsertItem(t.Context(), pk("sub"), body, nil)
+			_, err = c.UpsertItem(t.Context(), PK("sub"), body, nil)
 		}
 		require.NoError(t, err)
 
-		read, err = c.ReadItem(t.Context(), pk("sub"), "op", nil)
+		read, err = c.ReadItem(t.Context(), PK("sub"), "op", nil)
 		require.NoError(t, err)
 		var got map[string]any
 		require.NoError(t, json.Unmarshal(read.Value, &got))
@@ -557,7 +565,8 @@ func TestUnknownFieldsArePreserved(t *testing.T) {
 
 func TestReadFeedRanges(t *testing.T) {
 	t.Parallel()
-	c := newDatabase(t, cosmos, operations).Containers["Operations"]
+	cosmos := SharedCosmos(t)
+	c := cosmos.NewDatabase(t, operations).Containers["Operations"]
 	ranges, err := c.ReadFeedRanges(t.Context(), nil)
 	require.NoError(t, err)
 	require.Equal(t, []azcosmos.FeedRange{{MinInclusive: "", MaxExclusive: "FF"}}, ranges)
@@ -565,7 +574,8 @@ func TestReadFeedRanges(t *testing.T) {
 
 func TestConnectionsAreKeptAlive(t *testing.T) {
 	t.Parallel()
-	db := newDatabase(t, cosmos, operations)
+	cosmos := SharedCosmos(t)
+	db := cosmos.NewDatabase(t, operations)
 	var dials atomic.Int64
 	c, err := newTestClient(t, cosmos, &dials).NewContainer(db.Name, "Operations")
 	require.NoError(t, err)
@@ -578,50 +588,52 @@ func TestConnectionsAreKeptAlive(t *testing.T) {
 
 func TestPlainHTTP(t *testing.T) {
 	t.Parallel()
+	NeedsServers(t)
 	plain, err := StartCosmos(t.Context(), CosmosOptions{PlainHTTP: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, plain.Stop()) })
 	require.Regexp(t, `^http://127\.0\.0\.1:\d+/$`, plain.Endpoint)
 
-	c := newDatabase(t, plain, operations).Containers["Operations"]
+	c := plain.NewDatabase(t, operations).Containers["Operations"]
 	create(t, c, "sub", map[string]any{"id": "op", "partitionKey": "sub"})
-	_, err = c.ReadItem(t.Context(), pk("sub"), "op", nil)
+	_, err = c.ReadItem(t.Context(), PK("sub"), "op", nil)
 	require.NoError(t, err)
 
 	require.NoError(t, plain.Stop())
 	// The client retries a refused connection for a while; no need to wait.
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
-	_, err = c.ReadItem(ctx, pk("sub"), "op", nil)
+	_, err = c.ReadItem(ctx, PK("sub"), "op", nil)
 	require.Error(t, err, "the server is gone after Stop")
 }
 
 func TestRequestCounts(t *testing.T) {
 	t.Parallel()
+	cosmos := SharedCosmos(t)
 	locks := ContainerSpec{Name: "Locks", PartitionKeyPath: "/id"}
-	db := newDatabase(t, cosmos, operations, locks)
-	other := newDatabase(t, cosmos, operations)
+	db := cosmos.NewDatabase(t, operations, locks)
+	other := cosmos.NewDatabase(t, operations)
 	ops, lk := db.Containers["Operations"], db.Containers["Locks"]
 	ctx := t.Context()
 
 	etag := create(t, ops, "sub", map[string]any{"id": "a", "partitionKey": "sub"})
 	create(t, other.Containers["Operations"], "sub", map[string]any{"id": "a", "partitionKey": "sub"})
-	_, err := ops.ReadItem(ctx, pk("sub"), "a", nil)
+	_, err := ops.ReadItem(ctx, PK("sub"), "a", nil)
 	require.NoError(t, err)
-	_, err = ops.ReadItem(ctx, pk("sub"), "missing", nil)
-	require.Equal(t, http.StatusNotFound, statusOf(err))
+	_, err = ops.ReadItem(ctx, PK("sub"), "missing", nil)
+	require.Equal(t, http.StatusNotFound, StatusOf(err))
 	for range 2 { // the second replace has a stale etag
-		_, err = ops.ReplaceItem(ctx, pk("sub"), "a", []byte(`{"id":"a","partitionKey":"sub"}`), &azcosmos.ItemOptions{IfMatchEtag: &etag})
+		_, err = ops.ReplaceItem(ctx, PK("sub"), "a", []byte(`{"id":"a","partitionKey":"sub"}`), &azcosmos.ItemOptions{IfMatchEtag: &etag})
 	}
-	require.Equal(t, http.StatusPreconditionFailed, statusOf(err))
-	queryAll(t, ops, "SELECT * FROM c", pk("sub"), nil)
-	_, err = ops.UpsertItem(ctx, pk("sub"), []byte(`{"id":"b","partitionKey":"sub"}`), nil)
+	require.Equal(t, http.StatusPreconditionFailed, StatusOf(err))
+	queryAll(t, ops, "SELECT * FROM c", PK("sub"), nil)
+	_, err = ops.UpsertItem(ctx, PK("sub"), []byte(`{"id":"b","partitionKey":"sub"}`), nil)
 	require.NoError(t, err)
-	_, err = ops.DeleteItem(ctx, pk("sub"), "b", nil)
+	_, err = ops.DeleteItem(ctx, PK("sub"), "b", nil)
 	require.NoError(t, err)
 	create(t, lk, "sub", map[string]any{"id": "sub"})
-	_, err = lk.CreateItem(ctx, pk("sub"), []byte(`{"id":"sub"}`), nil)
-	require.Equal(t, http.StatusConflict, statusOf(err))
+	_, err = lk.CreateItem(ctx, PK("sub"), []byte(`{"id":"sub"}`), nil)
+	require.Equal(t, http.StatusConflict, StatusOf(err))
 
 	counts, err := cosmos.Counts(ctx, db.Name)
 	require.NoError(t, err)

@@ -1,5 +1,8 @@
-// Package testenv starts the project's local test servers (a Cosmos DB REST
-// server and Azurite) as real processes for tests.
+// Package testenv is the project's test support. It starts the local test
+// servers (a Cosmos DB REST server and Azurite) as real processes, shares
+// them among the tests of a binary ([SharedCosmos], [Main]), lets a test
+// declare that it needs them ([NeedsServers], which skips it under
+// go test -short), and holds the helpers the test packages share.
 //
 // The servers are Node.js programs under dev/: dev/cosmosdb/server.js wraps
 // @vercel/cosmosdb-server with the fixes the project relies on, and Azurite

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -96,25 +95,7 @@ func newClient(t *testing.T, cfg Config) *Client {
 	return c
 }
 
-// syncBuffer collects log output from concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func debugLogger(buf *syncBuffer) *slog.Logger {
+func debugLogger(buf *testenv.SyncBuffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
@@ -266,13 +247,7 @@ func TestStatusHTTPErrors(t *testing.T) {
 // sends no Content-Type at all.
 func reply404(contentType, body string) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
-		if contentType == "-" {
-			w.Header()["Content-Type"] = nil // no sniffing either
-		} else {
-			w.Header().Set("Content-Type", contentType)
-		}
-		w.WriteHeader(http.StatusNotFound)
-		_, _ = io.WriteString(w, body)
+		testenv.WriteNotFound(w, contentType, body)
 	}
 }
 
@@ -394,11 +369,9 @@ func TestStatusCanceledIsTransient(t *testing.T) {
 }
 
 func TestStatusConnectionRefusedIsTransient(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.FreePort()
 	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	c := newClient(t, Config{URL: "http://" + addr})
+	c := newClient(t, Config{URL: "http://127.0.0.1:" + strconv.Itoa(port)})
 	_, err = c.Status(context.Background(), hcpCluster)
 	require.Error(t, err)
 	require.True(t, IsTransient(err), "%v", err)
@@ -585,7 +558,7 @@ func TestOAuthClientCredentials(t *testing.T) {
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
 
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	c := newClient(t, Config{
 		URL: srv.URL, ClientID: clientID, ClientSecret: secret, TokenURL: ts.URL + "/oauth2/token",
 		Logger: debugLogger(logs),
@@ -614,7 +587,7 @@ func TestOAuthBadCredentials(t *testing.T) {
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
 
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	c := newClient(t, Config{
 		URL: srv.URL, ClientID: clientID, ClientSecret: secret, TokenURL: ts.URL + "/oauth2/token",
 		Logger: debugLogger(logs),

@@ -26,6 +26,11 @@ const (
 // (RFC 6749 section 4.4) and keeps the current one until it is about to
 // expire. It is safe for concurrent use; one request at a time goes to the
 // token endpoint, and a caller whose context ends stops waiting for it.
+//
+// It is not x/oauth2's clientcredentials: its ReuseTokenSource takes no
+// context and cannot drop a refused token, and its token request refuses a
+// reply whose expires_in is not a whole number, cuts replies at 1 MiB and
+// puts the server's error description in its errors.
 type tokenSource struct {
 	url          string
 	clientID     string

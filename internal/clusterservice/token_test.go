@@ -132,6 +132,25 @@ func TestTokenLifetime(t *testing.T) {
 	}
 }
 
+// TestTokenLifetimeFromTheReply: an expires_in that is not a whole number
+// of seconds neither fails the token request nor is ignored. (x/oauth2's
+// clientcredentials rejects such a reply as a whole.)
+func TestTokenLifetimeFromTheReply(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for seconds, want := range map[string]time.Duration{
+		`300.5`:  300500 * time.Millisecond,
+		`"soon"`: tokenDefaultLifetime,
+	} {
+		is := newIssuer(t, expiresIn(seconds))
+		s := is.source(t, "id", "pw")
+		s.now = func() time.Time { return now }
+		tok, err := s.get(context.Background())
+		require.NoError(t, err, seconds)
+		require.Equal(t, "token-1", tok)
+		require.Equal(t, want, s.expires.Sub(now), seconds)
+	}
+}
+
 func TestTokenEndpointFailures(t *testing.T) {
 	for _, tc := range []struct {
 		name      string

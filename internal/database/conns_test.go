@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/dev/faultproxy"
-	"github.com/opstatus/opstatus/internal/database"
 )
 
 // TestCosmosConnectionsAreCapped sends a burst of 150 point reads, each held
@@ -18,19 +17,17 @@ import (
 // (a burst of changed polls once started 133 TLS handshakes at once).
 func TestCosmosConnectionsAreCapped(t *testing.T) {
 	ctx := context.Background()
-	name, _ := databaseWithOneOperation(t, "conns")
+	name, _ := databaseWithOneOperation(t)
+	cfg := cosmosConfig(t, name)
 
-	proxy, err := faultproxy.New(cosmos.Endpoint, faultproxy.Options{TLS: true})
+	proxy, err := faultproxy.New(cfg.Endpoint, faultproxy.Options{TLS: true})
 	require.NoError(t, err)
 	require.NoError(t, proxy.Start())
 	defer proxy.Close()
 	proxy.Delay(func(r faultproxy.Request) bool { return r.Kind == faultproxy.KindRead }, 300*time.Millisecond)
 
-	c, err := database.NewCosmosClient(database.CosmosConfig{
-		Endpoint: proxy.URL(), Database: name, Key: cosmos.Key, InsecureSkipVerify: true,
-		OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks",
-	})
-	require.NoError(t, err)
+	cfg.Endpoint = proxy.URL()
+	c := newClient(t, cfg)
 
 	const burst = 150
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)

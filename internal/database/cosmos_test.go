@@ -18,28 +18,47 @@ import (
 	"github.com/opstatus/opstatus/internal/database"
 )
 
-var cosmos *testenv.Cosmos
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-func TestMain(m *testing.M) { os.Exit(testenv.RunWithCosmos(m, &cosmos)) }
-
-var dbSeq int
-
-// newDB creates a fresh database with the production containers.
-func newDB(t *testing.T, pageSize int32) (*database.CosmosClient, *frontend.Frontend) {
+// newDatabase creates a database of the test's own on the shared Cosmos
+// test server, with the production containers (lockTTL on Locks), and
+// returns its name and a frontend writing to it.
+func newDatabase(t *testing.T, lockTTL time.Duration) (string, *frontend.Frontend) {
 	t.Helper()
-	dbSeq++
-	name := fmt.Sprintf("db%d", dbSeq)
-	ctx := context.Background()
-	require.NoError(t, frontend.CreateSchema(ctx, cosmos.Endpoint, cosmos.Key, name, 3*time.Second))
-	c, err := database.NewCosmosClient(database.CosmosConfig{
-		Endpoint: cosmos.Endpoint, Database: name, Key: cosmos.Key, InsecureSkipVerify: true,
-		OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks",
-		PageSize: pageSize,
-	})
-	require.NoError(t, err)
+	cosmos := testenv.SharedCosmos(t)
+	name := testenv.DatabaseName(t)
+	require.NoError(t, frontend.CreateSchema(t.Context(), cosmos.Endpoint, cosmos.Key, name, lockTTL))
 	fe, err := frontend.New(cosmos.Endpoint, cosmos.Key, name)
 	require.NoError(t, err)
-	return c, fe
+	return name, fe
+}
+
+// cosmosConfig configures a client of database name on the shared server,
+// whose certificate it does not verify.
+func cosmosConfig(t *testing.T, name string) database.CosmosConfig {
+	t.Helper()
+	cosmos := testenv.SharedCosmos(t)
+	return database.CosmosConfig{
+		Endpoint: cosmos.Endpoint, Database: name, Key: cosmos.Key, InsecureSkipVerify: true,
+		OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks",
+	}
+}
+
+func newClient(t *testing.T, cfg database.CosmosConfig) *database.CosmosClient {
+	t.Helper()
+	c, err := database.NewCosmosClient(cfg)
+	require.NoError(t, err)
+	return c
+}
+
+// newDB creates a database of the test's own and returns a client of it
+// that reads pageSize items a page, and a frontend.
+func newDB(t *testing.T, pageSize int32) (*database.CosmosClient, *frontend.Frontend) {
+	t.Helper()
+	name, fe := newDatabase(t, 3*time.Second)
+	cfg := cosmosConfig(t, name)
+	cfg.PageSize = pageSize
+	return newClient(t, cfg), fe
 }
 
 func TestCosmosPendingOperationsPagesThroughEverySubscription(t *testing.T) {
@@ -177,32 +196,39 @@ func TestMalformedResources(t *testing.T) {
 		{ID: "bad", PartitionKey: "sub1", Key: cluster + "x", ProvisioningState: "Succeeded",
 			Extra: map[string]any{"provisioningState": []int{1}}},
 	}
-	cosmosDB, fe := newDB(t, 0)
-	for _, r := range items {
-		require.NoError(t, fe.PutResource(ctx, r))
+	cosmos := func(t *testing.T) database.DBClient {
+		db, fe := newDB(t, 0)
+		for _, r := range items {
+			require.NoError(t, fe.PutResource(ctx, r))
+		}
+		return db
 	}
-	mem := database.NewMemoryClient(3 * time.Second)
-	for _, r := range items {
-		body, err := json.Marshal(r.Extra)
-		require.NoError(t, err)
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(body, &m))
-		if m == nil {
-			m = map[string]any{}
+	memory := func(t *testing.T) database.DBClient {
+		mem := database.NewMemoryClient(3 * time.Second)
+		for _, r := range items {
+			body, err := json.Marshal(r.Extra)
+			require.NoError(t, err)
+			var m map[string]any
+			require.NoError(t, json.Unmarshal(body, &m))
+			if m == nil {
+				m = map[string]any{}
+			}
+			for k, v := range map[string]any{"id": r.ID, "partitionKey": r.PartitionKey, "key": r.Key} {
+				m[k] = v
+			}
+			if _, ok := m["provisioningState"]; !ok {
+				m["provisioningState"] = r.ProvisioningState
+			}
+			body, err = json.Marshal(m)
+			require.NoError(t, err)
+			mem.PutRawResource(r.PartitionKey, r.ID, body)
 		}
-		for k, v := range map[string]any{"id": r.ID, "partitionKey": r.PartitionKey, "key": r.Key} {
-			m[k] = v
-		}
-		if _, ok := m["provisioningState"]; !ok {
-			m["provisioningState"] = r.ProvisioningState
-		}
-		body, err = json.Marshal(m)
-		require.NoError(t, err)
-		mem.PutRawResource(r.PartitionKey, r.ID, body)
+		return mem
 	}
 
-	for name, db := range map[string]database.DBClient{"cosmos": cosmosDB, "memory": mem} {
+	for name, newStore := range map[string]func(*testing.T) database.DBClient{"cosmos": cosmos, "memory": memory} {
 		t.Run(name, func(t *testing.T) {
+			db := newStore(t)
 			children, err := db.ChildResources(ctx, "sub1", strings.ToUpper(cluster))
 			require.NoError(t, err)
 			var keys []string
@@ -312,21 +338,22 @@ func TestErrorIsWrittenBackAsRead(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out, &got))
 	require.NotContains(t, got, "error")
 
-	// Through the Cosmos server.
-	ctx := context.Background()
-	db, fe := newDB(t, 0)
-	require.NoError(t, fe.PutRawOperation(ctx, "sub1", []byte(
-		`{"id":"op1","partitionKey":"sub1","request":"Create","status":"Failed","notificationUri":"https://arm.example/n","error":`+frontendError+`}`)))
-	read, err := db.GetOperation(ctx, "sub1", "op1")
-	require.NoError(t, err)
-	read.NotificationURI = ""
-	_, err = db.ReplaceOperation(ctx, read)
-	require.NoError(t, err)
-	raw, err := fe.Operation(ctx, "sub1", "op1")
-	require.NoError(t, err)
-	stored, err := json.Marshal(raw["error"])
-	require.NoError(t, err)
-	require.JSONEq(t, frontendError, string(stored))
+	t.Run("through the Cosmos server", func(t *testing.T) {
+		ctx := context.Background()
+		db, fe := newDB(t, 0)
+		require.NoError(t, fe.PutRawOperation(ctx, "sub1", []byte(
+			`{"id":"op1","partitionKey":"sub1","request":"Create","status":"Failed","notificationUri":"https://arm.example/n","error":`+frontendError+`}`)))
+		read, err := db.GetOperation(ctx, "sub1", "op1")
+		require.NoError(t, err)
+		read.NotificationURI = ""
+		_, err = db.ReplaceOperation(ctx, read)
+		require.NoError(t, err)
+		raw, err := fe.Operation(ctx, "sub1", "op1")
+		require.NoError(t, err)
+		stored, err := json.Marshal(raw["error"])
+		require.NoError(t, err)
+		require.JSONEq(t, frontendError, string(stored))
+	})
 }
 
 // BenchmarkDecodeOperationItem is what GetOperation does with a read item

@@ -3,7 +3,6 @@ package database_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
 
@@ -30,16 +29,14 @@ func TestPendingOperationReadsDetailsLeniently(t *testing.T) {
 // make it slower, and only scan's metrics use them.
 func TestCosmosPendingOperationsReadDetailsWhenAsked(t *testing.T) {
 	ctx := context.Background()
-	plain, fe := newDB(t, 0)
+	name, fe := newDatabase(t, 3*time.Second)
+	plain := newClient(t, cosmosConfig(t, name))
 	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	require.NoError(t, fe.PutOperation(ctx, frontend.Operation{ID: "op1", PartitionKey: "sub1", Request: "Delete",
 		Status: "Deleting", StartTime: start, InternalID: "/api/clusters_mgmt/v1/clusters/c"}))
-	detailed, err := database.NewCosmosClient(database.CosmosConfig{
-		Endpoint: cosmos.Endpoint, Database: fmt.Sprintf("db%d", dbSeq), Key: cosmos.Key, InsecureSkipVerify: true,
-		OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks",
-		PendingDetails: true,
-	})
-	require.NoError(t, err)
+	cfg := cosmosConfig(t, name)
+	cfg.PendingDetails = true
+	detailed := newClient(t, cfg)
 
 	list := func(db database.DBClient) []database.PendingOperation {
 		var got []database.PendingOperation

@@ -4,27 +4,22 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/database"
 )
 
-// databaseWithOneOperation creates a database named after prefix with the
+// databaseWithOneOperation creates a database of the test's own with the
 // frontend's schema and one pending operation "op" in subscription "sub".
-func databaseWithOneOperation(t *testing.T, prefix string) (string, *frontend.Frontend) {
+func databaseWithOneOperation(t *testing.T) (string, *frontend.Frontend) {
 	t.Helper()
-	ctx := context.Background()
-	dbSeq++
-	name := fmt.Sprintf("%s%d", prefix, dbSeq)
-	require.NoError(t, frontend.CreateSchema(ctx, cosmos.Endpoint, cosmos.Key, name, 5*time.Second))
-	fe, err := frontend.New(cosmos.Endpoint, cosmos.Key, name)
-	require.NoError(t, err)
-	require.NoError(t, fe.PutOperation(ctx, frontend.Operation{
+	name, fe := newDatabase(t, 5*time.Second)
+	require.NoError(t, fe.PutOperation(t.Context(), frontend.Operation{
 		ID: "op", PartitionKey: "sub", Request: "Create", Status: "Accepted",
 		ExternalID: "/subscriptions/sub/x", InternalID: "/api/clusters_mgmt/v1/clusters/c",
 	}))
@@ -36,22 +31,19 @@ func databaseWithOneOperation(t *testing.T, prefix string) (string, *frontend.Fr
 // refused by default, on every kind of request, and accepted with the setting.
 func TestCosmosTLSVerification(t *testing.T) {
 	ctx := context.Background()
-	name, fe := databaseWithOneOperation(t, "tls")
+	name, fe := databaseWithOneOperation(t)
 
 	client := func(insecure bool) *database.CosmosClient {
-		c, err := database.NewCosmosClient(database.CosmosConfig{
-			Endpoint: cosmos.Endpoint, Database: name, Key: cosmos.Key, InsecureSkipVerify: insecure,
-			OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks",
-		})
-		require.NoError(t, err)
-		return c
+		cfg := cosmosConfig(t, name)
+		cfg.InsecureSkipVerify = insecure
+		return newClient(t, cfg)
 	}
 	requireRefused := func(t *testing.T, err error) {
 		t.Helper()
 		require.Error(t, err)
 		var verr *tls.CertificateVerificationError
 		require.True(t, errors.As(err, &verr), "want a certificate verification error, got %v", err)
-		require.NotContains(t, err.Error(), cosmos.Key)
+		require.NotContains(t, err.Error(), testenv.CosmosEmulatorKey)
 	}
 
 	strict := client(false)

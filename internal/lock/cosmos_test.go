@@ -19,9 +19,7 @@ import (
 	"github.com/opstatus/opstatus/internal/lock"
 )
 
-var cosmos *testenv.Cosmos
-
-func TestMain(m *testing.M) { os.Exit(testenv.RunWithCosmos(m, &cosmos)) }
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // flakyRenewals fails Renew on demand; everything else reaches Cosmos.
 type flakyRenewals struct {
@@ -36,8 +34,6 @@ func (f *flakyRenewals) Renew(ctx context.Context, id, owner string, ttl time.Du
 	return f.LockStore.Renew(ctx, id, owner, ttl, etag)
 }
 
-var cosmosDBs atomic.Int32
-
 func cosmosEnv(t *testing.T) env { return cosmosEnvTTL(lock.MinTTL)(t) }
 
 // cosmosEnvTTL returns environments of a database of their own whose Locks
@@ -48,7 +44,8 @@ func cosmosEnvTTL(ttl time.Duration) func(t *testing.T) env {
 
 func newCosmosEnv(t *testing.T, ttl time.Duration) env {
 	ctx := context.Background()
-	name := fmt.Sprintf("locks%d", cosmosDBs.Add(1))
+	cosmos := testenv.SharedCosmos(t)
+	name := testenv.DatabaseName(t)
 	require.NoError(t, frontend.CreateSchema(ctx, cosmos.Endpoint, cosmos.Key, name, ttl))
 	db, err := database.NewCosmosClient(database.CosmosConfig{
 		Endpoint: cosmos.Endpoint, Database: name, Key: cosmos.Key, InsecureSkipVerify: true,
@@ -70,6 +67,7 @@ func newCosmosEnv(t *testing.T, ttl time.Duration) env {
 
 func TestLockCosmos(t *testing.T) {
 	t.Parallel()
+	testenv.NeedsServers(t)
 	runLockTests(t, cosmosEnv)
 }
 
@@ -139,9 +137,10 @@ func testRivalWaitsForTheLease(t *testing.T, e env) {
 func TestLockCosmosBadTTL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	cosmos := testenv.SharedCosmos(t)
 	one := int32(1)
 	for _, ttl := range []*int32{nil, &one} {
-		name := fmt.Sprintf("locks%d", cosmosDBs.Add(1))
+		name := testenv.DatabaseName(t)
 		require.NoError(t, testenv.CreateDatabase(ctx, cosmos.Endpoint, cosmos.Key, name,
 			testenv.ContainerSpec{Name: "Locks", PartitionKeyPath: "/id", DefaultTTL: ttl}))
 		db, err := database.NewCosmosClient(database.CosmosConfig{
