@@ -21,10 +21,12 @@ import (
 	"github.com/opstatus/opstatus/internal/database"
 )
 
-// Limits of a batch message. The count is chosen by measurement (see
-// BENCHMARKS.md); the byte budget keeps a message well under the queue's
-// 64 KiB once the host has indented it and base64-encoded it, whatever the
-// length of its ids.
+// Limits of a batch message. The count keeps a scan's queue writes, which
+// the host makes one Storage round trip at a time, a small part of the scan
+// interval at tens of thousands of operations, while a message stays a
+// small share of one instance's work; the byte budget keeps a message well
+// under the queue's 64 KiB once the host has indented it and base64-encoded
+// it, whatever the length of its ids.
 const (
 	// BatchSize is how many operations scan puts in one message at most.
 	BatchSize = 100
