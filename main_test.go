@@ -13,6 +13,7 @@ import (
 
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/internal/lock"
 )
 
@@ -21,7 +22,7 @@ import (
 // once they are done, so that no lock is left to block the frontend.
 func TestServeWaitsForLockReleases(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
-	db := database.NewMemoryClient(5 * time.Second)
+	db := databasetesting.NewMemoryClient(5 * time.Second)
 	db.Hook = func(call string) error {
 		if call == "Lock.Delete" {
 			time.Sleep(500 * time.Millisecond)
@@ -76,11 +77,11 @@ func TestCheckLockTTL(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
 	ctx := context.Background()
 
-	short := database.NewMemoryClient(time.Second)
+	short := databasetesting.NewMemoryClient(time.Second)
 	err := checkLockTTL(ctx, lock.New(short.Locks(), lock.Options{}), time.Second, logger)
 	require.ErrorIs(t, err, lock.ErrBadTTL)
 
-	down := database.NewMemoryClient(5 * time.Second)
+	down := databasetesting.NewMemoryClient(5 * time.Second)
 	down.Hook = func(string) error { return database.ErrUnavailable }
 	locker := lock.New(down.Locks(), lock.Options{})
 	require.NoError(t, checkLockTTL(ctx, locker, time.Second, logger))

@@ -19,7 +19,7 @@ func TestMalformedChildDoesNotBlockTheDelete(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "del", Request: arm.RequestDelete, Status: arm.ProvisioningStateDeleting})
 	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, ActiveOperationID: "del", ProvisioningState: arm.ProvisioningStateDeleting})
-	f.db.PutRawResource(sub, "np1", []byte(`{"id":"np1","partitionKey":"`+sub+`","key":"`+clusterKey+`/nodePools/np1","provisioningState":5,"activeOperationId":{"x":1}}`))
+	f.db.PutRawResource([]byte(`{"id":"np1","partitionKey":"` + sub + `","key":"` + clusterKey + `/nodePools/np1","provisioningState":5,"activeOperationId":{"x":1}}`))
 	f.db.PutResource(&database.Resource{ID: "np2", PartitionKey: sub, Key: clusterKey + "/nodePools/np2", ProvisioningState: arm.ProvisioningStateSucceeded})
 
 	// The fake Cluster Service answers an OCM 404 for a cluster it does not know.
@@ -38,8 +38,8 @@ func TestMalformedChildDoesNotBlockTheDelete(t *testing.T) {
 func TestNotificationKeepsTheFrontendsError(t *testing.T) {
 	f := newFixture(t)
 	const frontendError = `{"code":"Conflict","message":"m","innererror":{"trace":"t"},"details":[{"code":"d","extra":[1]}]}`
-	f.db.PutRaw(sub, "op", []byte(`{"id":"op","partitionKey":"`+sub+`","request":"Create","status":"Failed",`+
-		`"lastTransitionTime":"`+f.now.Format("2006-01-02T15:04:05Z")+`","notificationUri":"`+f.armURL+`","error":`+frontendError+`}`))
+	f.db.PutRawOperation([]byte(`{"id":"op","partitionKey":"` + sub + `","request":"Create","status":"Failed",` +
+		`"lastTransitionTime":"` + f.now.Format("2006-01-02T15:04:05Z") + `","notificationUri":"` + f.armURL + `","error":` + frontendError + `}`))
 	require.Equal(t, poll.OutcomeNotified, f.poll(t, "op"))
 
 	op := f.op(t, "op")

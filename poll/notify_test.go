@@ -13,6 +13,7 @@ import (
 
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/internal/lock"
 	"github.com/opstatus/opstatus/internal/queuemsg"
 )
@@ -39,7 +40,7 @@ func TestStaleReadDoesNotNotifyAgain(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer srv.Close()
-	db := database.NewMemoryClient(5 * time.Second)
+	db := databasetesting.NewMemoryClient(5 * time.Second)
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	f := &Function{
 		DB:       db,
@@ -95,7 +96,7 @@ func TestNotificationIsGivenUpWithoutLastTransitionTime(t *testing.T) {
 				w.WriteHeader(http.StatusServiceUnavailable)
 			}))
 			defer srv.Close()
-			db := database.NewMemoryClient(5 * time.Second)
+			db := databasetesting.NewMemoryClient(5 * time.Second)
 			f := &Function{
 				DB:       db,
 				Locker:   lock.New(db.Locks(), lock.Options{}),

@@ -220,8 +220,8 @@ func (r *run) do(ctx context.Context) {
 // checkAll checks the items, each in a slot of the process's, taken in
 // the message's turn (Function.turn) and before the item's goroutine
 // starts: a message waiting for slots holds one goroutine, and messages
-// finish in the order they began rather than all together, each one's
-// operations read and held only while it is being checked.
+// finish in the order they began rather than all together at the end,
+// which would keep every message's operations in memory until then.
 func (r *run) checkAll(ctx context.Context, items []*item) {
 	var wg sync.WaitGroup
 	defer wg.Wait()

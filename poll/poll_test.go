@@ -19,6 +19,7 @@ import (
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/internal/lock"
 	"github.com/opstatus/opstatus/poll"
 )
@@ -86,7 +87,7 @@ func (n notifications) got() []arm.OperationStatus {
 }
 
 type fixture struct {
-	db     *database.MemoryClient
+	db     *databasetesting.MemoryClient
 	cs     *fakeCS
 	arm    notifications
 	armURL string
@@ -99,7 +100,7 @@ type fixture struct {
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{
-		db:    database.NewMemoryClient(5 * time.Second),
+		db:    databasetesting.NewMemoryClient(5 * time.Second),
 		cs:    &fakeCS{replies: map[string]reply{}},
 		arm:   notifications{&testenv.ARM{}},
 		calls: map[string]int{},
@@ -454,7 +455,7 @@ func TestUnusableItemsAreLeftAlone(t *testing.T) {
 	f.putOp(database.Operation{ID: "foreign", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted, InternalID: "https://evil.example/api/clusters_mgmt/v1/clusters/abc"})
 	f.putOp(database.Operation{ID: "badrequest", Request: "Patch", Status: arm.ProvisioningStateAccepted})
 	f.putOp(database.Operation{ID: "badstatus", Request: arm.RequestCreate, Status: "Weird"})
-	f.db.PutRaw(sub, "illtyped", []byte(`{"id":"illtyped","partitionKey":"`+sub+`","status":5}`))
+	f.db.PutRawOperation([]byte(`{"id":"illtyped","partitionKey":"` + sub + `","status":5}`))
 	for _, id := range []string{"traversal", "foreign", "badrequest", "badstatus", "illtyped"} {
 		require.Equal(t, poll.OutcomeInvalid, f.poll(t, id), id)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/internal/queuemsg"
 	"github.com/opstatus/opstatus/scan"
 )
@@ -73,12 +74,12 @@ func flat(msgs []queuemsg.Message) []string {
 	return out
 }
 
-func putPending(db *database.MemoryClient, sub, id string) {
+func putPending(db *databasetesting.MemoryClient, sub, id string) {
 	db.PutOperation(&database.Operation{ID: id, PartitionKey: sub, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
 }
 
 func TestScanListsPendingOperationsAcrossSubscriptions(t *testing.T) {
-	db := database.NewMemoryClient(time.Second)
+	db := databasetesting.NewMemoryClient(time.Second)
 	put := func(sub, id string, status arm.ProvisioningState, uri string) {
 		db.PutOperation(&database.Operation{ID: id, PartitionKey: sub, Request: arm.RequestCreate, Status: status, NotificationURI: uri})
 	}
@@ -110,7 +111,7 @@ func TestScanListsPendingOperationsAcrossSubscriptions(t *testing.T) {
 // around, so that when poll falls behind, the messages it drops as
 // superseded are not always the same.
 func TestScanBatchesInSubscriptionOrder(t *testing.T) {
-	db := database.NewMemoryClient(time.Second)
+	db := databasetesting.NewMemoryClient(time.Second)
 	var want []string
 	for i := range 1234 {
 		sub := fmt.Sprintf("sub-%02d", (i*7)%13)
@@ -143,7 +144,7 @@ func TestScanBatchesInSubscriptionOrder(t *testing.T) {
 }
 
 func TestScanWithNothingPendingSendsNoMessage(t *testing.T) {
-	res, err, _ := scanLogged(t, &scan.Function{DB: database.NewMemoryClient(time.Second)}, `"not even a timer"`)
+	res, err, _ := scanLogged(t, &scan.Function{DB: databasetesting.NewMemoryClient(time.Second)}, `"not even a timer"`)
 	require.NoError(t, err, "an odd timer payload does not stop the scan")
 	require.Empty(t, res.Outputs[scan.OutputBinding])
 	require.Equal(t, 0, res.ReturnValue)
@@ -152,7 +153,7 @@ func TestScanWithNothingPendingSendsNoMessage(t *testing.T) {
 // The host's payloads: for a schedule under a minute ScheduleStatus is
 // always null, and a scan reads nothing from it.
 func TestScanIgnoresTheScheduleStatus(t *testing.T) {
-	db := database.NewMemoryClient(time.Second)
+	db := databasetesting.NewMemoryClient(time.Second)
 	putPending(db, "s", "1")
 	for _, payload := range []string{
 		timer,
@@ -168,7 +169,7 @@ func TestScanIgnoresTheScheduleStatus(t *testing.T) {
 }
 
 func TestScanFailsWhenTheListingFails(t *testing.T) {
-	db := database.NewMemoryClient(time.Second)
+	db := databasetesting.NewMemoryClient(time.Second)
 	for i := range 10 {
 		putPending(db, "s", fmt.Sprint(i))
 	}
@@ -210,7 +211,7 @@ func (s slowListing) PendingOperations(ctx context.Context) iter.Seq2[database.P
 // error instead of keeping the host waiting until functionTimeout, when it
 // would kill the handler process and every invocation in it.
 func TestScanStopsAtItsDeadline(t *testing.T) {
-	fn := &scan.Function{DB: slowListing{DBClient: database.NewMemoryClient(time.Second), n: 1000, delay: 10 * time.Millisecond},
+	fn := &scan.Function{DB: slowListing{DBClient: databasetesting.NewMemoryClient(time.Second), n: 1000, delay: 10 * time.Millisecond},
 		Deadline: 100 * time.Millisecond}
 	_, err, _ := scanLogged(t, fn, timer)
 	require.ErrorContains(t, err, "did not finish within 100ms")
@@ -221,7 +222,7 @@ func TestScanStopsAtItsDeadline(t *testing.T) {
 // skips (logging each at Error) those poll would refuse: whatever scan
 // sends, poll never answers 400 nor "invalid" for its ids.
 func TestScanSkipsOnlyTheIDsPollRefuses(t *testing.T) {
-	db := database.NewMemoryClient(time.Second)
+	db := databasetesting.NewMemoryClient(time.Second)
 	var usable []string
 	for _, id := range []string{
 		"op id", " op", "op ", "op\u00a0id", "op\u3000id", "op\tid", "op\nid", "op-\U0001F600",

@@ -11,6 +11,7 @@ import (
 
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/internal/telemetry"
 	"github.com/opstatus/opstatus/scan"
 )
@@ -22,7 +23,7 @@ func TestScanReportsPendingGauges(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	t.Cleanup(telemetry.Use(nil, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
 
-	db := database.NewMemoryClient(time.Second)
+	db := databasetesting.NewMemoryClient(time.Second)
 	const (
 		cluster  = "/api/clusters_mgmt/v1/clusters/c"
 		nodePool = "/api/aro_hcp/v1alpha1/clusters/c/node_pools/np"

@@ -116,12 +116,10 @@ func TestHandlerEndToEnd(t *testing.T) {
 	}
 
 	// The locked subscription: left untouched while the frontend holds it.
-	l, ok, err := s.fe.TryLock(ctx, subC, "frontend")
-	require.NoError(t, err)
-	require.True(t, ok)
+	release := s.holdLock(subC)
 	require.Equal(t, "deferred", s.pollOp(subC, "op-locked"))
 	require.Equal(t, "Accepted", s.opStatus(subC, "op-locked"))
-	require.NoError(t, s.fe.Unlock(ctx, l))
+	release()
 	require.Equal(t, "updated", s.pollOp(subC, "op-locked"))
 	require.Equal(t, "Provisioning", s.opStatus(subC, "op-locked"))
 

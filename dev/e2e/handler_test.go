@@ -281,3 +281,36 @@ func (s *handlerStack) opStatus(sub, id string) string {
 	require.NotNil(s.t, item, "operation %s missing", id)
 	return item["status"].(string)
 }
+
+// holdLock takes sub's lock as the frontend and renews it until release is
+// called, as the frontend does while it works: the Locks container's TTL
+// is no longer than the handler's lock wait, so an unrenewed item could
+// expire while a poll waits for it.
+func (s *handlerStack) holdLock(sub string) (release func()) {
+	s.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	l, ok, err := s.fe.TryLock(ctx, sub, "frontend")
+	require.NoError(s.t, err)
+	require.True(s.t, ok, "the frontend could not take %s's lock", sub)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if next, err := s.fe.Renew(ctx, l); err == nil {
+					l = next
+				}
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		require.NoError(s.t, s.fe.Unlock(context.Background(), l))
+	}
+}

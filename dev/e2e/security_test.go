@@ -457,11 +457,9 @@ func TestSecretsNeverLogged(t *testing.T) {
 	issuer.fail.Store(0)
 
 	// The frontend holds the lock.
-	l, ok, err := s.fe.TryLock(context.Background(), subA, "frontend")
-	require.NoError(t, err)
-	require.True(t, ok)
+	release := s.holdLock(subA)
 	require.Equal(t, "deferred", outcome(t, poll("op-ok")))
-	require.NoError(t, s.fe.Unlock(context.Background(), l))
+	release()
 	require.Equal(t, "updated", outcome(t, poll("op-ok")))
 	require.Equal(t, "Succeeded", s.opStatus(subA, "op-ok"))
 

@@ -1,8 +1,8 @@
 // Package database reads and writes the Cosmos DB items opstatus shares with
 // the ARO-HCP frontend: operations, resources and subscription locks.
 //
-// DBClient has a Cosmos DB implementation (NewCosmosClient) and an in-memory
-// one (NewMemoryClient) with the same semantics for fast unit tests.
+// DBClient's implementation is NewCosmosClient. Tests use the in-memory one
+// of package databasetesting, which behaves the same.
 package database
 
 import (

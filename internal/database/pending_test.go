@@ -2,7 +2,6 @@ package database_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -50,11 +49,4 @@ func TestCosmosPendingOperationsReadDetailsWhenAsked(t *testing.T) {
 	require.Equal(t, []database.PendingOperation{{ID: "op1", PartitionKey: "sub1", Status: "Deleting", Request: "Delete", StartTime: start,
 		InternalID: "/api/clusters_mgmt/v1/clusters/c"}},
 		list(detailed))
-
-	mem := database.NewMemoryClient(10 * time.Second)
-	raw, err := json.Marshal(map[string]any{"id": "op1", "partitionKey": "sub1", "request": "Delete", "status": "Deleting", "startTime": start,
-		"internalId": "/api/clusters_mgmt/v1/clusters/c"})
-	require.NoError(t, err)
-	mem.PutRaw("sub1", "op1", raw)
-	require.Equal(t, list(detailed), list(mem), "the in-memory client lists with the details")
 }

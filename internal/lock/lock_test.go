@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/internal/lock"
 )
 
@@ -35,7 +36,7 @@ func memoryEnvTTL(ttl time.Duration) func(t *testing.T) env {
 }
 
 func newMemoryEnv(ttl time.Duration) env {
-	m := database.NewMemoryClient(ttl)
+	m := databasetesting.NewMemoryClient(ttl)
 	var fail atomic.Bool
 	m.Hook = func(call string) error {
 		if call == "Lock.Renew" && fail.Load() {
@@ -308,7 +309,7 @@ func (h *hangingRenewals) Renew(ctx context.Context, _, _ string, _ time.Duratio
 func TestHangingRenewalsCancelTheWorkBeforeTheLeaseEnds(t *testing.T) {
 	t.Parallel()
 	const ttl = 3 * time.Second
-	store := &hangingRenewals{LockStore: database.NewMemoryClient(ttl).Locks()}
+	store := &hangingRenewals{LockStore: databasetesting.NewMemoryClient(ttl).Locks()}
 	var canceled time.Time
 	err := lock.New(store, lock.Options{Wait: time.Second}).Do(context.Background(), "sub", "opstatus", func(ctx context.Context) error {
 		<-ctx.Done()
@@ -326,7 +327,7 @@ func TestHangingRenewalsCancelTheWorkBeforeTheLeaseEnds(t *testing.T) {
 // sleeps a retry interval, and the work never overlaps.
 func TestCallersInOneProcessTakeTurns(t *testing.T) {
 	t.Parallel()
-	m := database.NewMemoryClient(5 * time.Second)
+	m := databasetesting.NewMemoryClient(5 * time.Second)
 	var creates atomic.Int64
 	m.Hook = func(call string) error {
 		if call == "Lock.Create" {
@@ -361,12 +362,12 @@ func TestCallersInOneProcessTakeTurns(t *testing.T) {
 func TestShortTTLIsRefused(t *testing.T) {
 	t.Parallel()
 	for _, ttl := range []time.Duration{0, time.Second, lock.MinTTL - time.Millisecond} {
-		_, err := lock.New(database.NewMemoryClient(ttl).Locks(), lock.Options{}).TTL(context.Background())
+		_, err := lock.New(databasetesting.NewMemoryClient(ttl).Locks(), lock.Options{}).TTL(context.Background())
 		require.ErrorIs(t, err, lock.ErrBadTTL, "ttl %s", ttl)
 		require.ErrorContains(t, err, "DefaultTimeToLive")
 		require.ErrorContains(t, err, "at least "+lock.MinTTL.String())
 	}
-	ttl, err := lock.New(database.NewMemoryClient(lock.MinTTL).Locks(), lock.Options{}).TTL(context.Background())
+	ttl, err := lock.New(databasetesting.NewMemoryClient(lock.MinTTL).Locks(), lock.Options{}).TTL(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, lock.MinTTL, ttl)
 }
@@ -377,7 +378,7 @@ func TestShortTTLIsRefused(t *testing.T) {
 func TestWaitCoversTheRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	m := database.NewMemoryClient(lock.MinTTL)
+	m := databasetesting.NewMemoryClient(lock.MinTTL)
 	unblock := make(chan struct{})
 	m.Hook = func(call string) error {
 		if call == "Lock.Delete" {

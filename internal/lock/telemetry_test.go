@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/internal/lock"
 	"github.com/opstatus/opstatus/internal/telemetry"
 )
@@ -25,7 +25,7 @@ func TestLockWaitIsTraced(t *testing.T) {
 	t.Cleanup(telemetry.Use(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)),
 		sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
 
-	m := database.NewMemoryClient(lock.MinTTL)
+	m := databasetesting.NewMemoryClient(lock.MinTTL)
 	l := lock.New(m.Locks(), lock.Options{Wait: 100 * time.Millisecond, RetryInterval: 20 * time.Millisecond})
 	ctx := context.Background()
 	var work trace.SpanContext

@@ -1,0 +1,474 @@
+// Package databasetesting holds the test doubles of package database: an
+// in-memory DBClient that behaves as the Cosmos one does, and the fixtures
+// that fill it the way the frontend would. Only tests import it.
+package databasetesting
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
+	"github.com/opstatus/opstatus/internal/arm"
+	"github.com/opstatus/opstatus/internal/database"
+)
+
+// MemoryClient is an in-memory database.DBClient that answers as
+// database.CosmosClient does against Cosmos DB: the same items, etags,
+// sentinel errors, partitions, query filters and lock expiry. Items are
+// stored as JSON, so fields opstatus does not know round-trip as they do
+// through Cosmos. PendingOperations lists as a CosmosClient with
+// CosmosConfig.PendingDetails set.
+type MemoryClient struct {
+	mu         sync.Mutex
+	seq        int
+	operations map[itemKey]memItem
+	resources  map[itemKey]memItem
+	locks      map[string]memItem // the Locks container's partition key is the id
+	// defaultTTL is the Locks container's DefaultTimeToLive in seconds:
+	// 0 when it has none, -1 when items expire only by their own ttl.
+	defaultTTL int
+
+	// Hook, when set, runs before every call with the call's name
+	// ("GetOperation", "ReplaceResource", "Lock.Create", ...); an error it
+	// returns fails the call. Tests use it to count calls and inject faults.
+	Hook func(call string) error
+}
+
+// itemKey names an item as Cosmos DB does: by partition and id.
+type itemKey struct {
+	partition string
+	id        string
+}
+
+type memItem struct {
+	body    []byte // with the system fields _etag and _ts
+	etag    azcore.ETag
+	expires time.Time // zero: never
+}
+
+var _ database.DBClient = (*MemoryClient)(nil)
+
+// NewMemoryClient returns an empty store whose Locks container has lockTTL
+// as its DefaultTimeToLive, in whole seconds as Cosmos DB keeps it. A zero
+// lockTTL is a container without one, where no lock item expires; a
+// negative one is DefaultTimeToLive -1, where lock items expire by their
+// own ttl alone.
+func NewMemoryClient(lockTTL time.Duration) *MemoryClient {
+	defaultTTL := int(lockTTL / time.Second)
+	if lockTTL < 0 {
+		defaultTTL = -1
+	}
+	return &MemoryClient{
+		operations: map[itemKey]memItem{},
+		resources:  map[itemKey]memItem{},
+		locks:      map[string]memItem{},
+		defaultTTL: defaultTTL,
+	}
+}
+
+// lookup is the key of a point operation, whose partition is the
+// lowercased subscription ID as CosmosClient sends it.
+func lookup(subscriptionID, id string) itemKey {
+	return itemKey{partition: strings.ToLower(subscriptionID), id: id}
+}
+
+// keyOf returns the key Cosmos DB files body under, the item's id and
+// partitionKey; a partitionKey that is not a string (or is missing) gets a
+// partition that no lowercased subscription ID names. It panics, as
+// Cosmos DB answers 400, when body is not a JSON object with an id.
+func keyOf(body []byte) itemKey {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		panic(fmt.Sprintf("databasetesting: an item must be a JSON object: %v", err))
+	}
+	var id string
+	if err := json.Unmarshal(fields["id"], &id); err != nil || id == "" {
+		panic(fmt.Sprintf("databasetesting: an item must have a string id: %.200s", body))
+	}
+	var partition string
+	if err := json.Unmarshal(fields["partitionKey"], &partition); err != nil {
+		partition = "\x00" + string(fields["partitionKey"])
+	}
+	return itemKey{partition: partition, id: id}
+}
+
+func (m *MemoryClient) hook(call string) error {
+	if m.Hook == nil {
+		return nil
+	}
+	if err := m.Hook(call); err != nil {
+		return fmt.Errorf("%s: %w", call, err)
+	}
+	return nil
+}
+
+// begin runs the hook, then fails the call as the Cosmos client's request
+// fails when ctx is done.
+func (m *MemoryClient) begin(ctx context.Context, call string) error {
+	if err := m.hook(call); err != nil {
+		return err
+	}
+	return ctxErr(ctx)
+}
+
+// ctxErr returns ctx's error as the Cosmos client reports it: a canceled
+// context as it is, an expired one as ErrUnavailable too.
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if err == nil || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", database.ErrUnavailable, err)
+}
+
+// stamp returns body with a new _etag and _ts, as Cosmos DB writes it at
+// now, and the etag. The caller holds m.mu.
+func (m *MemoryClient) stamp(body []byte, now time.Time) ([]byte, azcore.ETag, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, "", err
+	}
+	m.seq++
+	etag := azcore.ETag(`"` + strconv.Itoa(m.seq) + `"`)
+	fields["_etag"], _ = json.Marshal(string(etag))
+	fields["_ts"], _ = json.Marshal(now.Unix())
+	body, err := json.Marshal(fields)
+	return body, etag, err
+}
+
+// upsert stores body as the frontend would, without an etag check. The
+// caller holds m.mu.
+func (m *MemoryClient) upsert(items map[itemKey]memItem, body []byte) {
+	k := keyOf(body)
+	body, etag, err := m.stamp(body, time.Now())
+	if err != nil {
+		panic(fmt.Sprintf("databasetesting: %v", err))
+	}
+	items[k] = memItem{body: body, etag: etag}
+}
+
+func mustMarshal(v any) []byte {
+	body, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("databasetesting: %v", err))
+	}
+	return body
+}
+
+// PutOperation stores op as the frontend would: its partitionKey
+// lowercased, with no etag check.
+func (m *MemoryClient) PutOperation(op *database.Operation) {
+	o := *op
+	o.PartitionKey = strings.ToLower(o.PartitionKey)
+	m.PutRawOperation(mustMarshal(o))
+}
+
+// PutResource stores r as the frontend would: its partitionKey lowercased,
+// with no etag check.
+func (m *MemoryClient) PutResource(r *database.Resource) {
+	res := *r
+	res.PartitionKey = strings.ToLower(res.PartitionKey)
+	m.PutRawResource(mustMarshal(res))
+}
+
+// PutRawOperation stores body, any JSON object with a string id, as an
+// operation item in the partition its partitionKey names, with no etag
+// check: for tests of ill-typed items. It panics when body is not such an
+// object. Unlike Cosmos DB it takes any id, '/' included, so that tests
+// can show what the handler does with ids it cannot use.
+func (m *MemoryClient) PutRawOperation(body []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.upsert(m.operations, body)
+}
+
+// PutRawResource is PutRawOperation for a resource item.
+func (m *MemoryClient) PutRawResource(body []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.upsert(m.resources, body)
+}
+
+// RawOperation returns the operation item id of subscriptionID as stored,
+// with its _etag and _ts, or nil when there is none.
+func (m *MemoryClient) RawOperation(subscriptionID, id string) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.operations[lookup(subscriptionID, id)].body)
+}
+
+// RawResource returns the resource item id of subscriptionID as stored,
+// or nil when there is none.
+func (m *MemoryClient) RawResource(subscriptionID, id string) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.resources[lookup(subscriptionID, id)].body)
+}
+
+// Resources returns every resource item that decodes, sorted by key, for
+// assertions.
+func (m *MemoryClient) Resources() []*database.Resource {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*database.Resource
+	for _, it := range m.resources {
+		r := &database.Resource{}
+		if r.UnmarshalJSON(it.body) == nil {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b *database.Resource) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+// PendingOperations filters every operation as the Cosmos query does, and
+// reads what it projects: an item listed whose id or partitionKey is not a
+// non-empty string is reported as malformed.
+func (m *MemoryClient) PendingOperations(ctx context.Context) iter.Seq2[database.PendingOperation, error] {
+	return func(yield func(database.PendingOperation, error) bool) {
+		if err := m.begin(ctx, "PendingOperations"); err != nil {
+			yield(database.PendingOperation{}, fmt.Errorf("query pending operations: %w", err))
+			return
+		}
+		type listed struct {
+			key  itemKey
+			body []byte
+		}
+		m.mu.Lock()
+		var items []listed
+		for k, it := range m.operations {
+			if pending(it.body) {
+				items = append(items, listed{k, it.body})
+			}
+		}
+		m.mu.Unlock()
+		// One order from call to call, as the Cosmos query keeps.
+		slices.SortFunc(items, func(a, b listed) int {
+			return cmpKeys(a.key, b.key)
+		})
+		for _, it := range items {
+			var p database.PendingOperation
+			if err := json.Unmarshal(it.body, &p); err != nil || p.ID == "" || p.PartitionKey == "" {
+				if !yield(database.PendingOperation{}, fmt.Errorf("%w: pending operation %.200s", database.ErrMalformed, it.body)) {
+					return
+				}
+				continue
+			}
+			p.ReadDetails(it.body)
+			if !yield(p, nil) {
+				return
+			}
+		}
+	}
+}
+
+func cmpKeys(a, b itemKey) int {
+	if c := strings.Compare(a.partition, b.partition); c != 0 {
+		return c
+	}
+	return strings.Compare(a.id, b.id)
+}
+
+// pending is the filter of the Cosmos query:
+//
+//	c.status NOT IN ('Succeeded','Failed','Canceled')
+//	OR (IS_STRING(c.notificationUri) AND LENGTH(c.notificationUri) > 0)
+//
+// A status that is missing makes NOT IN undefined, not true; one of any
+// other type, null included, is not in the list, so NOT IN is true.
+func pending(body []byte) bool {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return false
+	}
+	if raw, ok := fields["status"]; ok {
+		var status string
+		if json.Unmarshal(raw, &status) != nil || !slices.Contains(arm.TerminalStates, arm.ProvisioningState(status)) {
+			return true
+		}
+	}
+	var uri string
+	return json.Unmarshal(fields["notificationUri"], &uri) == nil && uri != ""
+}
+
+// GetOperation point-reads one operation.
+func (m *MemoryClient) GetOperation(ctx context.Context, subscriptionID, operationID string) (*database.Operation, error) {
+	if err := m.begin(ctx, "GetOperation"); err != nil {
+		return nil, fmt.Errorf("read operation %s: %w", operationID, err)
+	}
+	m.mu.Lock()
+	it, ok := m.operations[lookup(subscriptionID, operationID)]
+	m.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("read operation %s: %w", operationID, database.ErrNotFound)
+	}
+	op := &database.Operation{}
+	if err := op.UnmarshalJSON(it.body); err != nil {
+		return nil, fmt.Errorf("%w: %w", database.ErrMalformed, err)
+	}
+	return op, nil
+}
+
+// ReplaceOperation replaces op if its item still has op.ETag.
+func (m *MemoryClient) ReplaceOperation(ctx context.Context, op *database.Operation) (*database.Operation, error) {
+	out := &database.Operation{}
+	if err := m.replace(ctx, "ReplaceOperation", m.operations, op.PartitionKey, op.ID, op, op.ETag, out); err != nil {
+		return nil, fmt.Errorf("replace operation %s: %w", op.ID, err)
+	}
+	return out, nil
+}
+
+// replace is a Cosmos replace with If-Match: 404 before 412, and a body
+// whose partitionKey is not the partition it is sent to refused (Cosmos
+// DB's 400, which carries no sentinel).
+func (m *MemoryClient) replace(ctx context.Context, call string, items map[itemKey]memItem,
+	partition, id string, v any, etag azcore.ETag, out json.Unmarshaler) error {
+	if err := m.hook(call); err != nil {
+		return err
+	}
+	// The Cosmos client refuses this before it sends a request.
+	if etag == "" {
+		return fmt.Errorf("item %s has no etag: read it before writing", id)
+	}
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	k := lookup(partition, id)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := items[k]
+	if !ok {
+		return database.ErrNotFound
+	}
+	if !ifMatch(etag, cur.etag) {
+		return database.ErrPreconditionFailed
+	}
+	if written := keyOf(body); written != k {
+		return fmt.Errorf("item %s: partitionKey %q is not the partition %q it was sent to (Cosmos DB answers 400)",
+			id, strings.TrimPrefix(written.partition, "\x00"), k.partition)
+	}
+	body, newETag, err := m.stamp(body, time.Now())
+	if err != nil {
+		return err
+	}
+	items[k] = memItem{body: body, etag: newETag}
+	return out.UnmarshalJSON(body)
+}
+
+// ifMatch reports whether an If-Match header of etag lets a write to an
+// item with etag cur go on: Cosmos DB takes an empty one or "*" as no
+// condition.
+func ifMatch(etag, cur azcore.ETag) bool {
+	return etag == "" || etag == azcore.ETagAny || etag == cur
+}
+
+// GetResource finds a resource by key, ignoring case. As the Cosmos query
+// does, it matches by the key alone and then fails on an item that does not
+// decode.
+func (m *MemoryClient) GetResource(ctx context.Context, subscriptionID, key string) (*database.Resource, error) {
+	if err := m.begin(ctx, "GetResource"); err != nil {
+		return nil, fmt.Errorf("find resource %s: %w", key, err)
+	}
+	var found []*database.Resource
+	for _, it := range m.findResources(subscriptionID, func(k string) bool { return strings.EqualFold(k, key) }) {
+		r := &database.Resource{}
+		if err := r.UnmarshalJSON(it.body); err != nil {
+			return nil, fmt.Errorf("find resource %s: %w: %w", key, database.ErrMalformed, err)
+		}
+		found = append(found, r)
+	}
+	if len(found) == 0 {
+		return nil, fmt.Errorf("find resource %s: %w", key, database.ErrNotFound)
+	}
+	if len(found) > 1 {
+		return nil, fmt.Errorf("find resource %s: %d items share the key", key, len(found))
+	}
+	return found[0], nil
+}
+
+// ChildResources lists the resources below key, whatever their other
+// fields hold, as the Cosmos query's projection does.
+func (m *MemoryClient) ChildResources(ctx context.Context, subscriptionID, key string) ([]database.ResourceRef, error) {
+	if err := m.begin(ctx, "ChildResources"); err != nil {
+		return nil, fmt.Errorf("list children of %s: %w", key, err)
+	}
+	prefix := strings.ToLower(key + "/")
+	var out []database.ResourceRef
+	for _, it := range m.findResources(subscriptionID, func(k string) bool {
+		return strings.HasPrefix(strings.ToLower(k), prefix)
+	}) {
+		out = append(out, database.ResourceRef{ID: it.id, PartitionKey: strings.ToLower(subscriptionID), Key: it.key, ETag: it.etag})
+	}
+	return out, nil
+}
+
+// foundResource is an item of findResources.
+type foundResource struct {
+	id, key string
+	etag    azcore.ETag
+	body    []byte
+}
+
+// findResources returns the items of the subscription's partition whose
+// key, a string, matches, sorted by key. Only the key is decoded.
+func (m *MemoryClient) findResources(subscriptionID string, match func(key string) bool) []foundResource {
+	partition := strings.ToLower(subscriptionID)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []foundResource
+	for k, it := range m.resources {
+		if k.partition != partition {
+			continue
+		}
+		var fields struct {
+			Key any `json:"key"`
+		}
+		_ = json.Unmarshal(it.body, &fields) // stored items are JSON objects
+		if key, ok := fields.Key.(string); ok && match(key) {
+			out = append(out, foundResource{id: k.id, key: key, etag: it.etag, body: it.body})
+		}
+	}
+	slices.SortFunc(out, func(a, b foundResource) int { return strings.Compare(a.key, b.key) })
+	return out
+}
+
+// ReplaceResource replaces r if its item still has r.ETag.
+func (m *MemoryClient) ReplaceResource(ctx context.Context, r *database.Resource) (*database.Resource, error) {
+	out := &database.Resource{}
+	if err := m.replace(ctx, "ReplaceResource", m.resources, r.PartitionKey, r.ID, r, r.ETag, out); err != nil {
+		return nil, fmt.Errorf("replace resource %s: %w", r.Key, err)
+	}
+	return out, nil
+}
+
+// DeleteResource deletes the item r names if it still has r.ETag.
+func (m *MemoryClient) DeleteResource(ctx context.Context, r database.ResourceRef) error {
+	if err := m.begin(ctx, "DeleteResource"); err != nil {
+		return fmt.Errorf("delete resource %s: %w", r.Key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := lookup(r.PartitionKey, r.ID)
+	cur, ok := m.resources[k]
+	if !ok {
+		return fmt.Errorf("delete resource %s: %w", r.Key, database.ErrNotFound)
+	}
+	if !ifMatch(r.ETag, cur.etag) {
+		return fmt.Errorf("delete resource %s: %w", r.Key, database.ErrPreconditionFailed)
+	}
+	delete(m.resources, k)
+	return nil
+}
