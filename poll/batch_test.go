@@ -154,16 +154,13 @@ func TestBatchWritesHoldTheLockAFewAtATime(t *testing.T) {
 	require.Equal(t, 4, maxWrites)
 }
 
-// The Cluster Service requests in flight never exceed the process's cap,
-// whatever the number of operations and messages.
-func TestClusterServiceCallsAreCapped(t *testing.T) {
-	f := newFixture(t)
-	var inFlight, peak atomic.Int32
+// slowInstalling returns a client of a Cluster Service that answers every
+// status call "installing" after 5 ms, calling seen as each request
+// arrives and the func it returns once the answer is written.
+func slowInstalling(t *testing.T, seen func(*http.Request) (done func())) *clusterservice.Client {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := inFlight.Add(1)
-		defer inFlight.Add(-1)
-		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-		}
+		defer seen(r)()
 		time.Sleep(5 * time.Millisecond)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(clusterStatus("installing")))
@@ -171,7 +168,20 @@ func TestClusterServiceCallsAreCapped(t *testing.T) {
 	t.Cleanup(srv.Close)
 	client, err := clusterservice.NewClient(clusterservice.Config{URL: srv.URL})
 	require.NoError(t, err)
-	f.fn.Cluster, f.fn.MaxInFlight = client, 3
+	return client
+}
+
+// The Cluster Service requests in flight never exceed the process's cap,
+// whatever the number of operations and messages.
+func TestClusterServiceCallsAreCapped(t *testing.T) {
+	f := newFixture(t)
+	var inFlight, peak atomic.Int32
+	f.fn.Cluster, f.fn.MaxInFlight = slowInstalling(t, func(*http.Request) (done func()) {
+		n := inFlight.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		return func() { inFlight.Add(-1) }
+	}), 3
 	var ops []string
 	for i := range 40 {
 		id := fmt.Sprintf("op-%d", i)
@@ -196,22 +206,16 @@ func TestMessagesTakeSlotsInTurn(t *testing.T) {
 	var mu sync.Mutex
 	var order []string
 	first := make(chan struct{}, 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.fn.Cluster, f.fn.MaxInFlight = slowInstalling(t, func(r *http.Request) (done func()) {
 		mu.Lock()
-		order = append(order, strings.TrimSuffix(path.Base(path.Dir(r.URL.Path)), "/status"))
+		order = append(order, path.Base(path.Dir(r.URL.Path))) // .../clusters/{id}/status
 		mu.Unlock()
 		select {
 		case first <- struct{}{}:
 		default:
 		}
-		time.Sleep(5 * time.Millisecond)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(clusterStatus("installing")))
-	}))
-	t.Cleanup(srv.Close)
-	client, err := clusterservice.NewClient(clusterservice.Config{URL: srv.URL})
-	require.NoError(t, err)
-	f.fn.Cluster, f.fn.MaxInFlight = client, 2
+		return func() {}
+	}), 2
 	ops := map[string][]string{}
 	for _, m := range []string{"a", "b"} {
 		for i := range 6 {

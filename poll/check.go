@@ -20,7 +20,7 @@ type change struct {
 }
 
 // check reads one operation and asks Cluster Service about it, without the
-// lock, in one of the process's slots (Function.slot). It leaves in it the
+// lock, in one of the process's slots (Function.places). It leaves in it the
 // outcome, or the change to write under the lock, or the ended operation to
 // notify ARM of.
 func (r *run) check(ctx context.Context, it *item) {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/telemetry"
@@ -89,7 +91,7 @@ func (r *run) deliver(ctx context.Context, it *item) bool {
 	if !op.LastTransitionTime.IsZero() {
 		status.EndTime = &op.LastTransitionTime
 	}
-	nctx, span := it.startNotify(ctx)
+	nctx, span := telemetry.Start(ctx, telemetry.SpanNotify, trace.WithSpanKind(trace.SpanKindClient))
 	err = r.f.Notifier.Notify(nctx, op.NotificationURI, status)
 	telemetry.Fail(span, err)
 	span.End()

@@ -100,10 +100,8 @@ type Function struct {
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 
-	slotsOnce sync.Once
-	turns     chan struct{} // the message taking slots
-	slots     chan struct{} // operations being checked
-	holds     chan struct{} // subscription locks held or being taken
+	placesOnce          sync.Once
+	turns, slots, holds places // see Function.places
 
 	notifying sync.Map // "subscription/operation" of notifications in flight
 }
@@ -218,14 +216,15 @@ func (r *run) do(ctx context.Context) {
 }
 
 // checkAll checks the items, each in a slot of the process's, taken in
-// the message's turn (Function.turn) and before the item's goroutine
+// the message's turn (Function.places) and before the item's goroutine
 // starts: a message waiting for slots holds one goroutine, and messages
 // finish in the order they began rather than all together at the end,
 // which would keep every message's operations in memory until then.
 func (r *run) checkAll(ctx context.Context, items []*item) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	endTurn, err := r.f.turn(ctx)
+	turns, slots, _ := r.f.places()
+	endTurn, err := turns.take(ctx, "to call Cluster Service")
 	if err != nil {
 		for _, it := range items {
 			it.defer_(err)
@@ -234,7 +233,7 @@ func (r *run) checkAll(ctx context.Context, items []*item) {
 	}
 	defer endTurn()
 	for _, it := range items {
-		release, err := r.f.slot(ctx)
+		release, err := slots.take(ctx, "to call Cluster Service")
 		if err != nil {
 			it.defer_(err)
 			continue
@@ -306,30 +305,17 @@ func Transient(err error) bool {
 		clusterservice.IsTransient(err)
 }
 
-// slot waits for one of the process's MaxInFlight places for an operation's
-// check (its read and its Cluster Service call) and returns its release.
-// Taking it before the read keeps the operations waiting for Cluster
-// Service from holding their reads, and the superseded check that follows
-// the read from being made long before the call.
-func (f *Function) slot(ctx context.Context) (release func(), err error) {
-	f.init()
-	select {
-	case f.slots <- struct{}{}:
-		return func() { <-f.slots }, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting to call Cluster Service: %w", context.Cause(ctx))
-	}
-}
+// places is a counting semaphore of the process's.
+type places chan struct{}
 
-// turn waits until no other message of the process is taking slots and
-// returns the end of this message's turn.
-func (f *Function) turn(ctx context.Context) (end func(), err error) {
-	f.init()
+// take waits for a free place and returns its release; what names the
+// wait in the error of a ctx that ends first.
+func (p places) take(ctx context.Context, what string) (release func(), err error) {
 	select {
-	case f.turns <- struct{}{}:
-		return func() { <-f.turns }, nil
+	case p <- struct{}{}:
+		return func() { <-p }, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting to call Cluster Service: %w", context.Cause(ctx))
+		return nil, fmt.Errorf("waiting %s: %w", what, context.Cause(ctx))
 	}
 }
 
@@ -339,22 +325,20 @@ func (f *Function) turn(ctx context.Context) (end func(), err error) {
 // on, lasts longer.
 const maxHolds = 8
 
-func (f *Function) init() {
-	f.slotsOnce.Do(func() {
-		f.turns = make(chan struct{}, 1)
-		f.slots = make(chan struct{}, orDefault(f.MaxInFlight, defaultMaxInFlight))
-		f.holds = make(chan struct{}, maxHolds)
+// places returns the process's places, made on first use:
+//   - turns (one): the message taking slots, so that messages are checked
+//     one after another;
+//   - slots (MaxInFlight): operations being checked, their read and their
+//     Cluster Service call; taking one before the read keeps the
+//     operations waiting for Cluster Service from holding their reads, and
+//     the superseded check that follows the read from being made long
+//     before the call;
+//   - holds (maxHolds): subscription locks held or being taken.
+func (f *Function) places() (turns, slots, holds places) {
+	f.placesOnce.Do(func() {
+		f.turns = make(places, 1)
+		f.slots = make(places, orDefault(f.MaxInFlight, defaultMaxInFlight))
+		f.holds = make(places, maxHolds)
 	})
-}
-
-// hold waits for one of the process's maxHolds places to hold a
-// subscription lock and returns its release.
-func (f *Function) hold(ctx context.Context) (release func(), err error) {
-	f.init()
-	select {
-	case f.holds <- struct{}{}:
-		return func() { <-f.holds }, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting to take a subscription lock: %w", context.Cause(ctx))
-	}
+	return f.turns, f.slots, f.holds
 }

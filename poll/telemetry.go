@@ -77,14 +77,6 @@ func traceStatus(ctx context.Context, id clusterservice.InternalID, st clusterse
 	}
 }
 
-// startNotify starts the span of an operation's notification to ARM.
-func (it *item) startNotify(ctx context.Context) (context.Context, trace.Span) {
-	if !telemetry.Tracing() {
-		return ctx, trace.SpanFromContext(context.Background()) // records nothing
-	}
-	return telemetry.Start(it.within(ctx), telemetry.SpanNotify, trace.WithSpanKind(trace.SpanKindClient))
-}
-
 // finish counts the operation's outcome and ends its span.
 func (it *item) finish() {
 	ctx := context.Background()

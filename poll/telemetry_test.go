@@ -32,7 +32,7 @@ func telemetryFixture(t *testing.T) (*fixture, *tracetest.SpanRecorder, *sdkmetr
 func attr(s sdktrace.ReadOnlySpan, k attribute.Key) string {
 	for _, kv := range s.Attributes() {
 		if kv.Key == k {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

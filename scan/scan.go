@@ -56,8 +56,8 @@ func (f *Function) now() time.Time {
 // Handle is the functions.Handler of scan. It lists the pending operations,
 // sorts them by subscription, so that a message's operations share few
 // subscription locks, and answers them as batch messages stamped with the
-// scan's start, from a message chosen at random and around. An operation whose ids poll could not act on is logged and
-// skipped. A listing that fails, or does not finish by the deadline, fails
+// scan's start, from a message chosen at random and around. An operation
+// whose ids poll could not act on is logged and skipped. A listing that fails, or does not finish by the deadline, fails
 // the invocation (500): the host sends none of its messages, and the next
 // timer tick tries again.
 func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*functions.Result, error) {

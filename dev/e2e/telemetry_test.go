@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os/exec"
 	"regexp"
@@ -252,6 +253,28 @@ func TestTelemetryOffExportsAndLogsNothing(t *testing.T) {
 		require.NotRegexp(t, about, out)
 	}
 	require.Contains(t, s.stdout.String(), `"invocation"`, "the log is there, and says nothing about telemetry")
+}
+
+// A receiver that is down costs the polls nothing: they answer as without
+// telemetry, and the failed exports are one Warning line, not one a try.
+func TestTelemetryReceiverDownLeavesPollsAlone(t *testing.T) {
+	port, err := testenv.FreePort() // nothing listens there
+	require.NoError(t, err)
+	s := startStack(t, fmt.Sprintf("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:%d", port),
+		"OTEL_METRIC_EXPORT_INTERVAL=50", "OTEL_BSP_SCHEDULE_DELAY=50")
+	sub := "eeeeeeee-0000-4000-8000-000000000006"
+	require.NoError(t, s.sim.AddCluster("down1", clustersim.Script{Installing: clustersim.Duration(time.Hour)}))
+	s.seed(sub, "op-down", "Create", "Accepted", clusterKey(sub, "down1"), "/api/aro_hcp/v1alpha1/clusters/down1")
+	require.Len(t, s.scan(), 1)
+	require.Equal(t, "updated", s.pollOp(sub, "op-down"))
+	require.Equal(t, "unchanged", s.pollOp(sub, "op-down"))
+
+	failed := func() int { return strings.Count(s.stderr.String(), "OpenTelemetry export failed") }
+	require.True(t, testenv.WaitFor(t.Context(), 10*time.Second, 50*time.Millisecond, func() bool { return failed() > 0 }),
+		"the failed exports are logged; stderr:\n%s", s.stderr.String())
+	time.Sleep(500 * time.Millisecond) // ten more export intervals
+	require.Equal(t, 1, failed(), "at most one line a minute")
+	require.Contains(t, s.stderr.String(), `"level":"WARN"`)
 }
 
 // An OTLP protocol the handler cannot send stops it at start with one line

@@ -355,12 +355,6 @@ func (b *bindingData) set(key string, v any) {
 	b.vals[k] = v
 }
 
-// get returns the value of key.
-func (b *bindingData) get(key string) (any, bool) {
-	v, ok := b.vals[strings.ToUpper(key)]
-	return v, ok
-}
-
 // MarshalJSON writes the Metadata object.
 func (b *bindingData) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer

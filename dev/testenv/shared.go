@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -175,12 +174,8 @@ func build(pkg string) (string, error) {
 		name = "handler"
 	}
 	out := filepath.Join(dir, name)
-	// The go command of this toolchain when PATH has none.
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	cmd := exec.Command(goBin, "build", "-o", out, pkg)
+	// go test puts its own toolchain's bin first on PATH.
+	cmd := exec.Command("go", "build", "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {

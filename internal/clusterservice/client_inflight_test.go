@@ -187,32 +187,6 @@ func TestInflightChecksReplyLimit(t *testing.T) {
 	require.False(t, IsTransient(err))
 }
 
-// A redirect is refused, whether to the status path of the same cluster or
-// to another host: an inflight checks call expects its own path only.
-func TestInflightChecksRedirectsAreNotFollowed(t *testing.T) {
-	evil := &recorder{reply: inflightReplies()}
-	evilSrv := httptest.NewServer(evil)
-	defer evilSrv.Close()
-	for _, target := range []string{evilSrv.URL + hcpCluster.Path + "/inflight_checks", hcpCluster.Path + "/status"} {
-		t.Run(target, func(t *testing.T) {
-			rec := &recorder{reply: func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path == hcpCluster.Path+"/inflight_checks" {
-					http.Redirect(w, r, target, http.StatusFound)
-					return
-				}
-				inflightReplies()(w, r)
-			}}
-			srv := httptest.NewServer(rec)
-			defer srv.Close()
-			_, err := newClient(t, Config{URL: srv.URL}).InflightChecks(context.Background(), hcpCluster)
-			require.ErrorIs(t, err, errRefused)
-			require.False(t, IsTransient(err))
-			require.Len(t, rec.seen(), 1)
-			require.Empty(t, evil.seen())
-		})
-	}
-}
-
 // The guard lets an exchange request its one path and nothing else: a
 // Status exchange cannot reach inflight_checks, nor the reverse.
 func TestGuardOneRequestPerExchange(t *testing.T) {

@@ -377,31 +377,57 @@ func TestStatusConnectionRefusedIsTransient(t *testing.T) {
 	require.True(t, IsTransient(err), "%v", err)
 }
 
+// A redirect is refused, whether to another host or to another path of the
+// same host: each call (Status, InflightChecks) expects its own path only.
 func TestRedirectsAreNotFollowed(t *testing.T) {
-	evil := &recorder{reply: statusReplies()}
+	replies := func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/inflight_checks") {
+			inflightReplies()(w, r)
+			return
+		}
+		statusReplies()(w, r)
+	}
+	evil := &recorder{reply: replies}
 	evilSrv := httptest.NewServer(evil)
 	defer evilSrv.Close()
-	for _, target := range []string{
-		evilSrv.URL + hcpCluster.Path + "/status", // another host
-		cmCluster.Path + "/status",                // same host, another path
-	} {
-		t.Run(target, func(t *testing.T) {
-			rec := &recorder{reply: func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path == hcpCluster.Path+"/status" {
-					http.Redirect(w, r, target, http.StatusFound)
-					return
-				}
-				statusReplies()(w, r)
-			}}
-			srv := httptest.NewServer(rec)
-			defer srv.Close()
-			c := newClient(t, Config{URL: srv.URL})
+	for _, call := range []struct {
+		path string
+		do   func(*Client) error
+	}{
+		{hcpCluster.Path + "/status", func(c *Client) error {
 			_, err := c.Status(context.Background(), hcpCluster)
-			require.ErrorIs(t, err, errRefused)
-			require.False(t, IsTransient(err))
-			require.Len(t, rec.seen(), 1)
-			require.Empty(t, evil.seen())
-		})
+			return err
+		}},
+		{hcpCluster.Path + "/inflight_checks", func(c *Client) error {
+			_, err := c.InflightChecks(context.Background(), hcpCluster)
+			return err
+		}},
+	} {
+		for _, target := range []string{
+			evilSrv.URL + call.path,    // another host
+			cmCluster.Path + "/status", // same host, another path
+			hcpCluster.Path + "/status",
+		} {
+			if target == call.path {
+				continue
+			}
+			t.Run(call.path+" to "+target, func(t *testing.T) {
+				rec := &recorder{reply: func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path == call.path {
+						http.Redirect(w, r, target, http.StatusFound)
+						return
+					}
+					replies(w, r)
+				}}
+				srv := httptest.NewServer(rec)
+				defer srv.Close()
+				err := call.do(newClient(t, Config{URL: srv.URL}))
+				require.ErrorIs(t, err, errRefused)
+				require.False(t, IsTransient(err))
+				require.Len(t, rec.seen(), 1)
+				require.Empty(t, evil.seen())
+			})
+		}
 	}
 }
 

@@ -198,7 +198,7 @@ func collect(t *testing.T, reader *sdkmetric.ManualReader) map[string]metricdata
 
 func attrValue(set attribute.Set, k attribute.Key) string {
 	v, _ := set.Value(k)
-	return v.Emit()
+	return v.String()
 }
 
 func TestTransport(t *testing.T) {
