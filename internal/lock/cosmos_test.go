@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/stretchr/testify/require"
 
+	"github.com/opstatus/opstatus/dev/faultproxy"
 	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/database"
@@ -152,4 +153,56 @@ func TestLockCosmosBadTTL(t *testing.T) {
 		require.ErrorIs(t, err, lock.ErrBadTTL)
 		require.ErrorContains(t, err, "DefaultTimeToLive")
 	}
+}
+
+// A create whose connection Cosmos dropped after applying it leaves no lock
+// item behind: the frontend can take the lock at once instead of after a
+// TTL.
+func TestLockCosmosDroppedCreateAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cosmos := testenv.SharedCosmos(t)
+	name := testenv.DatabaseName(t)
+	require.NoError(t, frontend.CreateSchema(ctx, cosmos.Endpoint, cosmos.Key, name, 10*time.Second))
+	proxy, err := faultproxy.New(cosmos.Endpoint, faultproxy.Options{TLS: true, Name: "locks"})
+	require.NoError(t, err)
+	require.NoError(t, proxy.Start())
+	t.Cleanup(func() { _ = proxy.Close() })
+	proxy.SetFaults(faultproxy.Faults{RateDropAfterForward: 1, Match: func(r faultproxy.Request) bool {
+		return r.Container == frontend.LocksContainer && r.Kind == faultproxy.KindCreate
+	}})
+	db, err := database.NewCosmosClient(database.CosmosConfig{
+		Endpoint: proxy.URL(), Database: name, Key: cosmos.Key, InsecureSkipVerify: true,
+		OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks",
+	})
+	require.NoError(t, err)
+	fe, err := frontend.New(cosmos.Endpoint, cosmos.Key, name)
+	require.NoError(t, err)
+
+	const owner = "opstatus/host/1"
+	ran := false
+	err = lock.New(db.Locks(), lock.Options{Wait: time.Second}).Do(ctx, "sub", owner, func(context.Context) error {
+		ran = true
+		return nil
+	})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, lock.ErrHeld)
+	require.False(t, ran)
+	t.Logf("Do: %v", err)
+
+	var kinds []string
+	for _, w := range proxy.Writes() {
+		require.Equal(t, "sub", w.ItemID)
+		require.Equal(t, owner, w.Owner)
+		kinds = append(kinds, w.Kind)
+		if w.Kind == faultproxy.KindCreate {
+			require.False(t, w.Delivered, "the create's answer was dropped")
+		}
+	}
+	require.Equal(t, []string{faultproxy.KindCreate, faultproxy.KindDelete}, kinds,
+		"Cosmos applied the create, and the item it wrote was deleted")
+	l, ok, err := fe.TryLock(ctx, "sub", "frontend")
+	require.NoError(t, err)
+	require.True(t, ok, "the frontend is locked out")
+	require.NoError(t, fe.Unlock(ctx, l))
 }

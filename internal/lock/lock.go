@@ -158,7 +158,9 @@ func (l *Locker) end() {
 // with ErrLost if a renewal does not succeed before the lease runs out, or
 // finds the lock item gone or changed, so no write follows the loss. The
 // release is always attempted, and Do returns ErrHeld (with the wait) when
-// the lock could not be had.
+// the lock could not be had. A create whose outcome is unknown is not
+// retried: the item it may have written is deleted, if it is ours, before Do
+// returns its error.
 //
 // owner must name this process alone: a lock item of owner is taken as one
 // this Locker created (a create whose answer was lost) and adopted. Callers
@@ -247,6 +249,7 @@ func (l *Locker) acquire(ctx context.Context, id, owner string, ttl time.Duratio
 			return etag, sent, nil
 		}
 		if !errors.Is(err, database.ErrConflict) {
+			l.removeUnknown(ctx, id, owner, log)
 			return "", sent, fmt.Errorf("acquire lock: %w", err)
 		}
 		etag, sent, next := l.adopt(ctx, id, owner, ttl, log)
@@ -266,6 +269,37 @@ func (l *Locker) acquire(ctx context.Context, id, owner string, ttl time.Duratio
 			return "", sent, fmt.Errorf("acquire lock: %w", context.Cause(ctx))
 		case <-time.After(l.opts.RetryInterval):
 		}
+	}
+}
+
+// removeUnknown deletes the lock item that a create with an unknown outcome
+// (a timeout, a dropped connection, the caller's context ending) may have
+// written, if it is there and ours: nobody would release it, and it would
+// lock the frontend out for a whole TTL. It runs on a short context of its
+// own, since the caller's may have ended, and before Do returns, so that Wait
+// covers it and the next caller here does not meet the item. An item of
+// another owner is never touched.
+func (l *Locker) removeUnknown(ctx context.Context, id, owner string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	cur, etag, err := l.store.Get(ctx, id)
+	switch {
+	case errors.Is(err, database.ErrNotFound):
+		return
+	case err != nil:
+		log.Warn("looking for a subscription lock item a failed create may have written failed; its TTL will free it", "error", err)
+		return
+	case cur != owner:
+		return
+	}
+	err = l.store.Delete(ctx, id, etag)
+	switch {
+	case err == nil:
+		log.Info("deleted the subscription lock item a failed create had written")
+	case errors.Is(err, database.ErrPreconditionFailed) || errors.Is(err, database.ErrNotFound):
+		// It changed or expired meanwhile: nothing of ours is left.
+	default:
+		log.Warn("deleting the subscription lock item a failed create had written failed; its TTL will free it", "error", err)
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,6 +70,25 @@ func (s lostCreateAnswers) Create(ctx context.Context, id, owner string, ttl tim
 		return "", err
 	}
 	return "", fmt.Errorf("create lock %s: %w", id, database.ErrConflict)
+}
+
+// unknownCreates writes the lock item on Create and then fails with fail's
+// error, as a create whose answer never came would. The item is the caller's
+// unless writeAs names another owner, whose item is there instead.
+type unknownCreates struct {
+	database.LockStore
+	writeAs string
+	fail    func() error
+}
+
+func (s unknownCreates) Create(ctx context.Context, id, owner string, ttl time.Duration) (azcore.ETag, error) {
+	if s.writeAs != "" {
+		owner = s.writeAs
+	}
+	if _, err := s.LockStore.Create(ctx, id, owner, ttl); err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("create lock %s: %w", id, s.fail())
 }
 
 // remove deletes the lock item id as an operator would, or as an early
@@ -275,6 +296,60 @@ func runLockTests(t *testing.T, newEnv func(t *testing.T) env) {
 		require.Equal(t, "opstatus/host/12", got)
 	})
 
+	t.Run("a create whose outcome is unknown deletes the item it wrote", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		for i, tc := range []struct {
+			name         string
+			err          error
+			cancelCaller bool
+		}{
+			{"timeout", fmt.Errorf("%w: %w", database.ErrUnavailable, os.ErrDeadlineExceeded), false},
+			{"dropped connection", fmt.Errorf("%w: %w", database.ErrUnavailable, syscall.ECONNRESET), false},
+			{"the caller's context ended", context.Canceled, true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				id := fmt.Sprint("sub-unknown-", i)
+				cctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				store := unknownCreates{LockStore: e.store, fail: func() error {
+					if tc.cancelCaller {
+						cancel()
+					}
+					return tc.err
+				}}
+				ran := false
+				err := lock.New(store, opts(time.Second)).Do(cctx, id, "opstatus/host/1", func(context.Context) error {
+					ran = true
+					return nil
+				})
+				require.ErrorIs(t, err, tc.err)
+				require.NotErrorIs(t, err, lock.ErrHeld)
+				require.False(t, ran)
+				_, _, err = e.store.Get(ctx, id)
+				require.ErrorIs(t, err, database.ErrNotFound, "the item the create wrote was left behind")
+				_, err = e.store.Create(ctx, id, "frontend", e.ttl)
+				require.NoError(t, err, "the frontend is locked out")
+			})
+		}
+	})
+
+	t.Run("a create whose outcome is unknown leaves another owner's item", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		store := unknownCreates{LockStore: e.store, writeAs: "frontend", fail: func() error {
+			return fmt.Errorf("%w: %w", database.ErrUnavailable, syscall.ECONNRESET)
+		}}
+		err := lock.New(store, opts(time.Second)).Do(ctx, "sub-unknown-other", "opstatus/host/1", func(context.Context) error {
+			return errors.New("work ran without the lock")
+		})
+		require.ErrorIs(t, err, syscall.ECONNRESET)
+		got, _, err := e.store.Get(ctx, "sub-unknown-other")
+		require.NoError(t, err, "another owner's item was deleted")
+		require.Equal(t, "frontend", got)
+	})
+
 	t.Run("canceled caller stops waiting", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
@@ -413,4 +488,45 @@ func TestWaitCoversTheRelease(t *testing.T) {
 	_, _, err := m.Locks().Get(ctx, "sub")
 	require.ErrorIs(t, err, database.ErrNotFound, "Wait returned before the release was done")
 	require.ErrorIs(t, <-done, context.Canceled)
+}
+
+// Wait covers the deletion of the item a create with an unknown outcome
+// wrote: shutdown does not leave it behind.
+func TestWaitCoversTheUnknownCreateCleanup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := databasetesting.NewMemoryClient(lock.MinTTL)
+	deleting, unblock := make(chan struct{}), make(chan struct{})
+	m.Hook = func(call string) error {
+		if call == "Lock.Delete" {
+			close(deleting)
+			<-unblock
+		}
+		return nil
+	}
+	store := unknownCreates{LockStore: m.Locks(), fail: func() error {
+		return fmt.Errorf("%w: %w", database.ErrUnavailable, syscall.ECONNRESET)
+	}}
+	l := lock.New(store, lock.Options{Wait: time.Second})
+	done := make(chan error, 1)
+	go func() {
+		done <- l.Do(ctx, "sub", "opstatus", func(context.Context) error { return nil })
+	}()
+	select {
+	case <-deleting:
+	case err := <-done:
+		require.FailNow(t, "Do returned without deleting the item its create wrote", "%v", err)
+	}
+
+	short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancelShort()
+	require.ErrorIs(t, l.Wait(short), context.DeadlineExceeded, "returned before the deletion")
+
+	close(unblock)
+	bounded, cancelBounded := context.WithTimeout(ctx, 5*time.Second)
+	defer cancelBounded()
+	require.NoError(t, l.Wait(bounded))
+	_, _, err := m.Locks().Get(ctx, "sub")
+	require.ErrorIs(t, err, database.ErrNotFound, "Wait returned before the deletion was done")
+	require.ErrorIs(t, <-done, syscall.ECONNRESET)
 }
