@@ -46,6 +46,12 @@ func main() {
 	err = run(ctx, cfg, logger)
 	flushTelemetry(shutdown, logger)
 	if err != nil {
+		var missing *missingContainerError
+		if errors.As(err, &missing) {
+			// A setting naming what is not there: one line, as for a bad setting.
+			fmt.Fprintf(os.Stderr, "opstatus: %v\n", missing)
+			os.Exit(1)
+		}
 		if errors.Is(err, lock.ErrBadTTL) {
 			// A setting of the Cosmos account: one line, as for a bad setting.
 			fmt.Fprintf(os.Stderr, "opstatus: COSMOS_LOCKS_CONTAINER=%s: %v\n", cfg.LocksContainer, err)
@@ -57,6 +63,8 @@ func main() {
 }
 
 const (
+	// containerCheckTimeout bounds the reads of the containers at start.
+	containerCheckTimeout = 5 * time.Second
 	// ttlCheckTimeout bounds the read of the lock TTL at start.
 	ttlCheckTimeout = 5 * time.Second
 	// releaseWait bounds the wait for lock releases after the server has
@@ -137,20 +145,84 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	logger.Info("opstatus listening", "addr", ln.Addr().String())
-	// The TTL is checked while the server starts, not before: the host
-	// waits for GET / to answer, and a bad TTL still stops the process.
+	// The containers and the TTL are checked while the server starts, not
+	// before: the host waits for GET / to answer, and a missing container
+	// or a bad TTL still stops the process.
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	go func() {
-		if err := checkLockTTL(ctx, locker, ttlCheckTimeout, logger); err != nil {
+		err := checkContainers(ctx, db, cfg.CosmosDatabase, cosmosContainers(cfg), containerCheckTimeout, logger)
+		if err == nil {
+			err = checkLockTTL(ctx, locker, ttlCheckTimeout, logger)
+		}
+		if err != nil {
 			stop(err)
 		}
 	}()
 	err = serve(ctx, srv, ln, locker, releaseWait, logger)
-	if cause := context.Cause(ctx); errors.Is(cause, lock.ErrBadTTL) {
+	var missing *missingContainerError
+	if cause := context.Cause(ctx); errors.Is(cause, lock.ErrBadTTL) || errors.As(cause, &missing) {
 		return cause
 	}
 	return err
+}
+
+// cosmosContainer is a Cosmos DB container the handler uses, with the
+// setting that names it.
+type cosmosContainer struct {
+	setting, name string
+}
+
+// cosmosContainers lists the containers the handler uses, for the check at
+// start.
+func cosmosContainers(cfg config.Config) []cosmosContainer {
+	return []cosmosContainer{
+		{"COSMOS_OPERATIONS_CONTAINER", cfg.OperationsContainer},
+		{"COSMOS_RESOURCES_CONTAINER", cfg.ResourcesContainer},
+		{"COSMOS_LOCKS_CONTAINER", cfg.LocksContainer},
+	}
+}
+
+// missingContainerError says that a setting names a container that does not
+// exist; main prints it as the one line of a bad setting.
+type missingContainerError struct {
+	cosmosContainer
+	database string
+	err      error
+}
+
+func (e *missingContainerError) Error() string {
+	return fmt.Sprintf("%s=%s: no such container in Cosmos DB database %s", e.setting, e.name, e.database)
+}
+
+func (e *missingContainerError) Unwrap() error { return e.err }
+
+// containerReader reads a container of the database by its name.
+type containerReader interface {
+	ReadContainer(ctx context.Context, name string) error
+}
+
+// checkContainers reads each container within timeout. Only a container
+// that does not exist (or whose database does not) is an error: every
+// request to it would fail. When Cosmos DB cannot be reached, a warning is
+// logged and the start goes on, as checkLockTTL does.
+func checkContainers(ctx context.Context, db containerReader, databaseName string, containers []cosmosContainer,
+	timeout time.Duration, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for _, c := range containers {
+		err := db.ReadContainer(ctx, c.name)
+		switch {
+		case err == nil:
+		case errors.Is(err, database.ErrContainerNotFound):
+			return &missingContainerError{cosmosContainer: c, database: databaseName, err: err}
+		default:
+			logger.Warn("could not read the Cosmos DB containers at start; a missing one fails every request to it",
+				"container", c.name, "error", err)
+			return nil
+		}
+	}
+	return nil
 }
 
 // functionTimeout is host.json's functionTimeout, read from the working

@@ -1,21 +1,28 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/functions"
+	"github.com/opstatus/opstatus/internal/config"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/internal/lock"
 )
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // When the drain times out, the invocations still running are canceled and
 // Serve returns while their lock releases are in flight: serve returns only
@@ -88,4 +95,68 @@ func TestCheckLockTTL(t *testing.T) {
 	// Checked again at first use.
 	down.Hook = nil
 	require.NoError(t, locker.Do(ctx, "sub", "opstatus/test", func(context.Context) error { return nil }))
+}
+
+// TestCheckContainers: a setting that names a container that does not
+// exist stops the start with one line naming the setting and the
+// container; with every container there, or Cosmos DB out of reach (a
+// warning), the start goes on.
+func TestCheckContainers(t *testing.T) {
+	ctx := t.Context()
+	cosmos := testenv.SharedCosmos(t)
+	name := testenv.DatabaseName(t)
+	require.NoError(t, frontend.CreateSchema(ctx, cosmos.Endpoint, cosmos.Key, name, 5*time.Second))
+	settings := config.Config{CosmosDatabase: name, OperationsContainer: frontend.OperationsContainer,
+		ResourcesContainer: frontend.ResourcesContainer, LocksContainer: frontend.LocksContainer}
+	client := func(t *testing.T, endpoint, databaseName string) *database.CosmosClient {
+		t.Helper()
+		db, err := database.NewCosmosClient(database.CosmosConfig{
+			Endpoint: endpoint, Database: databaseName, Key: cosmos.Key, InsecureSkipVerify: true,
+			OperationsContainer: settings.OperationsContainer, ResourcesContainer: settings.ResourcesContainer,
+			LocksContainer: settings.LocksContainer,
+		})
+		require.NoError(t, err)
+		return db
+	}
+	db := client(t, cosmos.Endpoint, name)
+	logger := slog.New(slog.DiscardHandler)
+
+	require.NoError(t, checkContainers(ctx, db, name, cosmosContainers(settings), 5*time.Second, logger))
+
+	for _, tc := range []struct {
+		name string
+		set  func(cfg *config.Config)
+		want string
+	}{
+		{"Operations", func(cfg *config.Config) { cfg.OperationsContainer = "Operationz" },
+			"COSMOS_OPERATIONS_CONTAINER=Operationz: no such container in Cosmos DB database " + name},
+		{"Resources", func(cfg *config.Config) { cfg.ResourcesContainer = "Resourcez" },
+			"COSMOS_RESOURCES_CONTAINER=Resourcez: no such container in Cosmos DB database " + name},
+		{"Locks", func(cfg *config.Config) { cfg.LocksContainer = "Lockz" },
+			"COSMOS_LOCKS_CONTAINER=Lockz: no such container in Cosmos DB database " + name},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := settings
+			tc.set(&cfg)
+			err := checkContainers(ctx, db, name, cosmosContainers(cfg), 5*time.Second, logger)
+			require.ErrorIs(t, err, database.ErrContainerNotFound)
+			require.EqualError(t, err, tc.want)
+		})
+	}
+
+	t.Run("database", func(t *testing.T) {
+		err := checkContainers(ctx, client(t, cosmos.Endpoint, name+"-missing"), name+"-missing",
+			cosmosContainers(settings), 5*time.Second, logger)
+		require.ErrorIs(t, err, database.ErrContainerNotFound)
+		require.EqualError(t, err, "COSMOS_OPERATIONS_CONTAINER=Operations: no such container in Cosmos DB database "+name+"-missing")
+	})
+
+	t.Run("unreachable", func(t *testing.T) {
+		var logs bytes.Buffer
+		logger := slog.New(slog.NewTextHandler(&logs, nil))
+		require.NoError(t, checkContainers(ctx, client(t, "https://127.0.0.1:1/", name), name,
+			cosmosContainers(settings), time.Second, logger))
+		require.Contains(t, logs.String(), "level=WARN")
+		require.Contains(t, logs.String(), "could not read the Cosmos DB containers at start")
+	})
 }

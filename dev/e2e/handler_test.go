@@ -32,6 +32,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 type handlerStack struct {
 	t      *testing.T
 	url    string
+	db     string // the Cosmos database's name
 	fe     *frontend.Frontend
 	sim    *clustersim.Sim
 	clock  *clustersim.ManualClock
@@ -90,7 +91,7 @@ func startStack(t *testing.T, extraEnv ...string) *handlerStack {
 			t.Logf("handler stdout:\n%s\nhandler stderr:\n%s", stdout.String(), stderr.String())
 		}
 	})
-	s := &handlerStack{t: t, url: "http://127.0.0.1:" + port, fe: fe, sim: sim, clock: clock, arm: rec, stdout: stdout, stderr: stderr, cmd: cmd}
+	s := &handlerStack{t: t, url: "http://127.0.0.1:" + port, db: dbName, fe: fe, sim: sim, clock: clock, arm: rec, stdout: stdout, stderr: stderr, cmd: cmd}
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(s.url + "/")
 		if err != nil {

@@ -58,6 +58,74 @@ func TestMissingItemIs404(t *testing.T) {
 	}
 }
 
+// A request to a container or database that does not exist answers 404
+// with sub-status 1003 (owner resource not found), as Cosmos DB does, so
+// that a client can tell it from a missing item, which has none.
+func TestMissingContainerIs404WithSubStatus1003(t *testing.T) {
+	t.Parallel()
+	cosmos := SharedCosmos(t)
+	db := cosmos.NewDatabase(t, operations)
+	client, err := NewCosmosClient(cosmos.Endpoint, cosmos.Key)
+	require.NoError(t, err)
+	present := db.Containers["Operations"]
+	create(t, present, "sub", map[string]any{"id": "present", "partitionKey": "sub"})
+	missingContainer, err := client.NewContainer(db.Name, "Missing")
+	require.NoError(t, err)
+	missingDatabase, err := client.NewContainer(db.Name+"-missing", "Operations")
+	require.NoError(t, err)
+
+	calls := []struct {
+		name string
+		call func(c *azcosmos.ContainerClient) error
+	}{
+		{"read", func(c *azcosmos.ContainerClient) error {
+			_, err := c.ReadItem(t.Context(), PK("sub"), "present", nil)
+			return err
+		}},
+		{"query", func(c *azcosmos.ContainerClient) error {
+			_, err := c.NewQueryItemsPager("SELECT * FROM c", PK("sub"), nil).NextPage(t.Context())
+			return err
+		}},
+		{"cross-partition query", func(c *azcosmos.ContainerClient) error {
+			_, err := c.NewQueryItemsPager("SELECT * FROM c", azcosmos.NewPartitionKey(), nil).NextPage(t.Context())
+			return err
+		}},
+		{"create", func(c *azcosmos.ContainerClient) error {
+			_, err := c.CreateItem(t.Context(), PK("sub"), []byte(`{"id":"new","partitionKey":"sub"}`), nil)
+			return err
+		}},
+		{"replace", func(c *azcosmos.ContainerClient) error {
+			_, err := c.ReplaceItem(t.Context(), PK("sub"), "present", []byte(`{"id":"present","partitionKey":"sub"}`), nil)
+			return err
+		}},
+		{"delete", func(c *azcosmos.ContainerClient) error {
+			_, err := c.DeleteItem(t.Context(), PK("sub"), "present", nil)
+			return err
+		}},
+	}
+	for _, target := range []struct {
+		name string
+		c    *azcosmos.ContainerClient
+	}{{"missing container", missingContainer}, {"missing database", missingDatabase}} {
+		for _, tc := range calls {
+			t.Run(target.name+"/"+tc.name, func(t *testing.T) {
+				err := tc.call(target.c)
+				var re *azcore.ResponseError
+				require.ErrorAs(t, err, &re)
+				require.Equal(t, http.StatusNotFound, re.StatusCode, "%v", err)
+				require.Equal(t, "1003", re.RawResponse.Header.Get("x-ms-substatus"))
+			})
+		}
+	}
+
+	// A missing item of a container that exists is a plain 404.
+	_, err = present.ReadItem(t.Context(), PK("sub"), "missing", nil)
+	var re *azcore.ResponseError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, http.StatusNotFound, re.StatusCode)
+	require.Empty(t, re.RawResponse.Header.Get("x-ms-substatus"))
+}
+
 func TestQueriesArePartitionScoped(t *testing.T) {
 	t.Parallel()
 	cosmos := SharedCosmos(t)

@@ -43,6 +43,8 @@ type CosmosConfig struct {
 
 // CosmosClient is the DBClient for Cosmos DB.
 type CosmosClient struct {
+	client     *azcosmos.Client
+	database   string
 	operations *azcosmos.ContainerClient
 	resources  *azcosmos.ContainerClient
 	locks      *cosmosLocks
@@ -101,7 +103,7 @@ func NewCosmosClient(cfg CosmosConfig) (*CosmosClient, error) {
 		}
 		return c, nil
 	}
-	c := &CosmosClient{pageSize: cfg.PageSize, details: cfg.PendingDetails}
+	c := &CosmosClient{client: client, database: cfg.Database, pageSize: cfg.PageSize, details: cfg.PendingDetails}
 	if c.pageSize <= 0 {
 		c.pageSize = 1000
 	}
@@ -117,6 +119,21 @@ func NewCosmosClient(cfg CosmosConfig) (*CosmosClient, error) {
 	}
 	c.locks = &cosmosLocks{container: locks}
 	return c, nil
+}
+
+// ReadContainer reads container name of the client's database, so that a
+// setting that names one that does not exist is found at start, before a
+// request to it fails: ErrContainerNotFound when it or its database does
+// not exist.
+func (c *CosmosClient) ReadContainer(ctx context.Context, name string) error {
+	container, err := c.client.NewContainer(c.database, name)
+	if err != nil {
+		return fmt.Errorf("cosmos container %s: %w", name, err)
+	}
+	if _, err := container.Read(ctx, nil); err != nil {
+		return fmt.Errorf("read container %s: %w", name, classify(err))
+	}
+	return nil
 }
 
 // pendingQuery keeps the filter on the server and projects only what a queue
@@ -321,7 +338,7 @@ func classify(err error) error {
 	if errors.As(err, &re) {
 		switch re.StatusCode {
 		case http.StatusNotFound:
-			return fmt.Errorf("%w: %w", ErrNotFound, err)
+			return classifyNotFound(re, err)
 		case http.StatusConflict:
 			return fmt.Errorf("%w: %w", ErrConflict, err)
 		case http.StatusPreconditionFailed:
@@ -338,4 +355,65 @@ func classify(err error) error {
 	}
 	// Not an HTTP answer: a timeout, a refused or broken connection.
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// Sub-statuses of a 404, in its x-ms-substatus header.
+const (
+	subStatusHeader = "x-ms-substatus"
+	// subStatusReadSessionNotAvailable: the replica has not caught up with
+	// the client's session yet.
+	subStatusReadSessionNotAvailable = "1002"
+	// subStatusOwnerNotFound: the container or database of the request does
+	// not exist.
+	subStatusOwnerNotFound = "1003"
+)
+
+// classifyNotFound wraps err, a 404, with its sentinel. A 404 means that an
+// item is missing only when the request named one item and no sub-status
+// says otherwise: a query, a create or a container read names no item, so
+// its 404 says that the container or its database does not exist, which
+// must never read as "no such item".
+func classifyNotFound(re *azcore.ResponseError, err error) error {
+	var (
+		subStatus string
+		target    requestTarget
+	)
+	if re.RawResponse != nil {
+		subStatus = re.RawResponse.Header.Get(subStatusHeader)
+		target = targetOf(re.RawResponse.Request)
+	}
+	switch {
+	case subStatus == subStatusReadSessionNotAvailable:
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case subStatus == subStatusOwnerNotFound || target.item == "":
+		return fmt.Errorf("%w: container %q of database %q: %w", ErrContainerNotFound, target.container, target.database, err)
+	}
+	return fmt.Errorf("%w: %w", ErrNotFound, err)
+}
+
+// requestTarget is what a request's path names:
+// /dbs/{database}/colls/{container}/docs/{item}, as far as it goes.
+type requestTarget struct {
+	database, container, item string
+}
+
+// targetOf reads the path of req by its segments: a container may be named
+// "docs".
+func targetOf(req *http.Request) requestTarget {
+	var t requestTarget
+	if req == nil || req.URL == nil {
+		return t
+	}
+	seg := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	if len(seg) < 2 || seg[0] != "dbs" {
+		return t
+	}
+	t.database = seg[1]
+	if len(seg) >= 4 && seg[2] == "colls" {
+		t.container = seg[3]
+		if len(seg) == 6 && seg[4] == "docs" {
+			t.item = seg[5]
+		}
+	}
+	return t
 }

@@ -18,8 +18,14 @@ import (
 
 // Errors a DBClient returns; test with errors.Is.
 var (
-	// ErrNotFound means the item does not exist (HTTP 404).
+	// ErrNotFound means the item a request named does not exist (HTTP 404),
+	// in a container that does.
 	ErrNotFound = errors.New("item not found")
+	// ErrContainerNotFound means the container a request went to, or its
+	// database, does not exist: a setting names the wrong one, or it was
+	// deleted. It says nothing about any item, and it does not pass by
+	// itself.
+	ErrContainerNotFound = errors.New("container or database not found")
 	// ErrConflict means an item with that id already exists (HTTP 409).
 	ErrConflict = errors.New("item already exists")
 	// ErrPreconditionFailed means the item changed since it was read (HTTP 412).
@@ -27,7 +33,8 @@ var (
 	// ErrMalformed means an item could not be decoded.
 	ErrMalformed = errors.New("malformed item")
 	// ErrUnavailable marks a failure that may pass by itself: throttling,
-	// timeouts, 5xx and broken connections.
+	// timeouts, 5xx, broken connections, and a replica that has not caught
+	// up with the session yet.
 	ErrUnavailable = errors.New("database unavailable")
 )
 

@@ -9,7 +9,9 @@
 // (collection.documents, an Items map keyed by _rid).
 //
 // What the replacements fix, in Cosmos DB terms:
-//  - point operations on a missing item (or container) answer 404, not 500;
+//  - point operations on a missing item answer 404, not 500; any request to a
+//    missing container or database answers 404 with sub-status 1003 (owner
+//    resource not found), so that a client can tell the two apart;
 //  - a query with a partition key header only sees that partition, and needs
 //    no partition key filter in its text;
 //  - time to live: the container's defaultTtl and the item's ttl expire items,
@@ -39,10 +41,11 @@ const PARTITION_KEY_HEADER = "x-ms-documentdb-partitionkey";
 // Responses
 
 class RequestError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, subStatus) {
     super(message);
     this.status = status;
     this.code = code;
+    this.subStatus = subStatus; // x-ms-substatus, when there is one
   }
 }
 
@@ -53,6 +56,10 @@ const notFound = () =>
     "NotFound",
     "Entity with the specified id does not exist in the system."
   );
+// Cosmos DB's answer to a request whose container (or its database) does not
+// exist: a missing item's 404 carries no sub-status.
+const ownerNotFound = () =>
+  new RequestError(404, "NotFound", "Owner resource does not exist", 1003);
 const conflict = () =>
   new RequestError(
     409,
@@ -74,6 +81,9 @@ function handler(fn) {
     } catch (err) {
       if (!(err instanceof RequestError)) throw err;
       res.statusCode = err.status;
+      if (err.subStatus !== undefined) {
+        res.setHeader("x-ms-substatus", String(err.subStatus));
+      }
       return { code: err.code, message: err.message };
     }
   };
@@ -199,7 +209,7 @@ function purgeExpired(container) {
 function containerOf(account, { dbId, collId }) {
   const collection = account.database(dbId).collection(collId);
   const props = collection.read();
-  if (!props) throw notFound();
+  if (!props) throw ownerNotFound();
   const container = { collection, props, documents: collection.documents };
   purgeExpired(container);
   return container;
