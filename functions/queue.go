@@ -60,3 +60,31 @@ func (inv *Invocation) QueueMetadata() QueueMetadata {
 		NextVisibleTime: lenientTime(get("NextVisibleTime")),
 	}
 }
+
+// listenerVisibility is how long the host's queue listener hides each
+// message it receives (QueueListener's _visibilityTimeout in the Storage
+// Queues extension). The NextVisibleTime of an invocation's metadata is the
+// one that receive answered (QueueTriggerBinding.CreateBindingData), so it
+// is Storage's time of the receive plus this.
+const listenerVisibility = 10 * time.Minute
+
+// dateTimeOffsetMax is DateTimeOffset.MaxValue in whole seconds: the
+// host's NextVisibleTime when the message has none.
+var dateTimeOffsetMax = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+
+// ReceivedAt is Storage's time when the host received the message, in
+// whole seconds: NextVisibleTime less listenerVisibility. It lets a reader
+// age a message on Storage's clock rather than its own. It is zero when
+// the metadata does not say, or says what cannot be: no NextVisibleTime,
+// the host's stand-in for none, or a receive more than the whole seconds'
+// rounding before the insertion.
+func (m QueueMetadata) ReceivedAt() time.Time {
+	if m.NextVisibleTime.IsZero() || !m.NextVisibleTime.Before(dateTimeOffsetMax) {
+		return time.Time{}
+	}
+	at := m.NextVisibleTime.Add(-listenerVisibility)
+	if !m.InsertionTime.IsZero() && at.Before(m.InsertionTime.Add(-time.Second)) {
+		return time.Time{}
+	}
+	return at
+}

@@ -197,3 +197,59 @@ func TestQueueMetadata(t *testing.T) {
 		require.Equal(t, QueueMetadata{}, (&Invocation{}).QueueMetadata())
 	})
 }
+
+// ReceivedAt is Storage's time of the host's receive: the listener hides
+// what it receives for listenerVisibility, and the metadata's
+// NextVisibleTime is the receive's.
+func TestQueueMetadataReceivedAt(t *testing.T) {
+	received := time.Date(2026, 11, 30, 21, 0, 14, 0, time.UTC)
+	tests := []struct {
+		name     string
+		metadata string
+		want     time.Time
+	}{
+		{
+			name:     "as the host sends it",
+			metadata: `{"InsertionTime":"\"2026-11-30T21:00:10+00:00\"","NextVisibleTime":"\"2026-11-30T21:10:14+00:00\""}`,
+			want:     received,
+		},
+		{
+			name:     "received in the second of the insertion",
+			metadata: `{"InsertionTime":"2026-11-30T21:00:14+00:00","NextVisibleTime":"2026-11-30T21:10:14+00:00"}`,
+			want:     received,
+		},
+		{
+			name:     "rounding puts the receive a second before the insertion",
+			metadata: `{"InsertionTime":"2026-11-30T21:00:15+00:00","NextVisibleTime":"2026-11-30T21:10:14+00:00"}`,
+			want:     received,
+		},
+		{
+			name:     "without an insertion time",
+			metadata: `{"NextVisibleTime":"2026-11-30T21:10:14+00:00"}`,
+			want:     received,
+		},
+		{
+			name:     "a receive before the insertion cannot be",
+			metadata: `{"InsertionTime":"2026-11-30T21:00:16+00:00","NextVisibleTime":"2026-11-30T21:10:14+00:00"}`,
+		},
+		{
+			name:     "DateTimeOffset.MaxValue: none",
+			metadata: `{"InsertionTime":"2026-11-30T21:00:10+00:00","NextVisibleTime":"\"9999-12-31T23:59:59+00:00\""}`,
+		},
+		{
+			name:     "no NextVisibleTime",
+			metadata: `{"InsertionTime":"2026-11-30T21:00:10+00:00"}`,
+		},
+		{
+			name:     "unreadable NextVisibleTime",
+			metadata: `{"InsertionTime":"2026-11-30T21:00:10+00:00","NextVisibleTime":"soon"}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var md map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal([]byte(tt.metadata), &md))
+			require.Equal(t, tt.want, (&Invocation{Metadata: md}).QueueMetadata().ReceivedAt())
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -104,6 +105,8 @@ type Function struct {
 	turns, slots, holds places // see Function.places
 
 	notifying sync.Map // "subscription/operation" of notifications in flight
+
+	skewWarned atomic.Int64 // Unix nanoseconds of the last clock skew warning
 }
 
 func (f *Function) now() time.Time {
@@ -111,6 +114,15 @@ func (f *Function) now() time.Time {
 		return f.Now().UTC()
 	}
 	return time.Now().UTC()
+}
+
+// clock is now with time.Now's monotonic reading, which UTC strips: what
+// a message's Clock measures elapsed time with.
+func (f *Function) clock() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
 }
 
 func orDefault[T int | time.Duration](v, def T) T {
@@ -129,6 +141,7 @@ func orDefault[T int | time.Duration](v, def T) T {
 // outage must not fill the poison queue.
 func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*functions.Result, error) {
 	defer observeDuration(ctx, time.Now())
+	arrived := f.clock()
 	var raw json.RawMessage
 	if err := inv.QueueMessage(Binding, &raw); err != nil {
 		inv.Log.Error("malformed queue message", "error", err)
@@ -142,12 +155,14 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 	observeMessage(ctx, msg, f.now())
 	ctx, cancel := context.WithTimeout(ctx, orDefault(f.Deadline, defaultDeadline))
 	defer cancel()
+	md := inv.QueueMetadata()
 	run := &run{
 		f:        f,
 		log:      inv.Log,
 		owner:    f.Owner + "/" + ownerSuffix(inv.ID),
 		msg:      msg,
-		inserted: inv.QueueMetadata().InsertionTime,
+		inserted: md.InsertionTime,
+		clock:    queuemsg.NewClock(md.ReceivedAt(), arrived),
 		outcomes: make([]Outcome, len(msg.Entries)),
 	}
 	run.do(ctx)
@@ -167,19 +182,51 @@ type run struct {
 	log      *slog.Logger
 	owner    string
 	msg      queuemsg.Read
-	inserted time.Time // the queue's InsertionTime
+	inserted time.Time      // the queue's InsertionTime
+	clock    queuemsg.Clock // Storage's, by which the message is aged
 
 	outcomes []Outcome // by entry
 }
 
 func (r *run) superseded() bool {
-	return queuemsg.Superseded(r.f.now(), r.msg.ScannedAt, r.inserted, r.f.Interval)
+	return queuemsg.Superseded(r.clock.Now(r.f.clock()), r.msg.ScannedAt, r.inserted, r.f.Interval)
+}
+
+// Clock skew a process reports: beyond skewWarnAbove, its clock and
+// Storage's disagree by more than the delay of an invocation and the
+// metadata's whole seconds explain; once per skewWarnEvery is enough to be
+// seen without filling the log.
+const (
+	skewWarnAbove = 5 * time.Second
+	skewWarnEvery = 10 * time.Minute
+)
+
+// warnSkew logs at Warning, at most once per skewWarnEvery in the process,
+// that its clock differs from Storage's: messages are aged by Storage's
+// clock, but the process's own still stamps lastTransitionTime and counts
+// deadlines.
+func (r *run) warnSkew() {
+	skew, ok := r.clock.Skew()
+	if !ok || skew.Abs() <= skewWarnAbove {
+		return
+	}
+	now := r.f.clock()
+	last := r.f.skewWarned.Load()
+	if last != 0 && now.Sub(time.Unix(0, last)) < skewWarnEvery {
+		return
+	}
+	if !r.f.skewWarned.CompareAndSwap(last, now.UnixNano()) {
+		return // another invocation warns
+	}
+	r.log.Warn("this instance's clock differs from Storage's; messages are aged by Storage's",
+		"ahead_ms", skew.Milliseconds())
 }
 
 // do brings every operation of the message up to date: first each one's
 // status, concurrently; then the writes, each subscription's under its
 // lock a few at a time; then the notifications of those that ended.
 func (r *run) do(ctx context.Context) {
+	r.warnSkew()
 	if r.superseded() {
 		r.log.Debug("message superseded by a later scan; dropped", "operations", len(r.msg.Entries),
 			"inserted", r.inserted, "scanned_at", r.msg.ScannedAt)

@@ -179,10 +179,18 @@ func testEndToEnd(t *testing.T, instances int) {
 				v := unquote(t, req.Metadata[key])
 				require.True(t, len(v) > 2 && strings.HasPrefix(v, `"`) && strings.HasSuffix(v, `"`), "%s = %s", key, v)
 			}
+			times := map[string]time.Time{}
 			for _, key := range []string{"InsertionTime", "ExpirationTime", "NextVisibleTime"} {
-				_, err := time.Parse(time.RFC3339, unquote(t, req.Metadata[key]))
+				var err error
+				times[key], err = time.Parse(time.RFC3339, unquote(t, req.Metadata[key]))
 				require.NoError(t, err, key)
 			}
+			// NextVisibleTime is the receive's, hidden for the listener's
+			// visibility timeout: less that, Storage's time of the receive
+			// (whole seconds), which the handler ages messages by.
+			received := times["NextVisibleTime"].Add(-processingVisibility)
+			require.False(t, received.Before(times["InsertionTime"].Add(-time.Second)), "received %v before its insertion", received)
+			require.False(t, received.After(inv.Start), "received %v after the invocation began at %v", received, inv.Start)
 			var sys struct{ MethodName string }
 			require.NoError(t, json.Unmarshal(req.Metadata["sys"], &sys))
 			require.Equal(t, "poll", sys.MethodName)

@@ -193,15 +193,17 @@ const maxScanAge = 24 * time.Hour
 
 // Superseded reports whether, at now, a message has been superseded by a
 // fresher one from a later scan, so that its reader can drop it without
-// calling anyone. interval is the scan schedule's interval; scannedAt is
-// when the writing scan started and inserted the queue's InsertionTime,
-// either zero when unknown.
+// calling anyone. now must not run ahead of Storage's clock, by which the
+// queue's InsertionTime inserted is written (see Clock.Now); interval is
+// the scan schedule's interval; scannedAt is when the writing scan
+// started, by the scan's clock. Either time is zero when unknown.
 //
 // The message is superseded an interval after scannedAt, when the next
 // scan is due. It is never dropped before half an interval has passed
-// since its own insertion by the queue's clock, so that a reader whose
-// clock runs ahead cannot drop fresh messages. A scannedAt in the future
-// of now (a writer's clock ahead) or older than a day is not trusted: the
+// since its insertion, so that a scan whose clock runs behind cannot make
+// a fresh message look old (nor, when Storage's time is unknown, a reader
+// whose clock runs ahead by less than that). A scannedAt in the future of
+// now (a scan's clock ahead) or older than a day is not trusted: the
 // message then expires an interval after its insertion, as one without
 // scannedAt does. Without either time it is never superseded.
 func Superseded(now, scannedAt, inserted time.Time, interval time.Duration) bool {
@@ -216,6 +218,55 @@ func Superseded(now, scannedAt, inserted time.Time, interval time.Duration) bool
 		return false
 	}
 	return inserted.IsZero() || now.Sub(inserted) >= interval/2
+}
+
+// Clock tells a message's reader the time by Storage's clock, as well as
+// it can: the queue trigger's metadata carries Storage's time of the
+// receive that delivered the message, and the reader's own clock measures
+// only the time elapsed since it arrived, so that a reader whose clock
+// runs ahead does not see fresh messages as old. The zero Clock knows no
+// Storage time and tells the reader's own.
+type Clock struct {
+	received time.Time // Storage's time of the receive; zero when unknown
+	arrived  time.Time // the reader's time when the message arrived
+}
+
+// NewClock returns the Clock of a message received at Storage's time
+// received (zero when unknown) that arrived at the reader's time arrived.
+// arrived and the times later given to Now should come from time.Now:
+// their monotonic readings keep a step of the wall clock out of the
+// elapsed time.
+func NewClock(received, arrived time.Time) Clock {
+	if received.IsZero() {
+		return Clock{}
+	}
+	return Clock{received: received, arrived: arrived}
+}
+
+// Now is the time at the reader's time local, by the earlier of Storage's
+// clock and the reader's own: a message is aged only as far as both agree,
+// so that neither a reader's clock running ahead nor a wrong Storage time
+// drops a fresh message. The estimate of Storage's time errs early by the
+// delay between the receive and the arrival, and by the metadata's whole
+// seconds.
+func (c Clock) Now(local time.Time) time.Time {
+	if c.received.IsZero() {
+		return local
+	}
+	if storage := c.received.Add(local.Sub(c.arrived)); storage.Before(local) {
+		return storage
+	}
+	return local
+}
+
+// Skew is how far the reader's clock was ahead of Storage's when the
+// message arrived (negative when behind), delay and rounding included, and
+// false when Storage's time is unknown.
+func (c Clock) Skew() (time.Duration, bool) {
+	if c.received.IsZero() {
+		return 0, false
+	}
+	return c.arrived.Sub(c.received), true
 }
 
 // Check reports why the operation cannot be acted on, or nil: its id, and

@@ -158,3 +158,62 @@ func TestSuperseded(t *testing.T) {
 	}
 	require.False(t, queuemsg.Superseded(scanned.Add(time.Hour), scanned, inserted, 0), "no interval: never")
 }
+
+// A reader whose clock runs ahead ages messages by Storage's clock, which
+// the queue trigger's metadata gives at the receive: it drops no fresh
+// message, and still drops old ones.
+func TestSupersededByStorageClock(t *testing.T) {
+	const interval = 10 * time.Second
+	scanned := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC) // by the scan's clock, here Storage's
+	inserted := scanned.Add(time.Second)
+	for _, ahead := range []time.Duration{6 * time.Second, 10 * time.Second, 0, -10 * time.Second} {
+		for _, tc := range []struct {
+			name     string
+			received time.Duration // after scanned, by Storage's clock
+			elapsed  time.Duration // since the message arrived, by the reader's
+			want     bool
+		}{
+			{name: "fresh", received: 5 * time.Second},
+			{name: "fresh, checked again before its call", received: 5 * time.Second, elapsed: 4 * time.Second},
+			{name: "received after the next scan", received: 11 * time.Second, want: ahead >= 0},
+			{name: "next scan due during the work", received: 8 * time.Second, elapsed: 3 * time.Second, want: ahead >= 0},
+		} {
+			t.Run(fmt.Sprintf("reader %v ahead, %s", ahead, tc.name), func(t *testing.T) {
+				received := scanned.Add(tc.received)
+				arrived := received.Add(ahead)
+				c := queuemsg.NewClock(received, arrived)
+				require.Equal(t, tc.want, queuemsg.Superseded(c.Now(arrived.Add(tc.elapsed)), scanned, inserted, interval))
+			})
+		}
+	}
+}
+
+func TestClock(t *testing.T) {
+	received := time.Date(2026, 12, 1, 12, 0, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		name           string
+		received       time.Time
+		ahead, elapsed time.Duration
+		want           time.Time
+		skew           time.Duration
+		known          bool
+	}{
+		{name: "reader ahead: Storage's time", received: received, ahead: 10 * time.Second, elapsed: 3 * time.Second,
+			want: received.Add(3 * time.Second), skew: 10 * time.Second, known: true},
+		{name: "reader behind: its own, the earlier", received: received, ahead: -10 * time.Second, elapsed: 3 * time.Second,
+			want: received.Add(-7 * time.Second), skew: -10 * time.Second, known: true},
+		{name: "clocks agree", received: received, elapsed: time.Second, want: received.Add(time.Second), known: true},
+		{name: "Storage's time unknown: the reader's own", ahead: 10 * time.Second, elapsed: 3 * time.Second,
+			want: received.Add(13 * time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			arrived := received.Add(tc.ahead)
+			c := queuemsg.NewClock(tc.received, arrived)
+			require.Equal(t, tc.want, c.Now(arrived.Add(tc.elapsed)))
+			skew, known := c.Skew()
+			require.Equal(t, tc.known, known)
+			require.Equal(t, tc.skew, skew)
+		})
+	}
+	require.Equal(t, received, queuemsg.Clock{}.Now(received), "the zero Clock is the reader's own")
+}
