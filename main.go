@@ -94,6 +94,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		OperationsContainer: cfg.OperationsContainer,
 		ResourcesContainer:  cfg.ResourcesContainer,
 		LocksContainer:      cfg.LocksContainer,
+		BillingContainer:    cfg.BillingContainer,
 		TracingProvider:     telemetry.AzureTracing(),
 		PendingDetails:      telemetry.Metering(),
 	})

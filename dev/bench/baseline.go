@@ -42,6 +42,7 @@ func newBaseline(ctx context.Context, cosmosURL, key, db, csURL string) (*baseli
 	client, err := database.NewCosmosClient(database.CosmosConfig{
 		Endpoint: cosmosURL, Database: db, Key: key, InsecureSkipVerify: true,
 		OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks",
+		BillingContainer: "Billing",
 	})
 	if err != nil {
 		return nil, err

@@ -222,6 +222,7 @@ func (e *env) handlerSettings(db string) map[string]string {
 		"COSMOS_DATABASE":             db,
 		"COSMOS_KEY":                  e.cosmos.Key,
 		"COSMOS_INSECURE_SKIP_VERIFY": "true",
+		"AZURE_LOCATION":              "eastus",
 		"CLUSTER_SERVICE_URL":         e.simURL,
 		"NOTIFICATIONS_ALLOW_HTTP":    "true",
 		"SCAN_SCHEDULE":               opconfig.DefaultScanSchedule,

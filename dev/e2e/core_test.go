@@ -171,11 +171,12 @@ func TestHandlerNamesAMissingSetting(t *testing.T) {
 	for _, tc := range []struct{ unset, want string }{
 		{"COSMOS_ENDPOINT", "COSMOS_ENDPOINT"},
 		{"CLUSTER_SERVICE_URL", "CLUSTER_SERVICE_URL"},
+		{"AZURE_LOCATION", "AZURE_LOCATION"},
 		{"FUNCTIONS_CUSTOMHANDLER_PORT", "FUNCTIONS_CUSTOMHANDLER_PORT"},
 	} {
 		cmd := exec.Command(bin)
 		for _, kv := range []string{"FUNCTIONS_CUSTOMHANDLER_PORT=1234", "COSMOS_ENDPOINT=https://127.0.0.1:1",
-			"COSMOS_DATABASE=d", "CLUSTER_SERVICE_URL=http://127.0.0.1:2", "COSMOS_KEY=secret-key-value"} {
+			"COSMOS_DATABASE=d", "AZURE_LOCATION=eastus", "CLUSTER_SERVICE_URL=http://127.0.0.1:2", "COSMOS_KEY=secret-key-value"} {
 			if !strings.HasPrefix(kv, tc.unset+"=") {
 				cmd.Env = append(cmd.Env, kv)
 			}

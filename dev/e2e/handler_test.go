@@ -77,6 +77,7 @@ func startStack(t *testing.T, extraEnv ...string) *handlerStack {
 		"COSMOS_DATABASE=" + dbName,
 		"COSMOS_KEY=" + cosmos.Key,
 		"COSMOS_INSECURE_SKIP_VERIFY=true",
+		"AZURE_LOCATION=eastus",
 		"CLUSTER_SERVICE_URL=" + csServer.URL,
 		"NOTIFICATIONS_ALLOW_HTTP=true",
 	}, extraEnv...)

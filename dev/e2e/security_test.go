@@ -94,7 +94,7 @@ func TestHandlerListensOnLoopbackOnly(t *testing.T) {
 	require.NoError(t, err)
 	cmd := exec.Command(testenv.Build(t, "."))
 	cmd.Env = []string{"FUNCTIONS_CUSTOMHANDLER_PORT=0.0.0.0:" + strconv.Itoa(free), "COSMOS_ENDPOINT=https://127.0.0.1:1",
-		"COSMOS_DATABASE=d", "CLUSTER_SERVICE_URL=http://127.0.0.1:2"}
+		"COSMOS_DATABASE=d", "AZURE_LOCATION=eastus", "CLUSTER_SERVICE_URL=http://127.0.0.1:2"}
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit)

@@ -283,7 +283,7 @@ func TestTelemetryReceiverDownLeavesPollsAlone(t *testing.T) {
 func TestTelemetryRefusesAnotherProtocol(t *testing.T) {
 	cmd := exec.Command(testenv.Build(t, "."))
 	cmd.Env = []string{"FUNCTIONS_CUSTOMHANDLER_PORT=1234", "COSMOS_ENDPOINT=https://127.0.0.1:1", "COSMOS_DATABASE=d",
-		"CLUSTER_SERVICE_URL=http://127.0.0.1:2", "COSMOS_KEY=secret-key-value",
+		"AZURE_LOCATION=eastus", "CLUSTER_SERVICE_URL=http://127.0.0.1:2", "COSMOS_KEY=secret-key-value",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"}
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError

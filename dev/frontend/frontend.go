@@ -22,6 +22,7 @@ var (
 	OperationsContainer = "Operations"
 	ResourcesContainer  = "Resources"
 	LocksContainer      = "Locks"
+	BillingContainer    = "Billing"
 )
 
 // Frontend is a client of one database.
@@ -54,7 +55,7 @@ func New(endpoint, key, database string) (*Frontend, error) {
 	return f, nil
 }
 
-// CreateSchema creates the database's three containers as production has them;
+// CreateSchema creates the database's containers as production has them;
 // the Locks container expires items after lockTTL.
 func CreateSchema(ctx context.Context, endpoint, key, database string, lockTTL time.Duration) error {
 	ttl := int32(lockTTL / time.Second)
@@ -62,6 +63,7 @@ func CreateSchema(ctx context.Context, endpoint, key, database string, lockTTL t
 		testenv.ContainerSpec{Name: OperationsContainer, PartitionKeyPath: "/partitionKey"},
 		testenv.ContainerSpec{Name: ResourcesContainer, PartitionKeyPath: "/partitionKey"},
 		testenv.ContainerSpec{Name: LocksContainer, PartitionKeyPath: "/id", DefaultTTL: &ttl},
+		testenv.ContainerSpec{Name: BillingContainer, PartitionKeyPath: "/subscriptionId"},
 	)
 }
 

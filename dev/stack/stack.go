@@ -31,6 +31,9 @@ import (
 // Database is the demo database name.
 const Database = "opstatus"
 
+// Location is the stack's AZURE_LOCATION, which billing items record.
+const Location = "eastus"
+
 // Options configure Start.
 type Options struct {
 	// LockTTL is the Locks container's DefaultTimeToLive; default 10 s.
@@ -147,6 +150,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		"COSMOS_DATABASE":             Database,
 		"COSMOS_KEY":                  s.Cosmos.Key,
 		"COSMOS_INSECURE_SKIP_VERIFY": "true",
+		"AZURE_LOCATION":              Location,
 		"CLUSTER_SERVICE_URL":         s.SimURL,
 		"NOTIFICATIONS_ALLOW_HTTP":    "true",
 		"SCAN_SCHEDULE":               config.DefaultScanSchedule,

@@ -282,6 +282,11 @@ func TestQueryLanguage(t *testing.T) {
 		{"id": "cluster", "key": "/subscriptions/S/resourceGroups/RG/providers/P/hcpOpenShiftClusters/C1"},
 		{"id": "nodepool", "key": "/subscriptions/s/resourcegroups/rg/providers/p/hcpOpenShiftClusters/c1/nodePools/NP"},
 		{"id": "other-cluster", "key": "/subscriptions/S/resourceGroups/RG/providers/P/hcpOpenShiftClusters/C10"},
+		{"id": "billing-open", "resourceId": "/subscriptions/S/resourceGroups/RG/providers/P/hcpOpenShiftClusters/C1"},
+		{"id": "billing-deleted", "resourceId": "/subscriptions/S/resourceGroups/RG/providers/P/hcpOpenShiftClusters/C1",
+			"deletionTime": "2026-01-01T00:00:00Z"},
+		{"id": "billing-null-deletion", "resourceId": "/subscriptions/S/resourceGroups/RG/providers/P/hcpOpenShiftClusters/C1",
+			"deletionTime": nil},
 	}
 	for _, item := range items {
 		item["partitionKey"] = "sub"
@@ -322,6 +327,17 @@ func TestQueryLanguage(t *testing.T) {
 			query:  "SELECT * FROM c WHERE STRINGEQUALS(c.key, @key)",
 			params: []azcosmos.QueryParameter{{Name: "@key", Value: clusterKey}},
 			want:   []string{},
+		},
+		{
+			name:   "STRINGEQUALS ignoring case and NOT IS_DEFINED",
+			query:  "SELECT * FROM c WHERE STRINGEQUALS(c.resourceId, @resourceId, true) AND NOT IS_DEFINED(c.deletionTime)",
+			params: []azcosmos.QueryParameter{{Name: "@resourceId", Value: clusterKey}},
+			want:   []string{"billing-open"},
+		},
+		{
+			name:  "IS_DEFINED of a null",
+			query: "SELECT * FROM c WHERE IS_DEFINED(c.deletionTime)",
+			want:  []string{"billing-deleted", "billing-null-deletion"},
 		},
 		{
 			name:   "STARTSWITH ignoring case",

@@ -24,6 +24,10 @@ type Config struct {
 	OperationsContainer      string
 	ResourcesContainer       string
 	LocksContainer           string
+	BillingContainer         string
+	// Location is the Azure region of the resource provider (AZURE_LOCATION),
+	// written into billing items.
+	Location string
 
 	ClusterServiceURL                string
 	ClusterServiceInsecureSkipVerify bool
@@ -45,13 +49,23 @@ type Config struct {
 	// (OPERATION_DEADLINE_CREATE, _UPDATE, _DELETE) are how long an
 	// operation may stay unfinished after its startTime; 0 means none.
 	CreateDeadline, UpdateDeadline, DeleteDeadline time.Duration
+	// RequestCredentialDeadline and RevokeCredentialsDeadline
+	// (OPERATION_DEADLINE_REQUESTCREDENTIAL, _REVOKECREDENTIALS) are the
+	// same for break-glass credential requests and revocations.
+	RequestCredentialDeadline, RevokeCredentialsDeadline time.Duration
 }
 
-// Defaults of the optional settings. The deadlines are ARO-HCP's; Updates
-// have none by default, since an upgrade can rightly take hours.
+// Defaults of the optional settings. The Create and Delete deadlines are
+// ARO-HCP's; Updates have none by default, since an upgrade can rightly take
+// hours. ARO-HCP sets no deadline on credential requests and revocations:
+// theirs allow three times what ARO-HCP's end-to-end tests wait for one to
+// finish, as the Create deadline does for a cluster.
 const (
 	DefaultCreateDeadline            = time.Hour
 	DefaultDeleteDeadline            = 12 * time.Hour
+	DefaultRequestCredentialDeadline = 30 * time.Minute
+	DefaultRevokeCredentialsDeadline = 45 * time.Minute
+	DefaultBillingContainer          = "Billing"
 	DefaultScanSchedule              = "*/10 * * * * *"
 	DefaultClusterServiceMaxInFlight = 64
 	maxClusterServiceMaxInFlight     = 4096
@@ -84,6 +98,8 @@ func Load(getenv func(string) string) (Config, error) {
 		OperationsContainer:              r.or("COSMOS_OPERATIONS_CONTAINER", "Operations"),
 		ResourcesContainer:               r.or("COSMOS_RESOURCES_CONTAINER", "Resources"),
 		LocksContainer:                   r.or("COSMOS_LOCKS_CONTAINER", "Locks"),
+		BillingContainer:                 r.or("COSMOS_BILLING_CONTAINER", DefaultBillingContainer),
+		Location:                         r.location("AZURE_LOCATION"),
 		ClusterServiceURL:                r.url("CLUSTER_SERVICE_URL", true),
 		ClusterServiceInsecureSkipVerify: r.bool("CLUSTER_SERVICE_INSECURE_SKIP_VERIFY"),
 		ClusterServiceClientID:           getenv("CLUSTER_SERVICE_CLIENT_ID"),
@@ -95,6 +111,8 @@ func Load(getenv func(string) string) (Config, error) {
 		CreateDeadline:                   r.deadline("OPERATION_DEADLINE_CREATE", DefaultCreateDeadline),
 		UpdateDeadline:                   r.deadline("OPERATION_DEADLINE_UPDATE", 0),
 		DeleteDeadline:                   r.deadline("OPERATION_DEADLINE_DELETE", DefaultDeleteDeadline),
+		RequestCredentialDeadline:        r.deadline("OPERATION_DEADLINE_REQUESTCREDENTIAL", DefaultRequestCredentialDeadline),
+		RevokeCredentialsDeadline:        r.deadline("OPERATION_DEADLINE_REVOKECREDENTIALS", DefaultRevokeCredentialsDeadline),
 	}
 	if r.err != nil {
 		return Config{}, r.err
@@ -177,6 +195,23 @@ func (r *reader) deadline(name string, def time.Duration) time.Duration {
 		r.fail(name, "%q is not a positive duration (such as 90m or 12h) or none", v)
 	}
 	return d
+}
+
+// location reads a required Azure region name as billing records it:
+// lowercase letters and digits, starting with a letter ("eastus",
+// "westus2"), not a display name such as "East US".
+func (r *reader) location(name string) string {
+	v := r.required(name)
+	if v == "" {
+		return ""
+	}
+	for i, c := range v {
+		if !(c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			r.fail(name, "%q is not an Azure region name (lowercase letters and digits, such as eastus)", v)
+			return ""
+		}
+	}
+	return v
 }
 
 // count reads a whole number from 1 to max.

@@ -24,6 +24,7 @@ func validEnv() map[string]string {
 		"COSMOS_ENDPOINT":               "https://account.documents.azure.com:443/",
 		"COSMOS_DATABASE":               "opstatus",
 		"COSMOS_KEY":                    cosmosKey,
+		"AZURE_LOCATION":                "eastus",
 		"CLUSTER_SERVICE_URL":           "https://api.example.internal/",
 		"CLUSTER_SERVICE_CLIENT_ID":     "opstatus-client",
 		"CLUSTER_SERVICE_CLIENT_SECRET": clientSecret,
@@ -73,6 +74,8 @@ func TestLoadValid(t *testing.T) {
 		OperationsContainer:        "Operations",
 		ResourcesContainer:         "Resources",
 		LocksContainer:             "Locks",
+		BillingContainer:           "Billing",
+		Location:                   "eastus",
 		ClusterServiceURL:          "https://api.example.internal",
 		ClusterServiceClientID:     "opstatus-client",
 		ClusterServiceClientSecret: clientSecret,
@@ -80,6 +83,8 @@ func TestLoadValid(t *testing.T) {
 		ClusterServiceMaxInFlight:  DefaultClusterServiceMaxInFlight,
 		CreateDeadline:             DefaultCreateDeadline,
 		DeleteDeadline:             DefaultDeleteDeadline,
+		RequestCredentialDeadline:  DefaultRequestCredentialDeadline,
+		RevokeCredentialsDeadline:  DefaultRevokeCredentialsDeadline,
 	}, c)
 }
 
@@ -97,14 +102,18 @@ func TestLoadOptionalSettings(t *testing.T) {
 			}},
 		{"no cosmos key means the Azure credential", with("COSMOS_KEY", ""),
 			func(t *testing.T, c Config) { require.Empty(t, c.CosmosKey) }},
-		{"containers", with("COSMOS_OPERATIONS_CONTAINER", "ops", "COSMOS_RESOURCES_CONTAINER", " res ", "COSMOS_LOCKS_CONTAINER", "lk"),
+		{"containers", with("COSMOS_OPERATIONS_CONTAINER", "ops", "COSMOS_RESOURCES_CONTAINER", " res ", "COSMOS_LOCKS_CONTAINER", "lk",
+			"COSMOS_BILLING_CONTAINER", "bill"),
 			func(t *testing.T, c Config) {
-				require.Equal(t, []string{"ops", "res", "lk"}, []string{c.OperationsContainer, c.ResourcesContainer, c.LocksContainer})
+				require.Equal(t, []string{"ops", "res", "lk", "bill"},
+					[]string{c.OperationsContainer, c.ResourcesContainer, c.LocksContainer, c.BillingContainer})
 			}},
-		{"blank containers keep the defaults", with("COSMOS_OPERATIONS_CONTAINER", "  ", "COSMOS_LOCKS_CONTAINER", "\t"),
+		{"blank containers keep the defaults", with("COSMOS_OPERATIONS_CONTAINER", "  ", "COSMOS_LOCKS_CONTAINER", "\t", "COSMOS_BILLING_CONTAINER", " "),
 			func(t *testing.T, c Config) {
-				require.Equal(t, []string{"Operations", "Locks"}, []string{c.OperationsContainer, c.LocksContainer})
+				require.Equal(t, []string{"Operations", "Locks", "Billing"}, []string{c.OperationsContainer, c.LocksContainer, c.BillingContainer})
 			}},
+		{"location", with("AZURE_LOCATION", " westus2 "),
+			func(t *testing.T, c Config) { require.Equal(t, "westus2", c.Location) }},
 		{"bools", with("COSMOS_INSECURE_SKIP_VERIFY", "true", "CLUSTER_SERVICE_INSECURE_SKIP_VERIFY", "TRUE", "NOTIFICATIONS_ALLOW_HTTP", " 1 "),
 			func(t *testing.T, c Config) {
 				require.True(t, c.CosmosInsecureSkipVerify)
@@ -136,9 +145,11 @@ func TestLoadOptionalSettings(t *testing.T) {
 				require.Equal(t, 30*time.Second, c.ScanInterval(time.Date(2026, 12, 1, 12, 0, 3, 0, time.UTC)))
 				require.Equal(t, 8, c.ClusterServiceMaxInFlight)
 			}},
-		{"deadlines", with("OPERATION_DEADLINE_CREATE", "90m", "OPERATION_DEADLINE_UPDATE", "6h", "OPERATION_DEADLINE_DELETE", "none"),
+		{"deadlines", with("OPERATION_DEADLINE_CREATE", "90m", "OPERATION_DEADLINE_UPDATE", "6h", "OPERATION_DEADLINE_DELETE", "none",
+			"OPERATION_DEADLINE_REQUESTCREDENTIAL", "5m", "OPERATION_DEADLINE_REVOKECREDENTIALS", "none"),
 			func(t *testing.T, c Config) {
-				require.Equal(t, []time.Duration{90 * time.Minute, 6 * time.Hour, 0}, []time.Duration{c.CreateDeadline, c.UpdateDeadline, c.DeleteDeadline})
+				require.Equal(t, []time.Duration{90 * time.Minute, 6 * time.Hour, 0, 5 * time.Minute, 0},
+					[]time.Duration{c.CreateDeadline, c.UpdateDeadline, c.DeleteDeadline, c.RequestCredentialDeadline, c.RevokeCredentialsDeadline})
 			}},
 		{"scan schedule as a TimeSpan", with("SCAN_SCHEDULE", "00:01:00"),
 			func(t *testing.T, c Config) { require.Equal(t, time.Minute, c.ScanInterval(time.Now())) }},
@@ -164,6 +175,8 @@ func TestLoadErrors(t *testing.T) {
 		{"cosmos endpoint blank", with("COSMOS_ENDPOINT", " \t"), "COSMOS_ENDPOINT"},
 		{"cosmos database missing", with("COSMOS_DATABASE", ""), "COSMOS_DATABASE"},
 		{"cosmos database blank", with("COSMOS_DATABASE", "\n"), "COSMOS_DATABASE"},
+		{"location missing", with("AZURE_LOCATION", ""), "AZURE_LOCATION"},
+		{"location blank", with("AZURE_LOCATION", " "), "AZURE_LOCATION"},
 		{"cluster service URL missing", with("CLUSTER_SERVICE_URL", ""), "CLUSTER_SERVICE_URL"},
 		{"cluster service URL blank", with("CLUSTER_SERVICE_URL", " "), "CLUSTER_SERVICE_URL"},
 
@@ -208,6 +221,16 @@ func TestLoadErrors(t *testing.T) {
 		{"deadline negative", with("OPERATION_DEADLINE_CREATE", "-1h"), "OPERATION_DEADLINE_CREATE"},
 		{"deadline zero", with("OPERATION_DEADLINE_UPDATE", "0"), "OPERATION_DEADLINE_UPDATE"},
 		{"deadline without a unit", with("OPERATION_DEADLINE_DELETE", "12"), "OPERATION_DEADLINE_DELETE"},
+
+		// Locations: region names, not display names.
+		{"location a display name", with("AZURE_LOCATION", "East US"), "AZURE_LOCATION"},
+		{"location upper case", with("AZURE_LOCATION", "EastUS"), "AZURE_LOCATION"},
+		{"location with a hyphen", with("AZURE_LOCATION", "east-us"), "AZURE_LOCATION"},
+		{"location starting with a digit", with("AZURE_LOCATION", "2eastus"), "AZURE_LOCATION"},
+		{"location not ASCII", with("AZURE_LOCATION", "eastüs"), "AZURE_LOCATION"},
+
+		{"credential request deadline zero", with("OPERATION_DEADLINE_REQUESTCREDENTIAL", "0s"), "OPERATION_DEADLINE_REQUESTCREDENTIAL"},
+		{"revocation deadline without a unit", with("OPERATION_DEADLINE_REVOKECREDENTIALS", "30"), "OPERATION_DEADLINE_REVOKECREDENTIALS"},
 
 		// Client credentials: all three or none.
 		{"only client id", with("CLUSTER_SERVICE_CLIENT_SECRET", "", "CLUSTER_SERVICE_TOKEN_URL", ""), "CLUSTER_SERVICE_CLIENT_SECRET"},

@@ -30,6 +30,7 @@ type CosmosConfig struct {
 	OperationsContainer string
 	ResourcesContainer  string
 	LocksContainer      string
+	BillingContainer    string
 	// PageSize is the scan query's page size; 0 means 1000.
 	PageSize int32
 	// TracingProvider traces the client's calls and requests; the zero
@@ -48,6 +49,7 @@ type CosmosClient struct {
 	operations *azcosmos.ContainerClient
 	resources  *azcosmos.ContainerClient
 	locks      *cosmosLocks
+	billing    *azcosmos.ContainerClient
 	pageSize   int32
 	details    bool // PendingDetails
 }
@@ -118,6 +120,9 @@ func NewCosmosClient(cfg CosmosConfig) (*CosmosClient, error) {
 		return nil, err
 	}
 	c.locks = &cosmosLocks{container: locks}
+	if c.billing, err = container(cfg.BillingContainer); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 

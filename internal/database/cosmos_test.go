@@ -41,6 +41,7 @@ func cosmosConfig(t *testing.T, name string) database.CosmosConfig {
 	return database.CosmosConfig{
 		Endpoint: cosmos.Endpoint, Database: name, Key: cosmos.Key, InsecureSkipVerify: true,
 		OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks",
+		BillingContainer: "Billing",
 	}
 }
 
@@ -102,6 +103,7 @@ func TestCosmosUnavailable(t *testing.T) {
 	c, err := database.NewCosmosClient(database.CosmosConfig{
 		Endpoint: "https://127.0.0.1:1/", Database: "x", Key: testenv.CosmosEmulatorKey,
 		OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks",
+		BillingContainer: "Billing",
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -1,5 +1,6 @@
 // Package database reads and writes the Cosmos DB items opstatus shares with
-// the ARO-HCP frontend: operations, resources and subscription locks.
+// the ARO-HCP frontend: operations, resources, subscription locks and
+// billing items.
 //
 // DBClient's implementation is NewCosmosClient. Tests use the in-memory one
 // of package databasetesting, which behaves the same.
@@ -63,6 +64,19 @@ type DBClient interface {
 	ReplaceResource(ctx context.Context, r *Resource) (*Resource, error)
 	// DeleteResource deletes the item r names if it still has r.ETag.
 	DeleteResource(ctx context.Context, r ResourceRef) error
+
+	// CreateBilling creates b and returns the item as written; ErrConflict
+	// when an item with its id exists, which makes a create with BillingID's
+	// id safe to retry.
+	CreateBilling(ctx context.Context, b *Billing) (*Billing, error)
+	// OpenBilling lists, in no particular order, the billing items of the
+	// subscription whose resourceId equals resourceID, ignoring case, and
+	// that have no deletionTime (a null one counts as set, as in ARO-HCP's
+	// query). An item whose fields do not decode is listed with Err set. A
+	// container that is missing is an error, never an empty list.
+	OpenBilling(ctx context.Context, subscriptionID, resourceID string) ([]*Billing, error)
+	// ReplaceBilling writes b if its item still has b.ETag.
+	ReplaceBilling(ctx context.Context, b *Billing) (*Billing, error)
 
 	// Locks returns the store of subscription locks.
 	Locks() LockStore

@@ -51,6 +51,7 @@ func newCosmosEnv(t *testing.T, ttl time.Duration) env {
 	db, err := database.NewCosmosClient(database.CosmosConfig{
 		Endpoint: cosmos.Endpoint, Database: name, Key: cosmos.Key, InsecureSkipVerify: true,
 		OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks",
+		BillingContainer: "Billing",
 	})
 	require.NoError(t, err)
 	fe, err := frontend.New(cosmos.Endpoint, cosmos.Key, name)
@@ -147,6 +148,7 @@ func TestLockCosmosBadTTL(t *testing.T) {
 		db, err := database.NewCosmosClient(database.CosmosConfig{
 			Endpoint: cosmos.Endpoint, Database: name, Key: cosmos.Key, InsecureSkipVerify: true,
 			OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks",
+			BillingContainer: "Billing",
 		})
 		require.NoError(t, err)
 		_, err = lock.New(db.Locks(), lock.Options{}).TTL(ctx)

@@ -33,6 +33,7 @@ type MemoryClient struct {
 	operations map[itemKey]memItem
 	resources  map[itemKey]memItem
 	locks      map[string]memItem // the Locks container's partition key is the id
+	billing    memBilling
 	// defaultTTL is the Locks container's DefaultTimeToLive in seconds:
 	// 0 when it has none, -1 when items expire only by their own ttl.
 	defaultTTL int

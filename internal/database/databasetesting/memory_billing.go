@@ -1,0 +1,247 @@
+package databasetesting
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/opstatus/opstatus/internal/database"
+)
+
+// memBilling is the Billing container, whose partition key is the item's
+// subscriptionId. Its zero value is an empty container.
+type memBilling struct {
+	items   map[itemKey]memItem
+	missing bool // RemoveBillingContainer was called
+}
+
+// errNoBillingContainer is what Cosmos DB answers about a container that
+// does not exist: 404.
+var errNoBillingContainer = fmt.Errorf("%w: the Billing container does not exist", database.ErrNotFound)
+
+// billingKeyOf returns the key Cosmos DB files a billing item under, its
+// id and subscriptionId; a subscriptionId that is not a string gets a
+// partition that no lowercased subscription ID names. It panics when body
+// is not a JSON object with a string id.
+func billingKeyOf(body []byte) itemKey {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		panic(fmt.Sprintf("databasetesting: an item must be a JSON object: %v", err))
+	}
+	var id string
+	if err := json.Unmarshal(fields["id"], &id); err != nil || id == "" {
+		panic(fmt.Sprintf("databasetesting: an item must have a string id: %.200s", body))
+	}
+	var partition string
+	if err := json.Unmarshal(fields["subscriptionId"], &partition); err != nil {
+		partition = "\x00" + string(fields["subscriptionId"])
+	}
+	return itemKey{partition: partition, id: id}
+}
+
+// billingItems returns the container's items, made on first use. The
+// caller holds m.mu.
+func (m *MemoryClient) billingItems() map[itemKey]memItem {
+	if m.billing.items == nil {
+		m.billing.items = map[itemKey]memItem{}
+	}
+	return m.billing.items
+}
+
+// PutRawBilling stores body, any JSON object with a string id, as a
+// billing item in the partition its subscriptionId names, with no etag
+// check: for items ARO-HCP's backend wrote and ill-typed ones. It panics
+// when body is not such an object.
+func (m *MemoryClient) PutRawBilling(body []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := billingKeyOf(body)
+	body, etag, err := m.stamp(body, time.Now())
+	if err != nil {
+		panic(fmt.Sprintf("databasetesting: %v", err))
+	}
+	m.billingItems()[k] = memItem{body: body, etag: etag}
+}
+
+// RawBilling returns the billing item id of subscriptionID as stored, or
+// nil when there is none.
+func (m *MemoryClient) RawBilling(subscriptionID, id string) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.billing.items[lookup(subscriptionID, id)].body)
+}
+
+// BillingItems returns every billing item, open or not, sorted by
+// resourceId and id, for assertions; one that does not decode has Err set.
+func (m *MemoryClient) BillingItems() []*database.Billing {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*database.Billing
+	for _, it := range m.billing.items {
+		b := &database.Billing{}
+		if b.UnmarshalJSON(it.body) == nil {
+			out = append(out, b)
+		}
+	}
+	slices.SortFunc(out, func(a, b *database.Billing) int {
+		if c := strings.Compare(a.ResourceID, b.ResourceID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+// RemoveBillingContainer makes the Billing container missing, as in an
+// account where it was never created: every billing call then fails as
+// Cosmos DB answers, with ErrNotFound.
+func (m *MemoryClient) RemoveBillingContainer() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.billing = memBilling{missing: true}
+}
+
+// CreateBilling creates b; ErrConflict when an item with its id exists in
+// its partition.
+func (m *MemoryClient) CreateBilling(ctx context.Context, b *database.Billing) (*database.Billing, error) {
+	if err := m.hook("CreateBilling"); err != nil {
+		return nil, fmt.Errorf("create billing item %s: %w", b.ID, err)
+	}
+	// The Cosmos client refuses this before it sends a request.
+	if err := b.Validate(); err != nil {
+		return nil, fmt.Errorf("create billing item: %w", err)
+	}
+	if err := ctxErr(ctx); err != nil {
+		return nil, fmt.Errorf("create billing item %s: %w", b.ID, err)
+	}
+	body, err := json.Marshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("create billing item %s: %w", b.ID, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.billing.missing {
+		return nil, fmt.Errorf("create billing item %s: %w", b.ID, errNoBillingContainer)
+	}
+	k := lookup(b.SubscriptionID, b.ID)
+	items := m.billingItems()
+	if _, ok := items[k]; ok {
+		return nil, fmt.Errorf("create billing item %s: %w", b.ID, database.ErrConflict)
+	}
+	body, etag, err := m.stamp(body, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("create billing item %s: %w", b.ID, err)
+	}
+	items[k] = memItem{body: body, etag: etag}
+	out := &database.Billing{}
+	if err := out.UnmarshalJSON(body); err != nil {
+		return nil, fmt.Errorf("create billing item %s: decode written item: %w", b.ID, err)
+	}
+	return out, nil
+}
+
+// OpenBilling filters the subscription's partition as the Cosmos query
+// does:
+//
+//	STRINGEQUALS(c.resourceId, @resourceId, true) AND NOT IS_DEFINED(c.deletionTime)
+//
+// A resourceId that is not a string makes STRINGEQUALS undefined, so the
+// item is not listed; a deletionTime of any value, null included, is
+// defined.
+func (m *MemoryClient) OpenBilling(ctx context.Context, subscriptionID, resourceID string) ([]*database.Billing, error) {
+	if err := m.begin(ctx, "OpenBilling"); err != nil {
+		return nil, fmt.Errorf("list open billing items of %s: %w", resourceID, err)
+	}
+	partition := strings.ToLower(subscriptionID)
+	m.mu.Lock()
+	if m.billing.missing {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("list open billing items of %s: %w", resourceID, errNoBillingContainer)
+	}
+	var bodies [][]byte
+	for k, it := range m.billing.items {
+		if k.partition == partition && openBilling(it.body, resourceID) {
+			bodies = append(bodies, it.body)
+		}
+	}
+	m.mu.Unlock()
+	var found []*database.Billing
+	for _, body := range bodies {
+		b := &database.Billing{}
+		if err := b.UnmarshalJSON(body); err != nil {
+			return nil, fmt.Errorf("list open billing items of %s: %w: %w", resourceID, database.ErrMalformed, err)
+		}
+		found = append(found, b)
+	}
+	slices.SortFunc(found, func(a, b *database.Billing) int { return strings.Compare(a.ID, b.ID) })
+	return found, nil
+}
+
+// openBilling is the filter of the Cosmos query.
+func openBilling(body []byte, resourceID string) bool {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return false
+	}
+	if _, ok := fields["deletionTime"]; ok {
+		return false
+	}
+	raw := fields["resourceId"]
+	var id string
+	return len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &id) == nil && strings.EqualFold(id, resourceID)
+}
+
+// ReplaceBilling replaces b if its item still has b.ETag, as replace does
+// for the other containers.
+func (m *MemoryClient) ReplaceBilling(ctx context.Context, b *database.Billing) (*database.Billing, error) {
+	out, err := m.replaceBilling(ctx, b)
+	if err != nil {
+		return nil, fmt.Errorf("replace billing item %s: %w", b.ID, err)
+	}
+	return out, nil
+}
+
+func (m *MemoryClient) replaceBilling(ctx context.Context, b *database.Billing) (*database.Billing, error) {
+	if err := m.hook("ReplaceBilling"); err != nil {
+		return nil, err
+	}
+	// The Cosmos client refuses this before it sends a request.
+	if b.ETag == "" {
+		return nil, fmt.Errorf("item %s has no etag: read it before writing", b.ID)
+	}
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	k := lookup(b.SubscriptionID, b.ID)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.billing.missing {
+		return nil, errNoBillingContainer
+	}
+	items := m.billingItems()
+	cur, ok := items[k]
+	if !ok {
+		return nil, database.ErrNotFound
+	}
+	if !ifMatch(b.ETag, cur.etag) {
+		return nil, database.ErrPreconditionFailed
+	}
+	if written := billingKeyOf(body); written != k {
+		return nil, fmt.Errorf("item %s: subscriptionId %q is not the partition %q it was sent to (Cosmos DB answers 400)",
+			b.ID, strings.TrimPrefix(written.partition, "\x00"), k.partition)
+	}
+	body, etag, err := m.stamp(body, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	items[k] = memItem{body: body, etag: etag}
+	out := &database.Billing{}
+	return out, out.UnmarshalJSON(body)
+}
