@@ -181,6 +181,7 @@ func cosmosContainers(cfg config.Config) []cosmosContainer {
 		{"COSMOS_OPERATIONS_CONTAINER", cfg.OperationsContainer},
 		{"COSMOS_RESOURCES_CONTAINER", cfg.ResourcesContainer},
 		{"COSMOS_LOCKS_CONTAINER", cfg.LocksContainer},
+		{"COSMOS_BILLING_CONTAINER", cfg.BillingContainer},
 	}
 }
 
