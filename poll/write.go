@@ -57,7 +57,7 @@ func (r *run) underLock(ctx context.Context, items []*item, step func(context.Co
 		bySub[sub] = append(bySub[sub], it)
 	}
 	per := orDefault(r.f.WritesPerHold, defaultWritesPerHold)
-	_, _, holds := r.f.places()
+	_, _, holds, _ := r.f.places()
 	var wg sync.WaitGroup
 	for _, sub := range subs {
 		release, err := holds.take(ctx, "to take a subscription lock")
