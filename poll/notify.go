@@ -52,11 +52,13 @@ func (r *run) notifyAll(ctx context.Context, items []*item) {
 		}
 		wg.Go(func() {
 			defer release()
-			if r.deliver(it.within(ctx), it) {
-				mu.Lock()
-				toClear = append(toClear, it)
-				mu.Unlock()
-			}
+			safely(it.log, func() {
+				if r.deliver(it.within(ctx), it) {
+					mu.Lock()
+					toClear = append(toClear, it)
+					mu.Unlock()
+				}
+			}, func(err error) { r.failNotification(it, err) })
 		})
 	}
 	wg.Wait()

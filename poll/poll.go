@@ -240,8 +240,19 @@ func (r *run) checkAll(ctx context.Context, items []*item) {
 		}
 		wg.Go(func() {
 			defer release()
-			r.check(it.traced(ctx), it)
+			safely(it.log, func() { r.check(it.traced(ctx), it) }, it.defer_)
 		})
+	}
+}
+
+// safely runs fn, one goroutine's work for an operation; a panic in it, a
+// bug, is logged with its stack and handed to fail, so that it leaves that
+// operation for the next scan instead of ending the process and every
+// invocation in it.
+func safely(log *slog.Logger, fn func(), fail func(error)) {
+	if p := functions.Recovered(fn); p != nil {
+		p.Log(context.Background(), log, "poll panicked; its work is left for the next scan")
+		fail(p)
 	}
 }
 
