@@ -296,31 +296,44 @@ func failed(ctx context.Context, log *slog.Logger, status int, err error) (int, 
 	return status, &body{}
 }
 
-// panicError is a handler's panic turned into an error.
-type panicError struct {
-	value any
-	stack []byte
+// PanicError is a recovered panic: its value and the stack of the
+// goroutine that raised it.
+type PanicError struct {
+	Value any
+	Stack []byte
 }
 
-func (p *panicError) Error() string { return fmt.Sprintf("handler panicked: %v", p.value) }
+func (p *PanicError) Error() string { return fmt.Sprintf("panicked: %v", p.Value) }
 
-// log records the panic with its stack.
-func (p *panicError) log(ctx context.Context, log *slog.Logger) {
-	log.LogAttrs(ctx, slog.LevelError, "handler panicked",
-		slog.String("panic", fmt.Sprint(p.value)), slog.String("stack", string(p.stack)))
+// Log records the panic at Error on log, with its value and stack.
+func (p *PanicError) Log(ctx context.Context, log *slog.Logger, msg string) {
+	log.LogAttrs(ctx, slog.LevelError, msg,
+		slog.String("panic", fmt.Sprint(p.Value)), slog.String("stack", string(p.Stack)))
+}
+
+// Recovered runs fn and returns its panic, or nil. A panic that no
+// goroutine recovers ends the process, and the host restarts it with every
+// invocation in it lost (after a few restarts it stops): the handler and
+// each goroutine that does an invocation's work run through Recovered, so
+// that a bug fails that work alone.
+func Recovered(fn func()) (p *PanicError) {
+	defer func() {
+		if v := recover(); v != nil {
+			p = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	fn()
+	return nil
 }
 
 // call runs h, turning a panic into an error (logged with its stack) so that
 // one bad invocation does not stop the process.
 func call(ctx context.Context, h Handler, inv *Invocation) (res *Result, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			pe := &panicError{value: v, stack: debug.Stack()}
-			pe.log(ctx, inv.Log)
-			res, err = nil, pe
-		}
-	}()
-	return h(ctx, inv)
+	if p := Recovered(func() { res, err = h(ctx, inv) }); p != nil {
+		p.Log(ctx, inv.Log, "handler panicked")
+		return nil, fmt.Errorf("handler %w", p)
+	}
+	return res, err
 }
 
 // ready answers the host's readiness probe.

@@ -97,11 +97,15 @@ func (r *run) check(ctx context.Context, it *item) {
 	}
 	if clusterservice.NeedsInflightChecks(id.Kind, st) {
 		// The provision error only says that inflight checks failed; the
-		// checks say which. Without them the error is not known yet, so
-		// the operation waits for the next scan, until its deadline: then
-		// the provision error is all there is.
+		// checks say which. Cluster Service has failed the cluster already,
+		// so the checks only refine the error: a call that may pass by
+		// itself is retried by the next scan, until the deadline; one that
+		// will not ends the operation with the provision error at once,
+		// all there is.
 		checks, err := r.f.Cluster.InflightChecks(ctx, id)
 		switch {
+		case err != nil && !clusterservice.IsTransient(err):
+			it.log.Error("inflight checks unreadable; ending the operation with the provision error", "error", err)
 		case err != nil && limit > 0:
 			it.log.Warn("inflight checks unreadable past the deadline; ending the operation with the provision error", "error", err)
 		case err != nil:

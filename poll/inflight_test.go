@@ -135,11 +135,12 @@ func TestInflightChecksOnlyForOCM4001Clusters(t *testing.T) {
 	}
 }
 
-// Any failure of the inflight checks call leaves the operation as it is,
-// deferred, with no write and no lock; a later poll after Cluster Service
-// recovers writes Failed. Past its deadline the operation ends at once
-// with the provision error, all that is known.
-func TestInflightChecksFailureDefers(t *testing.T) {
+// A failure of the inflight checks call that may pass by itself (5xx,
+// 429) leaves the operation as it is, deferred, with no write and no lock;
+// a later poll after Cluster Service recovers writes Failed. Past its
+// deadline the operation ends at once with the provision error, all that
+// is known.
+func TestInflightChecksTransientFailureDefers(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		code int
@@ -147,11 +148,7 @@ func TestInflightChecksFailureDefers(t *testing.T) {
 	}{
 		{"500", http.StatusInternalServerError, `{"kind":"Error","id":"500","reason":"boom"}`},
 		{"503", http.StatusServiceUnavailable, `{"kind":"Error","id":"503","reason":"unavailable"}`},
-		{"403", http.StatusForbidden, `{"kind":"Error","id":"403","reason":"forbidden"}`},
-		{"OCM 404", http.StatusNotFound, `{"kind":"Error","id":"404","reason":"not found"}`},
-		{"router 404", http.StatusNotFound, `404 page not found`},
-		{"no items", http.StatusOK, `{"kind":"InflightCheckList"}`},
-		{"not JSON", http.StatusOK, `<html></html>`},
+		{"429", http.StatusTooManyRequests, `{"kind":"Error","id":"429","reason":"slow down"}`},
 	} {
 		for _, pastDeadline := range []bool{false, true} {
 			name := tc.name
@@ -193,6 +190,67 @@ func TestInflightChecksFailureDefers(t *testing.T) {
 				require.Equal(t, arm.ProvisioningStateFailed, op.Status)
 				require.Equal(t, ise("egress blocked"), *op.Error, "the checks' error, not the deadline's")
 				require.Len(t, f.arm.got(), 1)
+			})
+		}
+	}
+}
+
+// A failure of the inflight checks call that will not pass by itself (a
+// 4xx, Cluster Service's own 404, a 404 from something in front of it, a
+// reply that does not parse, has no items or is too large) ends the
+// operation Failed at once with the provision error, as its deadline
+// would: Cluster Service has failed the cluster already, and an Update,
+// which has no deadline, would otherwise never end. The Resources item
+// follows and ARM is notified.
+func TestInflightChecksPermanentFailureEndsTheOperation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		code int
+		body string
+	}{
+		{"400", http.StatusBadRequest, `{"kind":"Error","id":"400","reason":"bad request"}`},
+		{"401", http.StatusUnauthorized, `{"kind":"Error","id":"401","reason":"unauthorized"}`},
+		{"403", http.StatusForbidden, `{"kind":"Error","id":"403","reason":"forbidden"}`},
+		{"OCM 404", http.StatusNotFound, `{"kind":"Error","id":"404","reason":"not found"}`},
+		{"router 404", http.StatusNotFound, `404 page not found`},
+		{"no items", http.StatusOK, `{"kind":"InflightCheckList"}`},
+		{"not JSON", http.StatusOK, `<html></html>`},
+		{"too large", http.StatusOK, `{"kind":"InflightCheckList","items":[],"x":"` + strings.Repeat("x", 2<<20) + `"}`},
+	} {
+		for _, req := range []struct {
+			request arm.Request
+			status  arm.ProvisioningState
+		}{
+			{arm.RequestCreate, arm.ProvisioningStateProvisioning},
+			{arm.RequestUpdate, arm.ProvisioningStateUpdating},
+		} {
+			t.Run(tc.name+", "+string(req.request), func(t *testing.T) {
+				f := newFixture(t)
+				// ARO-HCP's deadlines, none of them reached.
+				f.fn.Deadlines = poll.Deadlines{Create: time.Hour, Delete: 12 * time.Hour}
+				f.putOp(database.Operation{ID: "op", Request: req.request, Status: req.status,
+					StartTime: f.now.Add(-time.Minute), NotificationURI: f.armURL})
+				f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
+					ActiveOperationID: "op", ProvisioningState: req.status})
+				f.cs.set(clusterCS, http.StatusOK, ocm4001)
+				f.cs.setInflight(clusterCS, tc.code, tc.body)
+
+				require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
+				want := arm.CloudErrorBody{Code: "OCM4001", Message: "Inflight checks failed"}
+				op := f.op(t, "op")
+				require.Equal(t, arm.ProvisioningStateFailed, op.Status)
+				require.Equal(t, want, *op.Error)
+				r, err := f.db.GetResource(context.Background(), sub, clusterKey)
+				require.NoError(t, err)
+				require.Equal(t, arm.ProvisioningStateFailed, r.ProvisioningState)
+				require.Empty(t, r.ActiveOperationID)
+				got := f.arm.got()
+				require.Len(t, got, 1)
+				require.Equal(t, want, *got[0].Error)
+				require.Equal(t, 1, f.cs.requested(clusterCS+"/inflight_checks"), "asked once, not retried")
+
+				require.Equal(t, poll.OutcomeDone, f.poll(t, "op"))
+				require.Equal(t, 1, f.cs.requested(clusterCS+"/inflight_checks"))
 			})
 		}
 	}

@@ -25,12 +25,16 @@ import (
 // the second sees the first's delivery in flight, or finds the
 // notificationUri cleared when it reads the operation again. Across
 // processes delivery stays at least once.
+//
+// Deliveries take the process's places (Function.places) before their
+// goroutines start, as the checks do.
 func (r *run) notifyAll(ctx context.Context, items []*item) {
 	var (
 		mu      sync.Mutex
 		toClear []*item
 		wg      sync.WaitGroup
 	)
+	_, _, _, deliveries := r.f.places()
 	for _, it := range items {
 		if it.ended == nil {
 			continue
@@ -41,12 +45,20 @@ func (r *run) notifyAll(ctx context.Context, items []*item) {
 			continue
 		}
 		defer r.f.notifying.Delete(key)
+		release, err := deliveries.take(ctx, "to notify ARM")
+		if err != nil {
+			r.failNotification(it, err)
+			continue
+		}
 		wg.Go(func() {
-			if r.deliver(it.within(ctx), it) {
-				mu.Lock()
-				toClear = append(toClear, it)
-				mu.Unlock()
-			}
+			defer release()
+			safely(it.log, func() {
+				if r.deliver(it.within(ctx), it) {
+					mu.Lock()
+					toClear = append(toClear, it)
+					mu.Unlock()
+				}
+			}, func(err error) { r.failNotification(it, err) })
 		})
 	}
 	wg.Wait()

@@ -2,15 +2,21 @@ package poll
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/database/databasetesting"
@@ -123,4 +129,82 @@ func TestNotificationIsGivenUpWithoutLastTransitionTime(t *testing.T) {
 			require.Equal(t, srv.URL, after.NotificationURI, "retried by the next scan")
 		})
 	}
+}
+
+// heldNotifier holds every delivery until release is closed, counting
+// those in flight.
+type heldNotifier struct {
+	release chan struct{}
+
+	mu                   sync.Mutex
+	inFlight, peak, sent int
+}
+
+func (n *heldNotifier) Notify(ctx context.Context, _ string, _ arm.OperationStatus) error {
+	n.mu.Lock()
+	n.inFlight++
+	n.peak = max(n.peak, n.inFlight)
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		n.inFlight--
+		n.sent++
+		n.mu.Unlock()
+	}()
+	select {
+	case <-n.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (n *heldNotifier) counts() (inFlight, peak, sent int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.inFlight, n.peak, n.sent
+}
+
+// TestDeliveriesAreBounded: a message whose operations have all ended
+// never has more than maxDeliveries notifications in flight; the others
+// wait for a place and are delivered all the same. synctest.Wait returns
+// once every goroutine is blocked, so the count is read when no more can
+// start.
+func TestDeliveriesAreBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ops = 100
+		db := databasetesting.NewMemoryClient(5 * time.Second)
+		n := &heldNotifier{release: make(chan struct{})}
+		f := &Function{DB: db, Locker: lock.New(db.Locks(), lock.Options{}), Notifier: n, Owner: "test"}
+		var entries []string
+		for i := range ops {
+			id := fmt.Sprintf("op-%03d", i)
+			db.PutOperation(&database.Operation{ID: id, PartitionKey: "sub", Request: arm.RequestCreate,
+				Status: arm.ProvisioningStateSucceeded, LastTransitionTime: time.Now().UTC(),
+				NotificationURI: "https://arm.example/notify/" + id})
+			entries = append(entries, `{"subscriptionId":"sub","operationId":"`+id+`"}`)
+		}
+		done := make(chan Tally, 1)
+		go func() {
+			res, err := f.Handle(context.Background(), &functions.Invocation{
+				ID: "inv", Function: "poll", Log: slog.New(slog.DiscardHandler),
+				Data:     map[string]json.RawMessage{Binding: json.RawMessage(`{"operations":[` + strings.Join(entries, ",") + `]}`)},
+				Metadata: map[string]json.RawMessage{},
+			})
+			if err != nil {
+				done <- Tally{Outcome(err.Error()): 1}
+				return
+			}
+			done <- res.ReturnValue.(Tally)
+		}()
+
+		synctest.Wait()
+		inFlight, _, _ := n.counts()
+		require.Equal(t, maxDeliveries, inFlight, "notifications in flight once no more can start")
+		close(n.release)
+		require.Equal(t, Tally{OutcomeNotified: ops}, <-done)
+		_, peak, sent := n.counts()
+		require.Equal(t, maxDeliveries, peak)
+		require.Equal(t, ops, sent)
+	})
 }

@@ -101,8 +101,8 @@ type Function struct {
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 
-	placesOnce          sync.Once
-	turns, slots, holds places // see Function.places
+	placesOnce                      sync.Once
+	turns, slots, holds, deliveries places // see Function.places
 
 	notifying sync.Map // "subscription/operation" of notifications in flight
 
@@ -270,7 +270,7 @@ func (r *run) do(ctx context.Context) {
 func (r *run) checkAll(ctx context.Context, items []*item) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	turns, slots, _ := r.f.places()
+	turns, slots, _, _ := r.f.places()
 	endTurn, err := turns.take(ctx, "to call Cluster Service")
 	if err != nil {
 		for _, it := range items {
@@ -287,8 +287,19 @@ func (r *run) checkAll(ctx context.Context, items []*item) {
 		}
 		wg.Go(func() {
 			defer release()
-			r.check(it.traced(ctx), it)
+			safely(it.log, func() { r.check(it.traced(ctx), it) }, it.defer_)
 		})
+	}
+}
+
+// safely runs fn, one goroutine's work for an operation; a panic in it, a
+// bug, is logged with its stack and handed to fail, so that it leaves that
+// operation for the next scan instead of ending the process and every
+// invocation in it.
+func safely(log *slog.Logger, fn func(), fail func(error)) {
+	if p := functions.Recovered(fn); p != nil {
+		p.Log(context.Background(), log, "poll panicked; its work is left for the next scan")
+		fail(p)
 	}
 }
 
@@ -372,6 +383,13 @@ func (p places) take(ctx context.Context, what string) (release func(), err erro
 // on, lasts longer.
 const maxHolds = 8
 
+// maxDeliveries bounds the notifications a process delivers at once, each
+// a read of the operation and a POST to ARM, as its other outbound calls
+// are bounded: as many as the ARM connections the notifier keeps
+// (arm.NewNotifier), so that a burst of ended operations reuses them
+// instead of dialing one each.
+const maxDeliveries = 64
+
 // places returns the process's places, made on first use:
 //   - turns (one): the message taking slots, so that messages are checked
 //     one after another;
@@ -380,12 +398,14 @@ const maxHolds = 8
 //     operations waiting for Cluster Service from holding their reads, and
 //     the superseded check that follows the read from being made long
 //     before the call;
-//   - holds (maxHolds): subscription locks held or being taken.
-func (f *Function) places() (turns, slots, holds places) {
+//   - holds (maxHolds): subscription locks held or being taken;
+//   - deliveries (maxDeliveries): notifications being delivered.
+func (f *Function) places() (turns, slots, holds, deliveries places) {
 	f.placesOnce.Do(func() {
 		f.turns = make(places, 1)
 		f.slots = make(places, orDefault(f.MaxInFlight, defaultMaxInFlight))
 		f.holds = make(places, maxHolds)
+		f.deliveries = make(places, maxDeliveries)
 	})
-	return f.turns, f.slots, f.holds
+	return f.turns, f.slots, f.holds, f.deliveries
 }

@@ -57,7 +57,7 @@ func (r *run) underLock(ctx context.Context, items []*item, step func(context.Co
 		bySub[sub] = append(bySub[sub], it)
 	}
 	per := orDefault(r.f.WritesPerHold, defaultWritesPerHold)
-	_, _, holds := r.f.places()
+	_, _, holds, _ := r.f.places()
 	var wg sync.WaitGroup
 	for _, sub := range subs {
 		release, err := holds.take(ctx, "to take a subscription lock")
@@ -79,21 +79,28 @@ func (r *run) underLock(ctx context.Context, items []*item, step func(context.Co
 
 // holdOnce takes sub's lock once and runs step for the chunk's items at
 // once: a hold lasts about one operation's writes, whatever the chunk.
+// A panic before the steps began fails them all; after, each step's
+// outcome stands.
 func (r *run) holdOnce(ctx context.Context, sub string, chunk []*item, step func(context.Context, *item) error, fail func(*item, error)) {
 	entered := false
-	err := r.f.Locker.Do(chunk[0].within(ctx), sub, r.owner, func(ctx context.Context) error {
-		entered = true
-		var steps sync.WaitGroup
-		for _, it := range chunk {
-			steps.Go(func() {
-				if err := step(it.within(ctx), it); err != nil {
-					fail(it, err)
-				}
-			})
-		}
-		steps.Wait()
-		return nil
-	})
+	var err error
+	safely(r.log.With("subscription_id", sub), func() {
+		err = r.f.Locker.Do(chunk[0].within(ctx), sub, r.owner, func(ctx context.Context) error {
+			entered = true
+			var steps sync.WaitGroup
+			for _, it := range chunk {
+				steps.Go(func() {
+					safely(it.log, func() {
+						if err := step(it.within(ctx), it); err != nil {
+							fail(it, err)
+						}
+					}, func(err error) { fail(it, err) })
+				})
+			}
+			steps.Wait()
+			return nil
+		})
+	}, func(p error) { err = p })
 	if err != nil && !entered {
 		for _, it := range chunk {
 			fail(it, err)
@@ -174,7 +181,9 @@ func (r *run) readTogether(ctx context.Context, msg queuemsg.Operation, key stri
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pre.r, pre.err = r.f.DB.GetResource(ctx, msg.SubscriptionID, key)
+		safely(r.log.With("subscription_id", msg.SubscriptionID, "operation_id", msg.OperationID), func() {
+			pre.r, pre.err = r.f.DB.GetResource(ctx, msg.SubscriptionID, key)
+		}, func(err error) { pre.err = err })
 	}()
 	op, err := r.f.DB.GetOperation(ctx, msg.SubscriptionID, msg.OperationID)
 	<-done

@@ -17,7 +17,9 @@ import (
 // (provision error OCM4001) through the built handler: the operation ends
 // Failed with the error built from the failed checks, in the Operations
 // item and in ARM's notification alike; while the inflight checks call
-// fails, the operation is left as it is and a later poll writes Failed.
+// fails with a 5xx, the operation is left as it is and a later poll writes
+// Failed; when it is refused (a 4xx), an Update, which has no deadline,
+// ends Failed at once with the provision error.
 func TestInflightChecks(t *testing.T) {
 	s := startStack(t)
 	ctx := context.Background()
@@ -120,5 +122,24 @@ func TestInflightChecks(t *testing.T) {
 		require.NoError(t, s.sim.SetFaults(clustersim.Faults{}))
 		require.Equal(t, "updated", outcome(t, pollOp(t, subA, "op-cdown")))
 		requireError(t, subA, "op-cdown", `{"code":"InternalServerError","message":"egress to quay.io is blocked"}`)
+	})
+
+	t.Run("inflight checks call refused", func(t *testing.T) {
+		defer s.use(t)()
+		const path = "/api/clusters_mgmt/v1/clusters/crefused"
+		require.NoError(t, s.sim.AddCluster("crefused", failedInflight(clustersim.APIClustersMgmt, check("egress", "failed", "egress to quay.io is blocked"))))
+		s.seed(subB, "op-crefused", "Update", "Updating", clusterKey(subB, "crefused"), path)
+		require.NoError(t, s.sim.SetFaults(clustersim.Faults{InflightChecksStatus: http.StatusForbidden}))
+		t.Cleanup(func() { require.NoError(t, s.sim.SetFaults(clustersim.Faults{})) })
+		calls := s.sim.Stats().Requests[clustersim.PathKindClustersMgmtInflightChecks]
+
+		r := pollOp(t, subB, "op-crefused")
+		require.Equal(t, "updated", outcome(t, r))
+		s.requireLog(t, r, testenv.HostError, "inflight checks unreadable; ending the operation with the provision error",
+			"GET "+path+"/inflight_checks: HTTP 403")
+		requireError(t, subB, "op-crefused", `{"code":"OCM4001","message":"Inflight checks failed"}`)
+		require.Equal(t, calls+1, s.sim.Stats().Requests[clustersim.PathKindClustersMgmtInflightChecks])
+		s.requireNoLockLeft(subB)
+		require.Equal(t, "done", outcome(t, pollOp(t, subB, "op-crefused")))
 	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
+	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/telemetry"
 )
@@ -198,7 +199,12 @@ func (l *Locker) Do(ctx context.Context, subscriptionID, owner string, fn func(c
 	kept := make(chan struct{})
 	go func() {
 		defer close(kept)
-		l.keep(workCtx, id, owner, ttl, acquired, held, done, cancel, log)
+		// A panic in keeping the lock, a bug, loses it as a failed
+		// renewal does: no write may follow a lock nobody renews.
+		if p := functions.Recovered(func() { l.keep(workCtx, id, owner, ttl, acquired, held, done, cancel, log) }); p != nil {
+			p.Log(ctx, log, "keeping the subscription lock panicked; canceling the work under it")
+			cancel(fmt.Errorf("%w: %w", ErrLost, p))
+		}
 	}()
 
 	workErr := fn(workCtx)

@@ -2,8 +2,10 @@ package lock_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/stretchr/testify/require"
 
+	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/internal/lock"
@@ -529,4 +532,39 @@ func TestWaitCoversTheUnknownCreateCleanup(t *testing.T) {
 	_, _, err := m.Locks().Get(ctx, "sub")
 	require.ErrorIs(t, err, database.ErrNotFound, "Wait returned before the deletion was done")
 	require.ErrorIs(t, <-done, syscall.ECONNRESET)
+}
+
+// panickingRenewals panics on every renewal, as a bug under it would.
+type panickingRenewals struct{ database.LockStore }
+
+func (panickingRenewals) Renew(context.Context, string, string, time.Duration, azcore.ETag) (azcore.ETag, error) {
+	panic("kaboom in Renew")
+}
+
+// A panic while keeping the lock loses it as a failed renewal does: the
+// work is canceled with ErrLost, the panic is logged with its stack, the
+// lock is released, and the process lives on.
+func TestPanicKeepingTheLockCancelsTheWork(t *testing.T) {
+	t.Parallel()
+	m := databasetesting.NewMemoryClient(lock.MinTTL)
+	var logs testenv.SyncBuffer
+	l := lock.New(panickingRenewals{m.Locks()}, lock.Options{Wait: time.Second, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	var cause error
+	err := l.Do(context.Background(), "sub", "opstatus", func(ctx context.Context) error {
+		<-ctx.Done()
+		cause = context.Cause(ctx)
+		return cause
+	})
+	require.ErrorIs(t, cause, lock.ErrLost)
+	require.ErrorIs(t, err, lock.ErrLost)
+	require.ErrorContains(t, err, "panicked: kaboom in Renew")
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal([]byte(logs.String()), &rec), logs.String())
+	require.Equal(t, "ERROR", rec["level"])
+	require.Equal(t, "keeping the subscription lock panicked; canceling the work under it", rec["msg"])
+	require.Equal(t, "sub", rec["subscription_id"])
+	require.Equal(t, "kaboom in Renew", rec["panic"])
+	require.Contains(t, rec["stack"], "internal/lock/lock_test.go", "the stack reaches the panic")
+	_, _, err = m.Locks().Get(context.Background(), "sub")
+	require.ErrorIs(t, err, database.ErrNotFound, "the lock was released")
 }
