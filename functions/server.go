@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/opstatus/opstatus/internal/panics"
 	"github.com/opstatus/opstatus/internal/telemetry"
 )
 
@@ -296,40 +297,10 @@ func failed(ctx context.Context, log *slog.Logger, status int, err error) (int, 
 	return status, &body{}
 }
 
-// PanicError is a recovered panic: its value and the stack of the
-// goroutine that raised it.
-type PanicError struct {
-	Value any
-	Stack []byte
-}
-
-func (p *PanicError) Error() string { return fmt.Sprintf("panicked: %v", p.Value) }
-
-// Log records the panic at Error on log, with its value and stack.
-func (p *PanicError) Log(ctx context.Context, log *slog.Logger, msg string) {
-	log.LogAttrs(ctx, slog.LevelError, msg,
-		slog.String("panic", fmt.Sprint(p.Value)), slog.String("stack", string(p.Stack)))
-}
-
-// Recovered runs fn and returns its panic, or nil. A panic that no
-// goroutine recovers ends the process, and the host restarts it with every
-// invocation in it lost (after a few restarts it stops): the handler and
-// each goroutine that does an invocation's work run through Recovered, so
-// that a bug fails that work alone.
-func Recovered(fn func()) (p *PanicError) {
-	defer func() {
-		if v := recover(); v != nil {
-			p = &PanicError{Value: v, Stack: debug.Stack()}
-		}
-	}()
-	fn()
-	return nil
-}
-
 // call runs h, turning a panic into an error (logged with its stack) so that
 // one bad invocation does not stop the process.
 func call(ctx context.Context, h Handler, inv *Invocation) (res *Result, err error) {
-	if p := Recovered(func() { res, err = h(ctx, inv) }); p != nil {
+	if p := panics.Recover(func() { res, err = h(ctx, inv) }); p != nil {
 		p.Log(ctx, inv.Log, "handler panicked")
 		return nil, fmt.Errorf("handler %w", p)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/lock"
+	"github.com/opstatus/opstatus/internal/panics"
 	"github.com/opstatus/opstatus/internal/queuemsg"
 )
 
@@ -297,7 +298,7 @@ func (r *run) checkAll(ctx context.Context, items []*item) {
 // operation for the next scan instead of ending the process and every
 // invocation in it.
 func safely(log *slog.Logger, fn func(), fail func(error)) {
-	if p := functions.Recovered(fn); p != nil {
+	if p := panics.Recover(fn); p != nil {
 		p.Log(context.Background(), log, "poll panicked; its work is left for the next scan")
 		fail(p)
 	}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
-	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/panics"
 	"github.com/opstatus/opstatus/internal/telemetry"
 )
 
@@ -201,7 +201,7 @@ func (l *Locker) Do(ctx context.Context, subscriptionID, owner string, fn func(c
 		defer close(kept)
 		// A panic in keeping the lock, a bug, loses it as a failed
 		// renewal does: no write may follow a lock nobody renews.
-		if p := functions.Recovered(func() { l.keep(workCtx, id, owner, ttl, acquired, held, done, cancel, log) }); p != nil {
+		if p := panics.Recover(func() { l.keep(workCtx, id, owner, ttl, acquired, held, done, cancel, log) }); p != nil {
 			p.Log(ctx, log, "keeping the subscription lock panicked; canceling the work under it")
 			cancel(fmt.Errorf("%w: %w", ErrLost, p))
 		}
