@@ -208,6 +208,18 @@ func (f *Function) followResource(ctx context.Context, log *slog.Logger, op *dat
 			log.Warn("no Resources item for the operation's resource")
 			return nil
 		}
+		if unreadable(err) {
+			heads, herr := f.DB.ResourceHeads(ctx, op.PartitionKey, op.ExternalID)
+			if herr != nil {
+				return herr
+			}
+			if len(heads) == 0 {
+				continue // gone since: read again
+			}
+			log.Error("Resources item unreadable; the operation is written without it, and the item is left for a person to fix: "+
+				"its provisioningState and activeOperationId are not updated", "resource_items", describe(heads), "error", err)
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -236,6 +248,13 @@ func (f *Function) deleteResources(ctx context.Context, log *slog.Logger, op *da
 		if errors.Is(err, database.ErrNotFound) {
 			return nil
 		}
+		if unreadable(err) {
+			done, err := f.deleteUnreadable(ctx, log, op, err)
+			if done || err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -263,4 +282,78 @@ func (f *Function) deleteResources(ctx context.Context, log *slog.Logger, op *da
 		return nil
 	}
 	return errTooManyConflicts
+}
+
+// unreadable reports a read of a Resources item that failed for what the
+// items hold, which no retry mends: one does not decode, or several share
+// the key. The operation goes on without it, as without a missing one.
+func unreadable(err error) bool {
+	return errors.Is(err, database.ErrMalformed) || errors.Is(err, database.ErrDuplicateKey)
+}
+
+// deleteUnreadable deletes, for a finished delete, the Resources items of
+// op's key that GetResource could not return, and the children, by the
+// refs children are deleted by. An item whose activeOperationId names
+// another operation is kept, as a readable one is, and the children with
+// it; one whose activeOperationId is not a string is deleted: the frontend
+// cannot read it either, so no later operation can have taken it over.
+// done is false when the items changed meanwhile and must be read again.
+func (f *Function) deleteUnreadable(ctx context.Context, log *slog.Logger, op *database.Operation, cause error) (done bool, err error) {
+	heads, err := f.DB.ResourceHeads(ctx, op.PartitionKey, op.ExternalID)
+	if err != nil {
+		return false, err
+	}
+	if len(heads) == 0 {
+		return false, nil
+	}
+	var mine, kept []database.ResourceHead
+	for _, h := range heads {
+		if h.OwnerUnreadable || h.ActiveOperationID == op.ID {
+			mine = append(mine, h)
+		} else {
+			kept = append(kept, h)
+		}
+	}
+	var children []database.ResourceRef
+	if len(kept) == 0 {
+		if children, err = f.DB.ChildResources(ctx, op.PartitionKey, op.ExternalID); err != nil {
+			return false, err
+		}
+		for _, c := range children {
+			if err := f.DB.DeleteResource(ctx, c); err != nil && !errors.Is(err, database.ErrNotFound) {
+				return false, err
+			}
+		}
+	}
+	for _, h := range mine {
+		err := f.DB.DeleteResource(ctx, h.ResourceRef)
+		if errors.Is(err, database.ErrPreconditionFailed) {
+			return false, nil
+		}
+		if err != nil && !errors.Is(err, database.ErrNotFound) {
+			return false, err
+		}
+	}
+	if len(kept) == 0 {
+		log.Error("Resources items unreadable; deleted with the finished delete, nothing is left for a person",
+			"resource_items", describe(mine), "children", len(children), "error", cause)
+	} else {
+		log.Error("Resources items unreadable; those whose activeOperationId is not this operation's are kept with the children "+
+			"and left for a person to fix, the others deleted",
+			"kept", describe(kept), "deleted", describe(mine), "error", cause)
+	}
+	return true, nil
+}
+
+// describe names Resources items for a person who has to find them.
+func describe(heads []database.ResourceHead) []string {
+	out := make([]string, len(heads))
+	for i, h := range heads {
+		owner := h.ActiveOperationID
+		if h.OwnerUnreadable {
+			owner = "(not a string)"
+		}
+		out[i] = fmt.Sprintf("id=%s key=%s activeOperationId=%s", h.ID, h.Key, owner)
+	}
+	return out
 }

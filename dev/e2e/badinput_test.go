@@ -732,6 +732,66 @@ func TestUnusableCosmosItems(t *testing.T) {
 	s.requireAlive()
 }
 
+// TestUnreadableResourcesItems writes Resources items a poll cannot take
+// for the operation's: a declared field of the wrong type, and two items
+// whose keys differ only in case. The operations end all the same, as
+// with a missing item, and an Error line names the items: an update's are
+// left exactly as they were for a person to fix, a finished delete's are
+// deleted with the children.
+func TestUnreadableResourcesItems(t *testing.T) {
+	s := startStack(t)
+	ctx := context.Background()
+	require.NoError(t, s.sim.AddCluster("cu", clustersim.Script{Installing: clustersim.Duration(time.Hour)}))
+	s.seedOp(subA, "op-illtyped", "/api/aro_hcp/v1alpha1/clusters/cu", "")
+	require.NoError(t, s.fe.PutResource(ctx, frontend.Resource{ID: "res-op-illtyped", PartitionKey: subA,
+		Key: clusterKey(subA, "c-op-illtyped"), InternalID: "/api/aro_hcp/v1alpha1/clusters/cu",
+		ActiveOperationID: "op-illtyped", Extra: map[string]any{"provisioningState": 5}}))
+	s.seedOp(subA, "op-twice", "/api/aro_hcp/v1alpha1/clusters/cu", "")
+	require.NoError(t, s.fe.PutResource(ctx, frontend.Resource{ID: "res-op-twice-copy", PartitionKey: subA,
+		Key: strings.ToUpper(clusterKey(subA, "c-op-twice")), InternalID: "/api/aro_hcp/v1alpha1/clusters/cu",
+		ActiveOperationID: "op-twice", ProvisioningState: "Accepted"}))
+	left := s.snapshot(resRef(subA, "res-op-illtyped"), resRef(subA, "res-op-twice"), resRef(subA, "res-op-twice-copy"))
+
+	require.NoError(t, s.sim.AddCluster("cv", clustersim.Script{}))
+	s.seed(subB, "op-del", "Delete", "Deleting", clusterKey(subB, "cv"), "/api/clusters_mgmt/v1/clusters/cv")
+	require.NoError(t, s.fe.PutResource(ctx, frontend.Resource{ID: "res-op-del", PartitionKey: subB,
+		Key: clusterKey(subB, "cv"), InternalID: "/api/clusters_mgmt/v1/clusters/cv",
+		ActiveOperationID: "op-del", Extra: map[string]any{"provisioningState": []int{1}}}))
+	require.NoError(t, s.fe.PutResource(ctx, frontend.Resource{ID: "res-np1", PartitionKey: subB,
+		Key: clusterKey(subB, "cv") + "/nodePools/np1", InternalID: "/api/aro_hcp/v1alpha1/clusters/cv/node_pools/np1",
+		ProvisioningState: "Succeeded"}))
+	require.NoError(t, s.sim.DeleteCluster("cv", 5*time.Second))
+	s.clock.Advance(10 * time.Second)
+
+	for _, tc := range []struct {
+		sub, op, outcome, status string
+		log                      []string
+	}{
+		{subA, "op-illtyped", "updated", "Provisioning", []string{"left for a person", "id=res-op-illtyped", "cannot unmarshal number"}},
+		{subA, "op-twice", "updated", "Provisioning", []string{"left for a person", "id=res-op-twice ", "id=res-op-twice-copy ", "2 items share the key"}},
+		{subB, "op-del", "deleted", "Succeeded", []string{"deleted with the finished delete", "id=res-op-del "}},
+	} {
+		t.Run(tc.op, func(t *testing.T) {
+			defer s.use(t)()
+			r, _ := s.post("poll", envelope(pollData(fmt.Sprintf(`{"subscriptionId":%q,"operationId":%q}`, tc.sub, tc.op))))
+			require.Equal(t, http.StatusOK, r.Status, r.Logs)
+			require.Equal(t, tc.outcome, outcome(t, r))
+			require.Equal(t, tc.status, s.opStatus(tc.sub, tc.op))
+			s.requireLog(t, r, testenv.HostError, tc.log...)
+			s.requireNoLockLeft(tc.sub)
+		})
+	}
+	s.requireUnchanged(left, "an update's unreadable Resources items are left for a person")
+	for _, ref := range []itemRef{resRef(subB, "res-op-del"), resRef(subB, "res-np1")} {
+		require.Nil(t, s.snapshot(ref)[ref], "%s should be deleted", ref.id)
+	}
+	var notified []string
+	for _, n := range s.arm.Bodies() {
+		notified = append(notified, fmt.Sprint(n["name"], "=", n["status"]))
+	}
+	require.Equal(t, []string{"op-del=Succeeded"}, notified)
+}
+
 // TestLongInvocationIDStillPolls: the invocation id header becomes part of
 // the lock owner (the lock item and the x-opstatus-owner header of every
 // Cosmos request under the lock); a 16 KiB id must not make Cosmos refuse them.

@@ -178,7 +178,7 @@ func requireNoSentinel(t *testing.T, err error) {
 	t.Helper()
 	require.Error(t, err)
 	for _, sentinel := range []error{database.ErrNotFound, database.ErrConflict, database.ErrPreconditionFailed,
-		database.ErrMalformed, database.ErrUnavailable} {
+		database.ErrMalformed, database.ErrDuplicateKey, database.ErrUnavailable} {
 		require.NotErrorIs(t, err, sentinel)
 	}
 }
@@ -482,12 +482,59 @@ var contractCases = []contractCase{
 		},
 	},
 	{
-		name:      "GetResource of a key that two items share fails",
+		name:      "GetResource of a key that two items share is ErrDuplicateKey",
 		resources: []string{resource("a", clusterKey, nil), resource("b", strings.ToUpper(clusterKey), nil)},
 		run: func(t *testing.T, s store) {
 			_, err := s.GetResource(t.Context(), sub, clusterKey)
-			requireNoSentinel(t, err)
+			require.ErrorIs(t, err, database.ErrDuplicateKey)
+			require.NotErrorIs(t, err, database.ErrMalformed)
 			require.ErrorContains(t, err, "2 items share the key")
+		},
+	},
+	{
+		// What GetResource cannot return must still be named and deleted:
+		// an unreadable parent must not keep its operation from ending.
+		name: "ResourceHeads lists the items of the key by id, key, etag and activeOperationId, whatever their other fields",
+		resources: []string{
+			resource("ill-typed", clusterKey, fields{"provisioningState": []int{1}, "activeOperationId": "op1"}),
+			resource("upper", strings.ToUpper(clusterKey), fields{"activeOperationId": fields{"x": 1}, "systemData": "not an object"}),
+			resource("no-owner", clusterKey, fields{"internalId": 42}),
+			resource("null-owner", clusterKey, fields{"activeOperationId": nil}),
+			resource("child", clusterKey+"/nodePools/np1", fields{"activeOperationId": "op1"}),
+			resource("sibling", clusterKey+"x", nil),
+			resource("key-not-a-string", "", fields{"key": 5}),
+			resource("elsewhere", clusterKey, fields{"partitionKey": otherSub}),
+		},
+		run: func(t *testing.T, s store) {
+			ctx := t.Context()
+			heads, err := s.ResourceHeads(ctx, strings.ToUpper(sub), strings.ToLower(clusterKey))
+			require.NoError(t, err)
+			slices.SortFunc(heads, func(a, b database.ResourceHead) int { return strings.Compare(a.ID, b.ID) })
+			head := func(id, key, owner string, unreadable bool) database.ResourceHead {
+				etag, _ := s.raw(t, resources, sub, id)["_etag"].(string)
+				return database.ResourceHead{
+					ResourceRef:       database.ResourceRef{ID: id, PartitionKey: sub, Key: key, ETag: azcore.ETag(etag)},
+					ActiveOperationID: owner, OwnerUnreadable: unreadable,
+				}
+			}
+			require.Equal(t, []database.ResourceHead{
+				head("ill-typed", clusterKey, "op1", false),
+				head("no-owner", clusterKey, "", false),
+				head("null-owner", clusterKey, "", false),
+				head("upper", strings.ToUpper(clusterKey), "", true),
+			}, heads)
+			for _, h := range heads {
+				require.NoError(t, s.DeleteResource(ctx, h.ResourceRef))
+			}
+			heads, err = s.ResourceHeads(ctx, sub, clusterKey)
+			require.NoError(t, err)
+			require.Empty(t, heads)
+			_, err = s.GetResource(ctx, sub, clusterKey)
+			require.ErrorIs(t, err, database.ErrNotFound)
+			for _, id := range []string{"child", "sibling", "key-not-a-string"} {
+				require.NotNil(t, s.raw(t, resources, sub, id), id)
+			}
+			require.NotNil(t, s.raw(t, resources, otherSub, "elsewhere"))
 		},
 	},
 	{
@@ -734,6 +781,10 @@ var contractCases = []contractCase{
 				},
 				"GetResource": func(ctx context.Context) error {
 					_, err := s.GetResource(ctx, sub, clusterKey)
+					return err
+				},
+				"ResourceHeads": func(ctx context.Context) error {
+					_, err := s.ResourceHeads(ctx, sub, clusterKey)
 					return err
 				},
 				"ChildResources": func(ctx context.Context) error {

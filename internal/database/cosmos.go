@@ -238,9 +238,30 @@ func (c *CosmosClient) GetResource(ctx context.Context, subscriptionID, key stri
 		return nil, fmt.Errorf("find resource %s: %w", key, ErrNotFound)
 	}
 	if len(found) > 1 {
-		return nil, fmt.Errorf("find resource %s: %d items share the key", key, len(found))
+		return nil, fmt.Errorf("find resource %s: %d %w", key, len(found), ErrDuplicateKey)
 	}
 	return found[0], nil
+}
+
+// headQuery projects what deleting an item and telling its owner need, so
+// that the items GetResource cannot return can still be named and deleted.
+const headQuery = "SELECT c.id, c.key, c._etag, c.activeOperationId FROM c WHERE STRINGEQUALS(c.key, @key, true)"
+
+// ResourceHeads lists the resources of key.
+func (c *CosmosClient) ResourceHeads(ctx context.Context, subscriptionID, key string) ([]ResourceHead, error) {
+	var found []ResourceHead
+	err := c.queryResources(ctx, subscriptionID, headQuery, key, func(raw []byte) error {
+		h, err := ReadResourceHead(raw, subscriptionID)
+		if err != nil {
+			return err
+		}
+		found = append(found, h)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list resources of %s: %w", key, err)
+	}
+	return found, nil
 }
 
 // childQuery projects what deleting a child needs, so that a child whose

@@ -33,6 +33,9 @@ var (
 	ErrPreconditionFailed = errors.New("item changed since it was read")
 	// ErrMalformed means an item could not be decoded.
 	ErrMalformed = errors.New("malformed item")
+	// ErrDuplicateKey means several items share a key that names one
+	// resource, so none of them can be taken for it.
+	ErrDuplicateKey = errors.New("items share the key")
 	// ErrUnavailable marks a failure that may pass by itself: throttling,
 	// timeouts, 5xx, broken connections, and a replica that has not caught
 	// up with the session yet.
@@ -54,8 +57,14 @@ type DBClient interface {
 	ReplaceOperation(ctx context.Context, op *Operation) (*Operation, error)
 
 	// GetResource returns the resource whose key equals key, ignoring case;
-	// ErrMalformed when that item does not decode.
+	// ErrMalformed when that item does not decode, ErrDuplicateKey when
+	// several items have that key.
 	GetResource(ctx context.Context, subscriptionID, key string) (*Resource, error)
+	// ResourceHeads lists the resources whose key equals key, ignoring
+	// case, by what deleting them and telling their owner needs: when
+	// GetResource fails on an item that does not decode, or on several,
+	// they can still be named, judged and deleted.
+	ResourceHeads(ctx context.Context, subscriptionID, key string) ([]ResourceHead, error)
 	// ChildResources lists the resources whose key starts with key + "/",
 	// ignoring case, by what deleting them needs: an item whose other fields
 	// do not decode is listed all the same.

@@ -155,6 +155,42 @@ type ResourceRef struct {
 	ETag         azcore.ETag `json:"_etag"`
 }
 
+// ResourceHead is what ResourceHeads reads of a Resources item: what
+// deleting it needs, and its activeOperationId as far as that reads, so
+// that an item whose other fields are ill-typed can still be judged.
+type ResourceHead struct {
+	ResourceRef
+	// ActiveOperationID is the item's activeOperationId; empty when it is
+	// missing, null or not a string.
+	ActiveOperationID string
+	// OwnerUnreadable reports an activeOperationId that is there but not a
+	// string: neither opstatus nor the frontend can tell whose it is.
+	OwnerUnreadable bool
+}
+
+// ReadResourceHead decodes the head of a Resources item of subscriptionID,
+// whole or projected to id, key, _etag and activeOperationId, whatever its
+// other fields hold; ErrMalformed when it lacks an id or an etag.
+func ReadResourceHead(raw []byte, subscriptionID string) (ResourceHead, error) {
+	var v struct {
+		ResourceRef
+		ActiveOperationID any `json:"activeOperationId"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil || v.ID == "" || v.ETag == "" {
+		return ResourceHead{}, fmt.Errorf("%w: resource %.200s", ErrMalformed, raw)
+	}
+	h := ResourceHead{ResourceRef: v.ResourceRef}
+	h.PartitionKey = strings.ToLower(subscriptionID)
+	switch a := v.ActiveOperationID.(type) {
+	case string:
+		h.ActiveOperationID = a
+	case nil:
+	default:
+		h.OwnerUnreadable = true
+	}
+	return h, nil
+}
+
 // Lock is an item of the Locks container: one subscription's lock.
 type Lock struct {
 	ID    string `json:"id"`

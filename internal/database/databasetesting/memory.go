@@ -395,9 +395,26 @@ func (m *MemoryClient) GetResource(ctx context.Context, subscriptionID, key stri
 		return nil, fmt.Errorf("find resource %s: %w", key, database.ErrNotFound)
 	}
 	if len(found) > 1 {
-		return nil, fmt.Errorf("find resource %s: %d items share the key", key, len(found))
+		return nil, fmt.Errorf("find resource %s: %d %w", key, len(found), database.ErrDuplicateKey)
 	}
 	return found[0], nil
+}
+
+// ResourceHeads lists the resources of key, whatever their other fields
+// hold, as the Cosmos query's projection does.
+func (m *MemoryClient) ResourceHeads(ctx context.Context, subscriptionID, key string) ([]database.ResourceHead, error) {
+	if err := m.begin(ctx, "ResourceHeads"); err != nil {
+		return nil, fmt.Errorf("list resources of %s: %w", key, err)
+	}
+	var out []database.ResourceHead
+	for _, it := range m.findResources(subscriptionID, func(k string) bool { return strings.EqualFold(k, key) }) {
+		h, err := database.ReadResourceHead(it.body, subscriptionID)
+		if err != nil {
+			return nil, fmt.Errorf("list resources of %s: %w", key, err)
+		}
+		out = append(out, h)
+	}
+	return out, nil
 }
 
 // ChildResources lists the resources below key, whatever their other
