@@ -2,6 +2,7 @@ package clustersim_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -220,6 +221,25 @@ func TestAdminRejects(t *testing.T) {
 		{"faults out of range", http.MethodPut, "/admin/faults", `{"errorRate":-1}`, http.StatusBadRequest},
 		{"faults bad duration", http.MethodPut, "/admin/faults", `{"latency":"fast"}`, http.StatusBadRequest},
 		{"update while installing", http.MethodPost, "/admin/clusters/c1/update", `{"updating":"1s"}`, http.StatusConflict},
+		{"noStatus on a cluster", http.MethodPut, "/admin/clusters/c2", `{"noStatus":true}`, http.StatusBadRequest},
+		{"noStatusFor on a node pool", http.MethodPut, "/admin/clusters/c1/node_pools/np", `{"noStatusFor":"1s"}`, http.StatusBadRequest},
+		{"noStatus on a credential", http.MethodPut, "/admin/clusters/c1/break_glass_credentials/b", `{"noStatus":true}`, http.StatusBadRequest},
+		{"negative expiresIn", http.MethodPut, "/admin/clusters/c1/break_glass_credentials/b", `{"expiresIn":"-1s"}`, http.StatusBadRequest},
+		{"external auth of unknown cluster", http.MethodPut, "/admin/clusters/nope/external_auths/ea", `{}`, http.StatusNotFound},
+		{"bad external auth id", http.MethodPut, "/admin/clusters/c1/external_auths/a%20b", `{}`, http.StatusBadRequest},
+		{"delete unknown external auth", http.MethodDelete, "/admin/clusters/c1/external_auths/nope", ``, http.StatusNotFound},
+		{"credential of unknown cluster", http.MethodPut, "/admin/clusters/nope/break_glass_credentials/b", `{}`, http.StatusNotFound},
+		{"unknown credential", http.MethodGet, "/admin/clusters/c1/break_glass_credentials/nope", ``, http.StatusNotFound},
+		{"revoke unknown credential", http.MethodPost, "/admin/clusters/c1/break_glass_credentials/nope/revoke", ``, http.StatusNotFound},
+		{"revoke all of unknown cluster", http.MethodPost, "/admin/clusters/nope/break_glass_credentials/revoke", ``, http.StatusNotFound},
+		{"negative revoking", http.MethodPost, "/admin/clusters/c1/break_glass_credentials/revoke", `{"revoking":"-1s"}`, http.StatusBadRequest},
+		{"revoke body typo", http.MethodPost, "/admin/clusters/c1/break_glass_credentials/revoke", `{"revoke":"1s"}`, http.StatusBadRequest},
+		{"state for unknown external auth", http.MethodPost, "/admin/state",
+			`{"path":"/api/aro_hcp/v1alpha1/clusters/c1/external_auth_config/external_auths/nope","state":"ready"}`, http.StatusNotFound},
+		{"state for unknown credential", http.MethodPost, "/admin/state",
+			`{"path":"/api/clusters_mgmt/v1/clusters/c1/break_glass_credentials/nope","state":"issued"}`, http.StatusNotFound},
+		{"state for a credential under aro_hcp", http.MethodPost, "/admin/state",
+			`{"path":"/api/aro_hcp/v1alpha1/clusters/c1/break_glass_credentials/b","state":"issued"}`, http.StatusBadRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -229,6 +249,10 @@ func TestAdminRejects(t *testing.T) {
 			require.Equal(t, tt.want, code, body)
 			require.Contains(t, body, `"error":`)
 			_, err := sim.Cluster("c2")
+			require.True(t, errors.Is(err, clustersim.ErrNotFound), "a refused PUT creates nothing")
+			_, err = sim.Credential("c1", "b")
+			require.True(t, errors.Is(err, clustersim.ErrNotFound), "a refused PUT creates nothing")
+			_, err = sim.NodePool("c1", "np")
 			require.True(t, errors.Is(err, clustersim.ErrNotFound), "a refused PUT creates nothing")
 		})
 	}
@@ -326,4 +350,157 @@ func TestConcurrentUse(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 	require.Equal(t, int64(n*10), sim.Stats().Requests[clustersim.PathKindAROHCPCluster])
+}
+
+func TestAdminClientNewKinds(t *testing.T) {
+	_, clock, srv, admin := startServer(t, clustersim.Options{})
+	ctx := context.Background()
+	_, err := admin.PutCluster(ctx, "c1", clustersim.Script{ManagedResourceGroup: "rg-1"})
+	require.NoError(t, err)
+	r, err := admin.Cluster(ctx, "c1")
+	require.NoError(t, err)
+	require.True(t, t0.Equal(r.CreationTimestamp))
+	require.Equal(t, "rg-1", r.Script.ManagedResourceGroup)
+
+	r, err = admin.PutExternalAuth(ctx, "c1", "ea1", clustersim.Script{NoStatusFor: clustersim.Duration(time.Second),
+		Installing: clustersim.Duration(time.Second)})
+	require.NoError(t, err)
+	require.Equal(t, clustersim.KindExternalAuth, r.Kind)
+	require.Equal(t, "ea1", r.ExternalAuthID)
+	require.Empty(t, r.State, "no status yet")
+	require.Equal(t, []string{"/api/aro_hcp/v1alpha1/clusters/c1/external_auth_config/external_auths/ea1"}, r.Paths)
+	clock.Advance(2 * time.Second)
+	r, err = admin.ExternalAuth(ctx, "c1", "ea1")
+	require.NoError(t, err)
+	require.Equal(t, clustersim.StateReady, r.State)
+	r, err = admin.UpdateExternalAuth(ctx, "c1", "ea1", time.Second)
+	require.NoError(t, err)
+	require.Equal(t, clustersim.StateUpdating, r.State)
+	clock.Advance(time.Second)
+	r, err = admin.SetState(ctx, "/api/aro_hcp/v1alpha1/clusters/c1/external_auth_config/external_auths/ea1", "degraded")
+	require.NoError(t, err)
+	require.Equal(t, "degraded", r.State)
+
+	r, err = admin.PutCredential(ctx, "c1", "b1", clustersim.Script{Issuing: clustersim.Duration(time.Second), ExpiresIn: clustersim.Duration(time.Hour)})
+	require.NoError(t, err)
+	require.Equal(t, clustersim.KindBreakGlassCredential, r.Kind)
+	require.Equal(t, "b1", r.CredentialID)
+	require.Equal(t, clustersim.CredentialCreated, r.State)
+	require.Equal(t, []string{"/api/clusters_mgmt/v1/clusters/c1/break_glass_credentials/b1"}, r.Paths)
+	require.True(t, t0.Add(3*time.Second).Equal(r.CreationTimestamp))
+	require.True(t, t0.Add(time.Hour+3*time.Second).Equal(r.ExpirationTimestamp))
+	_, err = admin.PutCredential(ctx, "c1", "b2", clustersim.Script{})
+	require.NoError(t, err)
+	r, err = admin.RevokeCredential(ctx, "c1", "b1", 2*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, clustersim.CredentialAwaitingRevocation, r.State)
+	clock.Advance(time.Second)
+	rr, err := admin.RevokeCredentials(ctx, "c1", time.Second)
+	require.NoError(t, err)
+	require.Equal(t, 1, rr.Revoking, "b1 was revoking already")
+	require.Len(t, rr.Credentials, 2)
+	for _, c := range rr.Credentials {
+		require.Equal(t, clustersim.CredentialAwaitingRevocation, c.State, c.CredentialID)
+	}
+	clock.Advance(time.Second)
+	r, err = admin.Credential(ctx, "c1", "b1")
+	require.NoError(t, err)
+	require.Equal(t, clustersim.CredentialRevoked, r.State)
+	require.True(t, t0.Add(5*time.Second).Equal(r.RevocationTimestamp))
+	_, err = admin.RevokeCredential(ctx, "c1", "b1", time.Second)
+	requireAdminStatus(t, err, http.StatusConflict)
+
+	_, err = admin.PutNodePool(ctx, "c1", "np1", clustersim.Script{})
+	require.NoError(t, err)
+	list, err := admin.Resources(ctx)
+	require.NoError(t, err)
+	var kinds []string
+	for _, r := range list {
+		kinds = append(kinds, r.Kind)
+	}
+	require.Equal(t, []string{clustersim.KindCluster, clustersim.KindNodePool, clustersim.KindExternalAuth,
+		clustersim.KindBreakGlassCredential, clustersim.KindBreakGlassCredential}, kinds)
+
+	r, err = admin.DeleteExternalAuth(ctx, "c1", "ea1", time.Second)
+	require.NoError(t, err)
+	require.Equal(t, clustersim.StateUninstalling, r.State)
+	clock.Advance(time.Second)
+	_, err = admin.ExternalAuth(ctx, "c1", "ea1")
+	requireAdminStatus(t, err, http.StatusNotFound)
+	resp, err := srv.Client().Get(srv.URL + "/api/aro_hcp/v1alpha1/clusters/c1/external_auth_config/external_auths/ea1")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+}
+
+// Hand-written bodies for the new kinds take the server's defaults.
+func TestAdminDefaultsForNewKinds(t *testing.T) {
+	defaults := clustersim.Script{Installing: clustersim.Duration(3 * time.Second), Uninstalling: clustersim.Duration(5 * time.Second),
+		Issuing: clustersim.Duration(2 * time.Second), Revoking: clustersim.Duration(4 * time.Second)}
+	sim, clock, srv, _ := startServer(t, clustersim.Options{Defaults: defaults})
+	require.NoError(t, sim.AddCluster("c1", clustersim.Script{}))
+
+	code, body := rawAdmin(t, srv, http.MethodPut, "/admin/clusters/c1/external_auths/ea1", `{"noStatusFor":"1s"}`)
+	require.Equal(t, http.StatusOK, code, body)
+	want := defaults
+	want.NoStatusFor = clustersim.Duration(time.Second)
+	r, err := sim.ExternalAuth("c1", "ea1")
+	require.NoError(t, err)
+	require.Equal(t, want, r.Script)
+	code, body = rawAdmin(t, srv, http.MethodPut, "/admin/clusters/c1/break_glass_credentials/b1", "")
+	require.Equal(t, http.StatusOK, code, body)
+
+	clock.Advance(2 * time.Second)
+	require.Equal(t, clustersim.CredentialIssued, credentialStatus(t, sim, "c1", "b1"))
+	code, body = rawAdmin(t, srv, http.MethodPost, "/admin/clusters/c1/break_glass_credentials/revoke", "")
+	require.Equal(t, http.StatusAccepted, code, body)
+	require.JSONEq(t, `1`, jsonField(t, body, "revoking"))
+	clock.Advance(4*time.Second - 1)
+	require.Equal(t, clustersim.CredentialAwaitingRevocation, credentialStatus(t, sim, "c1", "b1"))
+	clock.Advance(1)
+	require.Equal(t, clustersim.CredentialRevoked, credentialStatus(t, sim, "c1", "b1"))
+
+	code, body = rawAdmin(t, srv, http.MethodDelete, "/admin/clusters/c1/external_auths/ea1", "")
+	require.Equal(t, http.StatusAccepted, code, body)
+	clock.Advance(5*time.Second - 1)
+	require.Equal(t, clustersim.StateUninstalling, externalAuthState(t, sim, "c1", "ea1"))
+	clock.Advance(1)
+	require.Equal(t, gone, externalAuthState(t, sim, "c1", "ea1"))
+}
+
+// jsonField returns the JSON text of one top-level field of body.
+func jsonField(t *testing.T, body, field string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(body), &m))
+	return string(m[field])
+}
+
+func TestStatsCountNewKinds(t *testing.T) {
+	sim, _ := newSim(t, clustersim.Options{})
+	require.NoError(t, sim.AddCluster("c1", clustersim.Script{}))
+	require.NoError(t, sim.AddExternalAuth("c1", "ea1", clustersim.Script{}))
+	require.NoError(t, sim.AddCredential("c1", "b1", clustersim.Script{}))
+	for _, path := range []string{
+		"/api/clusters_mgmt/v1/clusters/c1",
+		"/api/aro_hcp/v1alpha1/clusters/c1",
+		"/api/aro_hcp/v1alpha1/clusters/c1",
+		"/api/aro_hcp/v1alpha1/clusters/c1/external_auth_config/external_auths/ea1",
+		"/api/aro_hcp/v1alpha1/clusters/c1/external_auth_config/external_auths/nope",
+		"/api/clusters_mgmt/v1/clusters/c1/break_glass_credentials/b1",
+		"/api/clusters_mgmt/v1/clusters/c1/break_glass_credentials",
+		"/api/clusters_mgmt/v1/clusters/c1/break_glass_credentials?page=2",
+		"/api/clusters_mgmt/v1/clusters/c1/break_glass_credentials?page=0",
+	} {
+		get(t, sim, path)
+	}
+	st := sim.Stats()
+	require.Equal(t, map[string]int64{
+		clustersim.PathKindClustersMgmtClusterObject:  1,
+		clustersim.PathKindAROHCPClusterObject:        2,
+		clustersim.PathKindAROHCPExternalAuth:         2,
+		clustersim.PathKindClustersMgmtCredential:     1,
+		clustersim.PathKindClustersMgmtCredentialList: 3,
+	}, st.Requests)
+	require.Equal(t, map[int]int64{200: 7, 404: 1, 400: 1}, st.Statuses)
 }

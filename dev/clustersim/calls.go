@@ -2,19 +2,18 @@ package clustersim
 
 import (
 	"slices"
-	"strings"
 	"sync"
 	"time"
 )
 
-// callLog keeps the arrival time of every status call, by resource path.
+// callLog keeps the arrival time of every call that reads an operation's
+// status, by resource path.
 type callLog struct {
 	mu    sync.Mutex
 	calls map[string][]time.Time
 }
 
 func (l *callLog) record(path string, at time.Time) {
-	path = strings.TrimSuffix(path, "/status")
 	l.mu.Lock()
 	if l.calls == nil {
 		l.calls = map[string][]time.Time{}
@@ -23,13 +22,16 @@ func (l *callLog) record(path string, at time.Time) {
 	l.mu.Unlock()
 }
 
-// Calls returns the status calls received since New or the last
-// ResetCalls when Options.RecordCalls is set (nothing otherwise): for each
-// resource path (the internalId, that is the request path without
-// "/status"), the instants the calls arrived, by the simulator's clock, in
-// order of arrival. Every GET of a status path is recorded before faults
-// apply, whatever it was answered, so a path's count is the number of
-// Cluster Service calls made for that resource.
+// Calls returns the calls that read an operation's status received since
+// New or the last ResetCalls when Options.RecordCalls is set (nothing
+// otherwise): for each path, the instants the calls arrived, by the
+// simulator's clock, in order of arrival. A cluster's or node pool's status
+// call is kept under its resource path (the internalId, that is the request
+// path without "/status"); an external auth or credential read under its
+// path; each page of a credential list under the list's path (without the
+// query). Every such GET is recorded before faults apply, whatever it was
+// answered, so a path's count is the number of Cluster Service calls made
+// for it. Cluster object and inflight checks reads are not recorded.
 func (s *Sim) Calls() map[string][]time.Time {
 	s.callLog.mu.Lock()
 	defer s.callLog.mu.Unlock()

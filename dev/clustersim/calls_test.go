@@ -55,3 +55,33 @@ func TestCallsAreOffByDefault(t *testing.T) {
 	require.Empty(t, sim.Calls())
 	require.Equal(t, int64(1), sim.Stats().Requests[clustersim.PathKindClustersMgmtCluster])
 }
+
+// External auth and credential reads and each credential list page are
+// calls that read an operation's status; cluster object reads are not.
+func TestCallsRecordNewKinds(t *testing.T) {
+	sim, clock := newSim(t, clustersim.Options{RecordCalls: true})
+	require.NoError(t, sim.AddCluster("c1", clustersim.Script{}))
+	require.NoError(t, sim.AddExternalAuth("c1", "ea1", clustersim.Script{}))
+	// An ID that reads like a status path is kept under its own path.
+	require.NoError(t, sim.AddCredential("c1", "status", clustersim.Script{}))
+
+	const (
+		ea   = "/api/aro_hcp/v1alpha1/clusters/c1/external_auth_config/external_auths/ea1"
+		bgc  = "/api/clusters_mgmt/v1/clusters/c1/break_glass_credentials/status"
+		list = "/api/clusters_mgmt/v1/clusters/c1/break_glass_credentials"
+	)
+	get(t, sim, ea)
+	get(t, sim, bgc)
+	get(t, sim, list+"?page=1&size=1")
+	clock.Advance(time.Second)
+	get(t, sim, list+"?page=2&size=1")
+	get(t, sim, "/api/clusters_mgmt/v1/clusters/c1")
+	get(t, sim, "/api/aro_hcp/v1alpha1/clusters/c1")
+	get(t, sim, "/api/aro_hcp/v1alpha1/clusters/c1/inflight_checks")
+
+	require.Equal(t, map[string][]time.Time{
+		ea:   {t0},
+		bgc:  {t0},
+		list: {t0, t0.Add(time.Second)},
+	}, sim.Calls())
+}

@@ -108,7 +108,79 @@ func (c *AdminClient) UpdateNodePool(ctx context.Context, clusterID, np string, 
 	return r, err
 }
 
-// Resources lists every live cluster and node pool.
+func externalAuthAdminPath(clusterID, ea string) string {
+	return clusterAdminPath(clusterID) + "/external_auths/" + url.PathEscape(ea)
+}
+
+func credentialAdminPath(clusterID, id string) string {
+	return clusterAdminPath(clusterID) + "/break_glass_credentials/" + url.PathEscape(id)
+}
+
+// PutExternalAuth creates or replaces an external auth with exactly the
+// given script.
+func (c *AdminClient) PutExternalAuth(ctx context.Context, clusterID, ea string, sc Script) (Resource, error) {
+	var r Resource
+	err := c.do(ctx, http.MethodPut, externalAuthAdminPath(clusterID, ea), sc, &r)
+	return r, err
+}
+
+// ExternalAuth returns an external auth's current state.
+func (c *AdminClient) ExternalAuth(ctx context.Context, clusterID, ea string) (Resource, error) {
+	var r Resource
+	err := c.do(ctx, http.MethodGet, externalAuthAdminPath(clusterID, ea), nil, &r)
+	return r, err
+}
+
+// DeleteExternalAuth starts deleting an external auth.
+func (c *AdminClient) DeleteExternalAuth(ctx context.Context, clusterID, ea string, uninstalling time.Duration) (Resource, error) {
+	var r Resource
+	d := Duration(uninstalling)
+	err := c.do(ctx, http.MethodDelete, externalAuthAdminPath(clusterID, ea), DeleteRequest{Uninstalling: &d}, &r)
+	return r, err
+}
+
+// UpdateExternalAuth starts an update of a ready external auth.
+func (c *AdminClient) UpdateExternalAuth(ctx context.Context, clusterID, ea string, updating time.Duration) (Resource, error) {
+	var r Resource
+	d := Duration(updating)
+	err := c.do(ctx, http.MethodPost, externalAuthAdminPath(clusterID, ea)+"/update", UpdateRequest{Updating: &d}, &r)
+	return r, err
+}
+
+// PutCredential creates or replaces a break-glass credential with exactly
+// the given script.
+func (c *AdminClient) PutCredential(ctx context.Context, clusterID, id string, sc Script) (Resource, error) {
+	var r Resource
+	err := c.do(ctx, http.MethodPut, credentialAdminPath(clusterID, id), sc, &r)
+	return r, err
+}
+
+// Credential returns a break-glass credential's current state.
+func (c *AdminClient) Credential(ctx context.Context, clusterID, id string) (Resource, error) {
+	var r Resource
+	err := c.do(ctx, http.MethodGet, credentialAdminPath(clusterID, id), nil, &r)
+	return r, err
+}
+
+// RevokeCredential starts revoking one credential, awaiting revocation for
+// the given time.
+func (c *AdminClient) RevokeCredential(ctx context.Context, clusterID, id string, revoking time.Duration) (Resource, error) {
+	var r Resource
+	d := Duration(revoking)
+	err := c.do(ctx, http.MethodPost, credentialAdminPath(clusterID, id)+"/revoke", RevokeRequest{Revoking: &d}, &r)
+	return r, err
+}
+
+// RevokeCredentials revokes every created or issued credential of a
+// cluster (see Sim.RevokeCredentials).
+func (c *AdminClient) RevokeCredentials(ctx context.Context, clusterID string, revoking time.Duration) (RevokeResponse, error) {
+	var r RevokeResponse
+	d := Duration(revoking)
+	err := c.do(ctx, http.MethodPost, clusterAdminPath(clusterID)+"/break_glass_credentials/revoke", RevokeRequest{Revoking: &d}, &r)
+	return r, err
+}
+
+// Resources lists every live resource (see Sim.Resources).
 func (c *AdminClient) Resources(ctx context.Context) ([]Resource, error) {
 	var r []Resource
 	err := c.do(ctx, http.MethodGet, "/admin/clusters", nil, &r)

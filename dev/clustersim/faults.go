@@ -8,9 +8,10 @@ import (
 )
 
 // Faults configures what goes wrong on Cluster Service calls. The fields
-// that speak of status calls apply to inflight checks calls too;
-// InflightChecksStatus applies to those only. The zero value injects
-// nothing. Admin calls are never affected.
+// that speak of status calls apply to every Cluster Service call (cluster
+// objects, inflight checks, external auths, credentials and their list
+// too); the others say what they apply to. The zero value injects nothing.
+// Admin calls are never affected.
 type Faults struct {
 	// Latency delays every status call; LatencyJitter spreads it uniformly
 	// over [Latency-LatencyJitter, Latency+LatencyJitter] (never below 0).
@@ -32,6 +33,19 @@ type Faults struct {
 	// every inflight checks call is answered, with an OCM error, after the
 	// faults above; status calls are not affected.
 	InflightChecksStatus int `json:"inflightChecksStatus,omitempty"`
+	// EndlessCredentialList makes every page of a cluster's credential list
+	// full (filled with revoked, unexpired credentials after the real ones)
+	// and its total always promise one more page.
+	EndlessCredentialList bool `json:"endlessCredentialList,omitempty"`
+	// ExternalAuthNoStatus serves every external auth without a status.
+	ExternalAuthNoStatus bool `json:"externalAuthNoStatus,omitempty"`
+	// UnknownState, when not empty, replaces the state of every external
+	// auth and the status of every credential served (list items too):
+	// meant for a value Cluster Service never sends.
+	UnknownState string `json:"unknownState,omitempty"`
+	// CredentialNoExpiration serves every credential (list items too)
+	// without its expiration_timestamp.
+	CredentialNoExpiration bool `json:"credentialNoExpiration,omitempty"`
 }
 
 // Fault kinds counted in Stats.Faults.
@@ -44,6 +58,11 @@ const (
 	// FaultInflightChecks counts inflight checks calls answered with
 	// Faults.InflightChecksStatus.
 	FaultInflightChecks = "inflightChecks"
+	// The faults that change bodies count once per answer they apply to.
+	FaultEndlessCredentialList  = "endlessCredentialList"
+	FaultExternalAuthNoStatus   = "externalAuthNoStatus"
+	FaultUnknownState           = "unknownState"
+	FaultCredentialNoExpiration = "credentialNoExpiration"
 )
 
 const defaultFaultTimeout = 30 * time.Second

@@ -4,9 +4,12 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
+	arohcpv1alpha1 "github.com/openshift-online/ocm-sdk-go/arohcp/v1alpha1"
+	cmv1 "github.com/openshift-online/ocm-sdk-go/clustersmgmt/v1"
 	ocmerrors "github.com/openshift-online/ocm-sdk-go/errors"
 	"github.com/stretchr/testify/require"
 
@@ -161,4 +164,113 @@ func TestFaultsValidate(t *testing.T) {
 func nan() float64 {
 	zero := 0.0
 	return zero / zero
+}
+
+// The faults that change bodies: off by default, each changes what it
+// says and is counted once per answer it changes.
+func TestBodyFaults(t *testing.T) {
+	const (
+		eaPath   = "/api/aro_hcp/v1alpha1/clusters/c1/external_auth_config/external_auths/ea1"
+		bgcPath  = "/api/clusters_mgmt/v1/clusters/c1/break_glass_credentials/b1"
+		listPath = "/api/clusters_mgmt/v1/clusters/c1/break_glass_credentials"
+	)
+	// observed is what the typed clients read from the three bodies.
+	type observed struct {
+		eaState    string // "" = no status
+		bgcStatus  string
+		bgcExpires bool
+		listSizes  []int // of pages 1 to 3 with size=5
+		listTotals []int
+		listStatus []string
+		listExpire bool // every item has expiration_timestamp
+	}
+	normal := observed{eaState: clustersim.StateReady, bgcStatus: clustersim.CredentialIssued, bgcExpires: true,
+		listSizes: []int{3, 0, 0}, listTotals: []int{3, 3, 3},
+		listStatus: []string{clustersim.CredentialIssued, clustersim.CredentialIssued, clustersim.CredentialRevoked}, listExpire: true}
+	tests := []struct {
+		name       string
+		faults     clustersim.Faults
+		want       func(observed) observed
+		wantFaults map[string]int64
+	}{
+		{name: "none", want: func(o observed) observed { return o }, wantFaults: map[string]int64{}},
+		{name: "endless credential list", faults: clustersim.Faults{EndlessCredentialList: true},
+			want: func(o observed) observed {
+				o.listSizes, o.listTotals = []int{5, 5, 5}, []int{10, 15, 20}
+				o.listStatus = append(o.listStatus, slices.Repeat([]string{clustersim.CredentialRevoked}, 12)...)
+				return o
+			},
+			wantFaults: map[string]int64{clustersim.FaultEndlessCredentialList: 3}},
+		{name: "external auth without status", faults: clustersim.Faults{ExternalAuthNoStatus: true},
+			want:       func(o observed) observed { o.eaState = ""; return o },
+			wantFaults: map[string]int64{clustersim.FaultExternalAuthNoStatus: 1}},
+		{name: "unknown state", faults: clustersim.Faults{UnknownState: "mystery"},
+			want: func(o observed) observed {
+				o.eaState, o.bgcStatus, o.listStatus = "mystery", "mystery", []string{"mystery", "mystery", "mystery"}
+				return o
+			},
+			// The external auth, the credential and each of the three pages.
+			wantFaults: map[string]int64{clustersim.FaultUnknownState: 5}},
+		{name: "credential without expiration", faults: clustersim.Faults{CredentialNoExpiration: true},
+			want:       func(o observed) observed { o.bgcExpires, o.listExpire = false, false; return o },
+			wantFaults: map[string]int64{clustersim.FaultCredentialNoExpiration: 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sim, _ := newSim(t, clustersim.Options{})
+			require.NoError(t, sim.AddCluster("c1", clustersim.Script{}))
+			require.NoError(t, sim.AddExternalAuth("c1", "ea1", clustersim.Script{}))
+			for _, bgc := range []string{"b1", "b2", "b3"} {
+				require.NoError(t, sim.AddCredential("c1", bgc, clustersim.Script{}))
+			}
+			require.NoError(t, sim.RevokeCredential("c1", "b3", 0))
+			require.NoError(t, sim.SetFaults(tt.faults))
+
+			var got observed
+			rec := get(t, sim, eaPath)
+			require.Equal(t, http.StatusOK, rec.Code)
+			ea, err := arohcpv1alpha1.UnmarshalExternalAuth(rec.Body.Bytes())
+			require.NoError(t, err)
+			got.eaState = ea.Status().State().Value()
+
+			rec = get(t, sim, bgcPath)
+			require.Equal(t, http.StatusOK, rec.Code)
+			cr, err := cmv1.UnmarshalBreakGlassCredential(rec.Body.Bytes())
+			require.NoError(t, err)
+			got.bgcStatus = string(cr.Status())
+			_, got.bgcExpires = cr.GetExpirationTimestamp()
+
+			list := ocmConn(t, sim).ClustersMgmt().V1().Clusters().Cluster("c1").BreakGlassCredentials()
+			got.listExpire = true
+			ids := map[string]bool{}
+			for page := 1; page <= 3; page++ {
+				resp, err := list.List().Page(page).Size(5).SendContext(context.Background())
+				require.NoError(t, err)
+				got.listSizes = append(got.listSizes, resp.Size())
+				got.listTotals = append(got.listTotals, resp.Total())
+				for _, it := range resp.Items().Slice() {
+					require.False(t, ids[it.ID()], "item %s twice", it.ID())
+					ids[it.ID()] = true
+					got.listStatus = append(got.listStatus, string(it.Status()))
+					_, ok := it.GetExpirationTimestamp()
+					got.listExpire = got.listExpire && ok
+				}
+			}
+			require.Equal(t, tt.want(normal), got)
+			require.Equal(t, tt.wantFaults, sim.Stats().Faults)
+		})
+	}
+}
+
+// A list that never ends must not let a large size make the simulator
+// build a huge page.
+func TestEndlessCredentialListBoundsPages(t *testing.T) {
+	sim, _ := newSim(t, clustersim.Options{Faults: clustersim.Faults{EndlessCredentialList: true}})
+	require.NoError(t, sim.AddCluster("c1", clustersim.Script{}))
+	resp, err := ocmConn(t, sim).ClustersMgmt().V1().Clusters().Cluster("c1").BreakGlassCredentials().List().
+		Page(1 << 40).Size(1 << 40).SendContext(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 10000, resp.Size())
+	require.Len(t, resp.Items().Slice(), 10000)
+	require.Greater(t, resp.Total(), 10000)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/openshift-online/ocm-sdk-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/dev/clustersim"
@@ -45,4 +46,16 @@ func script(pending, validating, installing time.Duration) clustersim.Script {
 		Validating: clustersim.Duration(validating),
 		Installing: clustersim.Duration(installing),
 	}
+}
+
+// ocmConn serves sim over HTTP and returns an ocm-sdk-go connection to it,
+// so that tests read bodies with the typed clients opstatus uses.
+func ocmConn(t *testing.T, sim *clustersim.Sim) *sdk.Connection {
+	t.Helper()
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	conn, err := sdk.NewConnectionBuilder().URL(srv.URL).Tokens(unsignedToken()).RetryLimit(0).Build()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }

@@ -9,11 +9,12 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// ServeHTTP serves the Cluster Service status and inflight checks paths and
-// the admin API.
+// ServeHTTP serves the Cluster Service paths (see the package doc) and the
+// admin API.
 func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
@@ -29,6 +30,14 @@ func (s *Sim) routes() *http.ServeMux {
 	admin.HandleFunc("GET /admin/clusters/{id}/node_pools/{np}", s.adminGetNodePool)
 	admin.HandleFunc("DELETE /admin/clusters/{id}/node_pools/{np}", s.adminDeleteNodePool)
 	admin.HandleFunc("POST /admin/clusters/{id}/node_pools/{np}/update", s.adminUpdateNodePool)
+	admin.HandleFunc("PUT /admin/clusters/{id}/external_auths/{ea}", s.adminPutExternalAuth)
+	admin.HandleFunc("GET /admin/clusters/{id}/external_auths/{ea}", s.adminGetExternalAuth)
+	admin.HandleFunc("DELETE /admin/clusters/{id}/external_auths/{ea}", s.adminDeleteExternalAuth)
+	admin.HandleFunc("POST /admin/clusters/{id}/external_auths/{ea}/update", s.adminUpdateExternalAuth)
+	admin.HandleFunc("PUT /admin/clusters/{id}/break_glass_credentials/{bgc}", s.adminPutCredential)
+	admin.HandleFunc("GET /admin/clusters/{id}/break_glass_credentials/{bgc}", s.adminGetCredential)
+	admin.HandleFunc("POST /admin/clusters/{id}/break_glass_credentials/{bgc}/revoke", s.adminRevokeCredential)
+	admin.HandleFunc("POST /admin/clusters/{id}/break_glass_credentials/revoke", s.adminRevokeCredentials)
 	admin.HandleFunc("POST /admin/ready-all", s.adminReadyAll)
 	admin.HandleFunc("POST /admin/state", s.adminSetState)
 	admin.HandleFunc("GET /admin/stats", s.adminStats)
@@ -38,11 +47,16 @@ func (s *Sim) routes() *http.ServeMux {
 
 	mux := http.NewServeMux()
 	mux.Handle("/admin/", loopbackOnly(admin))
+	mux.HandleFunc("/api/clusters_mgmt/v1/clusters/{id}", s.clusterHandler(APIClustersMgmt, PathKindClustersMgmtClusterObject))
+	mux.HandleFunc("/api/aro_hcp/v1alpha1/clusters/{id}", s.clusterHandler(APIAROHCP, PathKindAROHCPClusterObject))
 	mux.HandleFunc("/api/clusters_mgmt/v1/clusters/{id}/status", s.clusterStatusHandler(APIClustersMgmt, PathKindClustersMgmtCluster))
 	mux.HandleFunc("/api/aro_hcp/v1alpha1/clusters/{id}/status", s.clusterStatusHandler(APIAROHCP, PathKindAROHCPCluster))
 	mux.HandleFunc("/api/aro_hcp/v1alpha1/clusters/{id}/node_pools/{np}/status", s.nodePoolStatus)
 	mux.HandleFunc("/api/clusters_mgmt/v1/clusters/{id}/inflight_checks", s.inflightChecksHandler(APIClustersMgmt, PathKindClustersMgmtInflightChecks))
 	mux.HandleFunc("/api/aro_hcp/v1alpha1/clusters/{id}/inflight_checks", s.inflightChecksHandler(APIAROHCP, PathKindAROHCPInflightChecks))
+	mux.HandleFunc("/api/aro_hcp/v1alpha1/clusters/{id}/external_auth_config/external_auths/{ea}", s.externalAuthHandler)
+	mux.HandleFunc("/api/clusters_mgmt/v1/clusters/{id}/break_glass_credentials", s.credentialListHandler)
+	mux.HandleFunc("/api/clusters_mgmt/v1/clusters/{id}/break_glass_credentials/{bgc}", s.credentialHandler)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.stats.request(PathKindOther)
 		s.writeOCMError(w, http.StatusNotFound, fmt.Sprintf("Path '%s' not found", r.URL.Path))
@@ -73,6 +87,21 @@ type clusterStatusJSON struct {
 	Description           string `json:"description,omitempty"`
 	ProvisionErrorCode    string `json:"provision_error_code,omitempty"`
 	ProvisionErrorMessage string `json:"provision_error_message,omitempty"`
+}
+
+// clusterJSON is the cluster object with the fields opstatus reads, in the
+// model's order.
+type clusterJSON struct {
+	Kind              string           `json:"kind"`
+	ID                string           `json:"id"`
+	HREF              string           `json:"href"`
+	Azure             clusterAzureJSON `json:"azure"`
+	CreationTimestamp string           `json:"creation_timestamp"`
+	State             string           `json:"state"`
+}
+
+type clusterAzureJSON struct {
+	ManagedResourceGroupName string `json:"managed_resource_group_name"`
 }
 
 type nodePoolStatusJSON struct {
@@ -138,20 +167,20 @@ func (s *Sim) writeStatus(w http.ResponseWriter, status int, body any) {
 // beginStatusCall counts the call, checks the method and injects faults; it
 // returns false when the call has been answered (or abandoned) already.
 func (s *Sim) beginStatusCall(w http.ResponseWriter, r *http.Request, kind string) bool {
-	return s.beginCall(w, r, kind, true)
+	return s.beginCall(w, r, kind, strings.TrimSuffix(r.URL.Path, "/status"))
 }
 
-// beginCall is beginStatusCall for any Cluster Service call; record says
-// whether Calls keeps it.
-func (s *Sim) beginCall(w http.ResponseWriter, r *http.Request, kind string, record bool) bool {
+// beginCall is beginStatusCall for any Cluster Service call; Calls keeps
+// it under key, or not at all when key is empty.
+func (s *Sim) beginCall(w http.ResponseWriter, r *http.Request, kind, key string) bool {
 	s.stats.request(kind)
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
 		s.writeOCMError(w, http.StatusMethodNotAllowed, fmt.Sprintf("Method '%s' is not allowed", r.Method))
 		return false
 	}
-	if record && s.recordCalls {
-		s.callLog.record(r.URL.Path, s.clock.Now())
+	if key != "" && s.recordCalls {
+		s.callLog.record(key, s.clock.Now())
 	}
 	status, reason := s.injectFaults(r.Context())
 	switch status {
@@ -205,11 +234,49 @@ func (s *Sim) clusterStatus(api, id string) (clusterStatusJSON, bool) {
 	return body, true
 }
 
+// clusterHandler serves the cluster object, which opstatus reads for
+// billing. It is not recorded in Calls, which counts the calls that read an
+// operation's status.
+func (s *Sim) clusterHandler(api, kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.beginCall(w, r, kind, "") {
+			return
+		}
+		id := r.PathValue("id")
+		body, ok := s.clusterObject(api, id)
+		if !ok {
+			s.writeOCMError(w, http.StatusNotFound, fmt.Sprintf("Cluster '%s' not found", id))
+			return
+		}
+		s.log.Debug("cluster", "path", r.URL.Path, "state", body.State)
+		s.writeStatus(w, http.StatusOK, body)
+	}
+}
+
+func (s *Sim) clusterObject(api, id string) (clusterJSON, bool) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.getCluster(id, now)
+	if c == nil || !c.script.serves(api) {
+		return clusterJSON{}, false
+	}
+	state, _, _ := c.at(now)
+	return clusterJSON{
+		Kind:              "Cluster",
+		ID:                id,
+		HREF:              clusterPath(api, id),
+		Azure:             clusterAzureJSON{ManagedResourceGroupName: c.managedResourceGroup(id)},
+		CreationTimestamp: c.created.UTC().Format(time.RFC3339),
+		State:             state,
+	}, true
+}
+
 // inflightChecksHandler serves a cluster's inflight checks. They are not
 // recorded in Calls, which counts status calls.
 func (s *Sim) inflightChecksHandler(api, kind string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !s.beginCall(w, r, kind, false) {
+		if !s.beginCall(w, r, kind, "") {
 			return
 		}
 		if status := s.Faults().InflightChecksStatus; status != 0 {

@@ -159,14 +159,29 @@ func TestNotFoundBodies(t *testing.T) {
 		{"unknown cluster, aro_hcp", "/api/aro_hcp/v1alpha1/clusters/x/status", "Cluster 'x' not found"},
 		{"node pool of unknown cluster", "/api/aro_hcp/v1alpha1/clusters/x/node_pools/np1/status", "Cluster 'x' not found"},
 		{"unknown node pool", "/api/aro_hcp/v1alpha1/clusters/c1/node_pools/nope/status", "Node pool 'nope' not found"},
-		{"cluster path without /status", "/api/clusters_mgmt/v1/clusters/c1", "Path '/api/clusters_mgmt/v1/clusters/c1' not found"},
+		{"unknown subresource", "/api/clusters_mgmt/v1/clusters/c1/nope", "Path '/api/clusters_mgmt/v1/clusters/c1/nope' not found"},
 		{"node pools under clusters_mgmt", "/api/clusters_mgmt/v1/clusters/c1/node_pools/np1/status", "Path '/api/clusters_mgmt/v1/clusters/c1/node_pools/np1/status' not found"},
+		{"unknown cluster object, clusters_mgmt", "/api/clusters_mgmt/v1/clusters/x", "Cluster 'x' not found"},
+		{"unknown cluster object, aro_hcp", "/api/aro_hcp/v1alpha1/clusters/x", "Cluster 'x' not found"},
+		{"external auth of unknown cluster", "/api/aro_hcp/v1alpha1/clusters/x/external_auth_config/external_auths/ea1", "Cluster 'x' not found"},
+		{"unknown external auth", "/api/aro_hcp/v1alpha1/clusters/c1/external_auth_config/external_auths/nope", "External auth 'nope' not found"},
+		{"external auths have no status path", "/api/aro_hcp/v1alpha1/clusters/c1/external_auth_config/external_auths/ea1/status",
+			"Path '/api/aro_hcp/v1alpha1/clusters/c1/external_auth_config/external_auths/ea1/status' not found"},
+		{"external auths under clusters_mgmt", "/api/clusters_mgmt/v1/clusters/c1/external_auth_config/external_auths/ea1",
+			"Path '/api/clusters_mgmt/v1/clusters/c1/external_auth_config/external_auths/ea1' not found"},
+		{"credential of unknown cluster", "/api/clusters_mgmt/v1/clusters/x/break_glass_credentials/b1", "Cluster 'x' not found"},
+		{"unknown credential", "/api/clusters_mgmt/v1/clusters/c1/break_glass_credentials/nope", "Break glass credential 'nope' not found"},
+		{"credential list of unknown cluster", "/api/clusters_mgmt/v1/clusters/x/break_glass_credentials?page=1", "Cluster 'x' not found"},
+		{"credentials under aro_hcp", "/api/aro_hcp/v1alpha1/clusters/c1/break_glass_credentials/b1",
+			"Path '/api/aro_hcp/v1alpha1/clusters/c1/break_glass_credentials/b1' not found"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sim, _ := newSim(t, clustersim.Options{})
 			require.NoError(t, sim.AddCluster("c1", clustersim.Script{}))
 			require.NoError(t, sim.AddNodePool("c1", "np1", clustersim.Script{}))
+			require.NoError(t, sim.AddExternalAuth("c1", "ea1", clustersim.Script{}))
+			require.NoError(t, sim.AddCredential("c1", "b1", clustersim.Script{}))
 			rec := get(t, sim, tt.path)
 			require.Equal(t, http.StatusNotFound, rec.Code)
 			require.JSONEq(t, fmt.Sprintf(`{"kind":"Error","id":"404","href":"/api/clusters_mgmt/v1/errors/404",
@@ -183,12 +198,27 @@ func TestNotFoundBodies(t *testing.T) {
 func TestStatusMethodNotAllowed(t *testing.T) {
 	sim, _ := newSim(t, clustersim.Options{})
 	require.NoError(t, sim.AddCluster("c1", clustersim.Script{}))
-	rec := do(t, sim, http.MethodPost, "/api/clusters_mgmt/v1/clusters/c1/status")
-	require.Equal(t, http.StatusMethodNotAllowed, rec.Code)
-	require.Equal(t, http.MethodGet, rec.Header().Get("Allow"))
-	e, err := ocmerrors.UnmarshalError(rec.Body.Bytes())
+	require.NoError(t, sim.AddExternalAuth("c1", "ea1", clustersim.Script{}))
+	require.NoError(t, sim.AddCredential("c1", "b1", clustersim.Script{}))
+	for _, path := range []string{
+		"/api/clusters_mgmt/v1/clusters/c1/status",
+		"/api/clusters_mgmt/v1/clusters/c1",
+		"/api/aro_hcp/v1alpha1/clusters/c1/external_auth_config/external_auths/ea1",
+		"/api/clusters_mgmt/v1/clusters/c1/break_glass_credentials/b1",
+		"/api/clusters_mgmt/v1/clusters/c1/break_glass_credentials",
+	} {
+		rec := do(t, sim, http.MethodDelete, path)
+		require.Equal(t, http.StatusMethodNotAllowed, rec.Code, path)
+		require.Equal(t, http.MethodGet, rec.Header().Get("Allow"))
+		e, err := ocmerrors.UnmarshalError(rec.Body.Bytes())
+		require.NoError(t, err)
+		require.Equal(t, "CLUSTERS-MGMT-405", e.Code())
+	}
+	_, err := sim.Credential("c1", "b1")
+	require.NoError(t, err, "a refused DELETE changes nothing")
+	r, err := sim.Cluster("c1")
 	require.NoError(t, err)
-	require.Equal(t, "CLUSTERS-MGMT-405", e.Code())
+	require.Equal(t, clustersim.StateReady, r.State)
 }
 
 // unsignedToken is a JWT the SDK accepts as an access token; the simulator

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Cluster and node pool states the simulator produces on its own. SetState
-// accepts any other state string too.
+// Cluster, node pool and external auth states the simulator produces on its
+// own. SetState accepts any other state string too.
 const (
 	StatePending      = "pending"
 	StateValidating   = "validating"
@@ -18,6 +18,21 @@ const (
 	StateUpdating     = "updating"
 	StateUninstalling = "uninstalling"
 )
+
+// Break-glass credential statuses, as Cluster Service sends them.
+const (
+	CredentialCreated            = "created"
+	CredentialIssued             = "issued"
+	CredentialFailed             = "failed"
+	CredentialAwaitingRevocation = "awaiting_revocation"
+	CredentialRevoked            = "revoked"
+	CredentialExpired            = "expired"
+)
+
+// DefaultCredentialLifetime is a credential's lifetime when its script's
+// ExpiresIn is zero: a credential that never expires is not one Cluster
+// Service issues.
+const DefaultCredentialLifetime = 24 * time.Hour
 
 // Inflight check states, as Cluster Service sends them.
 const (
@@ -75,17 +90,24 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Script is the lifecycle of one simulated cluster or node pool.
+// Script is the lifecycle of one simulated cluster, node pool, external
+// auth or break-glass credential. Each kind reads the fields that apply to
+// it and ignores the others, except NoStatus and NoStatusFor, which only
+// external auths accept.
 //
 // A create goes pending -> validating -> installing -> ready over Pending,
 // Validating and Installing; with Fail it ends in error instead, carrying
 // ErrorCode and ErrorMessage (clusters) or ErrorMessage as the status
-// message (node pools). A zero duration skips its stage. Uninstalling and
-// Updating are the durations a later delete or update uses unless that
-// request names its own.
+// message (node pools, external auths). A zero duration skips its stage.
+// Uninstalling and Updating are the durations a later delete or update uses
+// unless that request names its own.
 //
 // A cluster that failed its inflight checks, as Cluster Service reports it,
 // has Fail, ErrorCode "OCM4001" and the checks in InflightChecks.
+//
+// A credential is created for Issuing, then issued (failed with Fail); it
+// expires ExpiresIn after it was created. A revocation makes it
+// awaiting_revocation for Revoking, then revoked (failed with RevokeFail).
 type Script struct {
 	Pending      Duration `json:"pending"`
 	Validating   Duration `json:"validating"`
@@ -103,12 +125,36 @@ type Script struct {
 	// InflightChecks are the checks GET {cluster}/inflight_checks lists, in
 	// every state of the cluster. Node pools ignore them.
 	InflightChecks []InflightCheck `json:"inflightChecks,omitempty"`
+	// ManagedResourceGroup is the cluster's azure.managed_resource_group_name;
+	// empty means "{id}-managed". Other kinds ignore it.
+	ManagedResourceGroup string `json:"managedResourceGroup,omitempty"`
+
+	// NoStatus serves an external auth without a status for its whole life,
+	// as Cluster Service did before external auths had states.
+	NoStatus bool `json:"noStatus,omitempty"`
+	// NoStatusFor is how long an external auth's create has no status at
+	// all before its Pending stage begins.
+	NoStatusFor Duration `json:"noStatusFor,omitempty"`
+
+	// Issuing is how long a credential stays created before it is issued.
+	Issuing Duration `json:"issuing,omitempty"`
+	// Revoking is how long a revoked credential stays awaiting_revocation,
+	// unless the revocation names its own.
+	Revoking Duration `json:"revoking,omitempty"`
+	// RevokeFail ends a credential's revocation in failed.
+	RevokeFail bool `json:"revokeFail,omitempty"`
+	// ExpiresIn is a credential's lifetime from its creation; zero means
+	// DefaultCredentialLifetime.
+	ExpiresIn Duration `json:"expiresIn,omitempty"`
+	// Username is a credential's username; empty means "break-glass-{id}".
+	Username string `json:"username,omitempty"`
 }
 
 func (sc Script) validate() error {
 	for name, d := range map[string]Duration{
 		"pending": sc.Pending, "validating": sc.Validating, "installing": sc.Installing,
-		"uninstalling": sc.Uninstalling, "updating": sc.Updating,
+		"uninstalling": sc.Uninstalling, "updating": sc.Updating, "noStatusFor": sc.NoStatusFor,
+		"issuing": sc.Issuing, "revoking": sc.Revoking, "expiresIn": sc.ExpiresIn,
 	} {
 		if d < 0 {
 			return fmt.Errorf("%w: %s is negative", ErrInvalid, name)
@@ -138,6 +184,15 @@ func (sc Script) validate() error {
 	return nil
 }
 
+// validateStatusless refuses NoStatus and NoStatusFor on kinds whose status
+// Cluster Service always sends.
+func (sc Script) validateStatusless(kind string) error {
+	if sc.NoStatus || sc.NoStatusFor != 0 {
+		return fmt.Errorf("%w: noStatus and noStatusFor are for external auths, not a %s", ErrInvalid, kind)
+	}
+	return nil
+}
+
 // clone returns a copy of sc that shares no slice or map with it, so that
 // neither a caller's later changes nor a JSON decode over the copy reach sc.
 func (sc Script) clone() Script {
@@ -163,7 +218,8 @@ const (
 	PhaseCreate = "create"
 	PhaseUpdate = "update"
 	PhaseDelete = "delete"
-	PhaseSet    = "set" // state fixed by SetState or ReadyAll
+	PhaseRevoke = "revoke" // a credential's revocation
+	PhaseSet    = "set"    // state fixed by SetState or ReadyAll
 )
 
 // lifecycle is the state machine of one resource. Its state is a pure
@@ -176,18 +232,22 @@ type lifecycle struct {
 }
 
 // at returns the state at now, when that state began, and whether the
-// resource is gone (a finished delete).
+// resource is gone (a finished delete). The state is empty while an
+// external auth's create has no status yet.
 func (l *lifecycle) at(now time.Time) (state string, since time.Time, gone bool) {
 	t := now.Sub(l.start)
 	sc := l.script
 	switch l.phase {
 	case PhaseCreate:
-		p := sc.Pending.D()
+		if t < sc.NoStatusFor.D() {
+			return "", l.start, false
+		}
+		p := sc.NoStatusFor.D() + sc.Pending.D()
 		v := p + sc.Validating.D()
 		i := v + sc.Installing.D()
 		switch {
 		case t < p:
-			return StatePending, l.start, false
+			return StatePending, l.start.Add(sc.NoStatusFor.D()), false
 		case t < v:
 			return StateValidating, l.start.Add(p), false
 		case t < i:

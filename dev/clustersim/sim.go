@@ -65,20 +65,40 @@ type Sim struct {
 
 type cluster struct {
 	lifecycle
-	nodePools map[string]*lifecycle
+	// created is served as creation_timestamp; a replace keeps it, since
+	// billing reads it as the cluster's own.
+	created       time.Time
+	nodePools     map[string]*lifecycle
+	externalAuths map[string]*lifecycle
+	credentials   map[string]*credential
 }
 
-// Resource describes one simulated cluster or node pool at a moment.
+// Resource kinds, as Resource.Kind names them.
+const (
+	KindCluster              = "Cluster"
+	KindNodePool             = "NodePool"
+	KindExternalAuth         = "ExternalAuth"
+	KindBreakGlassCredential = "BreakGlassCredential"
+)
+
+// Resource describes one simulated cluster, node pool, external auth or
+// break-glass credential at a moment.
 type Resource struct {
-	// Kind is "Cluster" or "NodePool".
+	// Kind is KindCluster, KindNodePool, KindExternalAuth or
+	// KindBreakGlassCredential.
 	Kind string `json:"kind"`
 	// ClusterID is the cluster's ID (for a cluster, its own).
 	ClusterID string `json:"clusterId"`
-	// NodePoolID is empty for a cluster.
+	// NodePoolID is set for a node pool only.
 	NodePoolID string `json:"nodePoolId,omitempty"`
+	// ExternalAuthID is set for an external auth only.
+	ExternalAuthID string `json:"externalAuthId,omitempty"`
+	// CredentialID is set for a break-glass credential only.
+	CredentialID string `json:"credentialId,omitempty"`
 	// Paths are the Cluster Service paths (internalId values) it is served at.
 	Paths []string `json:"paths"`
-	// State is the Cluster Service state; empty once Deleted.
+	// State is the Cluster Service state (a credential's status); empty
+	// once Deleted, and while an external auth has no status.
 	State string `json:"state,omitempty"`
 	// Since is when State began (or when the delete finished).
 	Since time.Time `json:"since"`
@@ -88,6 +108,13 @@ type Resource struct {
 	Deleted bool `json:"deleted,omitempty"`
 	// Script is the resource's lifecycle script.
 	Script Script `json:"script"`
+	// CreationTimestamp is a cluster's or credential's creation time as
+	// served, in whole seconds.
+	CreationTimestamp time.Time `json:"creationTimestamp,omitzero"`
+	// ExpirationTimestamp and RevocationTimestamp are a credential's, as
+	// served (RevocationTimestamp once revoked).
+	ExpirationTimestamp time.Time `json:"expirationTimestamp,omitzero"`
+	RevocationTimestamp time.Time `json:"revocationTimestamp,omitzero"`
 }
 
 // New returns a simulator with no resources.
@@ -149,12 +176,16 @@ func (s *Sim) addCluster(id string, sc Script) (Resource, error) {
 	if err := sc.validate(); err != nil {
 		return Resource{}, err
 	}
+	if err := sc.validateStatusless("cluster"); err != nil {
+		return Resource{}, err
+	}
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.getCluster(id, now)
 	if c == nil {
-		c = &cluster{nodePools: map[string]*lifecycle{}}
+		c = &cluster{created: now, nodePools: map[string]*lifecycle{},
+			externalAuths: map[string]*lifecycle{}, credentials: map[string]*credential{}}
 		s.clusters[id] = c
 	}
 	c.lifecycle = lifecycle{script: sc.clone(), phase: PhaseCreate, start: now}
@@ -179,15 +210,15 @@ func (s *Sim) addNodePool(clusterID, np string, sc Script) (Resource, error) {
 	if err := sc.validate(); err != nil {
 		return Resource{}, err
 	}
+	if err := sc.validateStatusless("node pool"); err != nil {
+		return Resource{}, err
+	}
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.getCluster(clusterID, now)
-	if c == nil {
-		return Resource{}, fmt.Errorf("cluster %q: %w", clusterID, ErrNotFound)
-	}
-	if c.phase == PhaseDelete {
-		return Resource{}, fmt.Errorf("cluster %q is being deleted: %w", clusterID, ErrConflict)
+	c, err := s.liveCluster(clusterID, now)
+	if err != nil {
+		return Resource{}, err
 	}
 	l := &lifecycle{script: sc.clone(), phase: PhaseCreate, start: now}
 	c.nodePools[np] = l
@@ -195,8 +226,29 @@ func (s *Sim) addNodePool(clusterID, np string, sc Script) (Resource, error) {
 	return nodePoolView(clusterID, np, c, l, now), nil
 }
 
+func (c *cluster) managedResourceGroup(id string) string {
+	if c.script.ManagedResourceGroup != "" {
+		return c.script.ManagedResourceGroup
+	}
+	return id + "-managed"
+}
+
+// liveCluster returns a cluster that children can be added to: it exists
+// and is not being deleted. s.mu must be held.
+func (s *Sim) liveCluster(id string, now time.Time) (*cluster, error) {
+	c := s.getCluster(id, now)
+	if c == nil {
+		return nil, fmt.Errorf("cluster %q: %w", id, ErrNotFound)
+	}
+	if c.phase == PhaseDelete {
+		return nil, fmt.Errorf("cluster %q is being deleted: %w", id, ErrConflict)
+	}
+	return c, nil
+}
+
 // DeleteCluster starts deleting cluster id: it is uninstalling for the given
-// duration and then answers 404, as do its node pools. Deleting a cluster
+// duration and then answers 404, as do its node pools, external auths and
+// credentials. Deleting a cluster
 // that is already deleting changes nothing.
 func (s *Sim) DeleteCluster(id string, uninstalling time.Duration) error {
 	_, err := s.deleteCluster(id, &uninstalling)
@@ -345,8 +397,9 @@ func (s *Sim) NodePool(clusterID, np string) (Resource, error) {
 	return nodePoolView(clusterID, np, c, l, now), nil
 }
 
-// Resources returns every live cluster and node pool, clusters sorted by ID,
-// each followed by its node pools.
+// Resources returns every live resource, clusters sorted by ID, each
+// followed by its node pools, external auths and credentials, each kind
+// sorted by ID.
 func (s *Sim) Resources() []Resource {
 	now := s.clock.Now()
 	s.mu.Lock()
@@ -363,15 +416,25 @@ func (s *Sim) Resources() []Resource {
 				out = append(out, nodePoolView(id, np, c, l, now))
 			}
 		}
+		for _, ea := range sortedKeys(c.externalAuths) {
+			if _, l, err := s.getExternalAuth(id, ea, now); err == nil {
+				out = append(out, externalAuthView(id, ea, c, l, now))
+			}
+		}
+		for _, bgc := range sortedKeys(c.credentials) {
+			out = append(out, credentialView(id, bgc, c, c.credentials[bgc], now))
+		}
 	}
 	return out
 }
 
 // SetState fixes the state of the resource at path, a Cluster Service path
 // such as /api/aro_hcp/v1alpha1/clusters/{id}/node_pools/{np} (a trailing
-// /status is allowed). The state stays until the next create, update or
-// delete of that resource; any non-empty string is accepted so that tests
-// can produce states the lifecycles never reach.
+// /status is allowed for clusters and node pools), an external auth's path
+// or a break-glass credential's (whose status it sets). The state stays
+// until the next create, update, delete or revocation of that resource; any
+// non-empty string is accepted so that tests can produce states the
+// lifecycles never reach.
 func (s *Sim) SetState(path, state string) error {
 	_, err := s.setState(path, state)
 	return err
@@ -381,36 +444,54 @@ func (s *Sim) setState(path, state string) (Resource, error) {
 	if state == "" {
 		return Resource{}, fmt.Errorf("%w: empty state", ErrInvalid)
 	}
-	api, id, np, ok := parseResourcePath(path)
+	rp, ok := parseResourcePath(path)
 	if !ok {
-		return Resource{}, fmt.Errorf("%w: path %q is not a Cluster Service cluster or node pool path", ErrInvalid, path)
+		return Resource{}, fmt.Errorf("%w: path %q is not a Cluster Service cluster, node pool, external auth or credential path", ErrInvalid, path)
 	}
+	id := rp.cluster
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.getCluster(id, now)
-	if c == nil || !c.script.serves(api) {
+	if c == nil || !c.script.serves(rp.api) {
 		return Resource{}, fmt.Errorf("cluster %q: %w", id, ErrNotFound)
 	}
 	var v Resource
-	if np == "" {
+	switch rp.kind {
+	case KindCluster:
 		c.phase, c.start, c.fixed = PhaseSet, now, state
 		v = clusterView(id, c, now)
-	} else {
-		_, l, err := s.getNodePool(id, np, now)
+	case KindNodePool:
+		_, l, err := s.getNodePool(id, rp.child, now)
 		if err != nil {
 			return Resource{}, err
 		}
 		l.phase, l.start, l.fixed = PhaseSet, now, state
-		v = nodePoolView(id, np, c, l, now)
+		v = nodePoolView(id, rp.child, c, l, now)
+	case KindExternalAuth:
+		_, l, err := s.getExternalAuth(id, rp.child, now)
+		if err != nil {
+			return Resource{}, err
+		}
+		l.phase, l.start, l.fixed = PhaseSet, now, state
+		v = externalAuthView(id, rp.child, c, l, now)
+	default:
+		cr := c.credentials[rp.child]
+		if cr == nil {
+			return Resource{}, fmt.Errorf("credential %q of cluster %q: %w", rp.child, id, ErrNotFound)
+		}
+		cr.phase, cr.start, cr.fixed = PhaseSet, now, state
+		v = credentialView(id, rp.child, c, cr, now)
 	}
 	s.log.Info("state set", "path", path, "state", state)
 	return v, nil
 }
 
-// ReadyAll ends every lifecycle at once: every cluster and node pool that is
-// not being deleted becomes ready (failing scripts included), and every
-// delete finishes (404). It returns how many resources changed.
+// ReadyAll ends every lifecycle at once: every cluster, node pool and
+// external auth that is not being deleted becomes ready (failing scripts
+// included), every delete finishes (404), every credential being issued is
+// issued and every revocation ends revoked. It returns how many resources
+// changed.
 func (s *Sim) ReadyAll() int {
 	now := s.clock.Now()
 	s.mu.Lock()
@@ -432,7 +513,7 @@ func (s *Sim) ReadyAll() int {
 	}
 	for id, c := range s.clusters {
 		if finish(&c.lifecycle) {
-			n += countLiveNodePools(c, now)
+			n += countLiveChildren(c, now)
 			delete(s.clusters, id)
 			continue
 		}
@@ -441,16 +522,29 @@ func (s *Sim) ReadyAll() int {
 				delete(c.nodePools, np)
 			}
 		}
+		for ea, l := range c.externalAuths {
+			if finish(l) {
+				delete(c.externalAuths, ea)
+			}
+		}
+		for _, cr := range c.credentials {
+			if cr.finish(now) {
+				n++
+			}
+		}
 	}
 	s.log.Info("ready-all", "changed", n)
 	return n
 }
 
-func countLiveNodePools(c *cluster, now time.Time) int {
-	n := 0
-	for _, l := range c.nodePools {
-		if _, _, gone := l.at(now); !gone {
-			n++
+// countLiveChildren counts what a cluster's finished delete takes with it.
+func countLiveChildren(c *cluster, now time.Time) int {
+	n := len(c.credentials)
+	for _, m := range []map[string]*lifecycle{c.nodePools, c.externalAuths} {
+		for _, l := range m {
+			if _, _, gone := l.at(now); !gone {
+				n++
+			}
 		}
 	}
 	return n
@@ -509,8 +603,8 @@ func clusterView(id string, c *cluster, now time.Time) Resource {
 			paths = append(paths, clusterPath(api, id))
 		}
 	}
-	return Resource{Kind: "Cluster", ClusterID: id, Paths: paths, State: state, Since: since.UTC(),
-		Phase: c.phase, Deleted: gone, Script: c.script.clone()}
+	return Resource{Kind: KindCluster, ClusterID: id, Paths: paths, State: state, Since: since.UTC(),
+		Phase: c.phase, Deleted: gone, Script: c.script.clone(), CreationTimestamp: servedTime(c.created)}
 }
 
 func nodePoolView(id, np string, c *cluster, l *lifecycle, now time.Time) Resource {
@@ -519,31 +613,57 @@ func nodePoolView(id, np string, c *cluster, l *lifecycle, now time.Time) Resour
 	if c.script.serves(APIAROHCP) {
 		paths = append(paths, nodePoolPath(id, np))
 	}
-	return Resource{Kind: "NodePool", ClusterID: id, NodePoolID: np, Paths: paths, State: state,
+	return Resource{Kind: KindNodePool, ClusterID: id, NodePoolID: np, Paths: paths, State: state,
 		Since: since.UTC(), Phase: l.phase, Deleted: gone, Script: l.script.clone()}
 }
 
-// parseResourcePath splits a Cluster Service cluster or node pool path
-// (optionally ending in /status) into the API, cluster ID and node pool ID.
-func parseResourcePath(p string) (api, id, np string, ok bool) {
-	p = strings.TrimSuffix(p, "/status")
+// servedTime is t as Cluster Service writes it: UTC, whole seconds.
+func servedTime(t time.Time) time.Time {
+	return t.UTC().Truncate(time.Second)
+}
+
+// resourcePath is a parsed Cluster Service path of one simulated resource.
+type resourcePath struct {
+	api, cluster string
+	kind         string // a Kind* constant
+	child        string // the node pool, external auth or credential ID
+}
+
+// parseResourcePath splits a Cluster Service path of a cluster or node
+// pool (optionally ending in /status), an external auth or a break-glass
+// credential.
+func parseResourcePath(p string) (resourcePath, bool) {
+	var rp resourcePath
 	var rest string
 	switch {
 	case strings.HasPrefix(p, clustersMgmtPrefix+"/clusters/"):
-		api, rest = APIClustersMgmt, strings.TrimPrefix(p, clustersMgmtPrefix+"/clusters/")
+		rp.api, rest = APIClustersMgmt, strings.TrimPrefix(p, clustersMgmtPrefix+"/clusters/")
 	case strings.HasPrefix(p, aroHCPPrefix+"/clusters/"):
-		api, rest = APIAROHCP, strings.TrimPrefix(p, aroHCPPrefix+"/clusters/")
+		rp.api, rest = APIAROHCP, strings.TrimPrefix(p, aroHCPPrefix+"/clusters/")
 	default:
-		return "", "", "", false
+		return resourcePath{}, false
 	}
 	parts := strings.Split(rest, "/")
-	switch {
-	case len(parts) == 1 && validID(parts[0]) == nil:
-		return api, parts[0], "", true
-	case len(parts) == 3 && api == APIAROHCP && parts[1] == "node_pools" && validID(parts[0]) == nil && validID(parts[2]) == nil:
-		return api, parts[0], parts[2], true
+	if n := len(parts); (n == 2 || n == 4 && parts[1] == "node_pools") && parts[n-1] == "status" {
+		parts = parts[:n-1] // a cluster's or node pool's status path
 	}
-	return "", "", "", false
+	switch {
+	case len(parts) == 1:
+		rp.kind = KindCluster
+	case len(parts) == 3 && rp.api == APIAROHCP && parts[1] == "node_pools":
+		rp.kind, rp.child = KindNodePool, parts[2]
+	case len(parts) == 4 && rp.api == APIAROHCP && parts[1] == "external_auth_config" && parts[2] == "external_auths":
+		rp.kind, rp.child = KindExternalAuth, parts[3]
+	case len(parts) == 3 && rp.api == APIClustersMgmt && parts[1] == "break_glass_credentials":
+		rp.kind, rp.child = KindBreakGlassCredential, parts[2]
+	default:
+		return resourcePath{}, false
+	}
+	rp.cluster = parts[0]
+	if validID(rp.cluster) != nil || rp.kind != KindCluster && validID(rp.child) != nil {
+		return resourcePath{}, false
+	}
+	return rp, true
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -10,6 +10,13 @@ const (
 	// Inflight checks calls, by the API of the cluster's path.
 	PathKindClustersMgmtInflightChecks = "clusters_mgmt/v1/inflight_checks"
 	PathKindAROHCPInflightChecks       = "aro_hcp/v1alpha1/inflight_checks"
+	// Cluster object calls (GET {cluster}), by the API of the path.
+	PathKindClustersMgmtClusterObject = "clusters_mgmt/v1/cluster_object"
+	PathKindAROHCPClusterObject       = "aro_hcp/v1alpha1/cluster_object"
+	PathKindAROHCPExternalAuth        = "aro_hcp/v1alpha1/external_auth"
+	PathKindClustersMgmtCredential    = "clusters_mgmt/v1/break_glass_credential"
+	// Credential list calls, one per page.
+	PathKindClustersMgmtCredentialList = "clusters_mgmt/v1/break_glass_credential_list"
 	PathKindOther                      = "other"
 )
 

@@ -60,6 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		installing   = fs.Duration("installing", 3*time.Second, "default installing duration of a create")
 		uninstalling = fs.Duration("uninstalling", 2*time.Second, "default uninstalling duration of a delete")
 		updating     = fs.Duration("updating", 2*time.Second, "default updating duration of an update")
+		issuing      = fs.Duration("issuing", 2*time.Second, "default time a break-glass credential stays created before issued")
+		revoking     = fs.Duration("revoking", 2*time.Second, "default time a revoked credential stays awaiting_revocation")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -91,7 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Defaults: clustersim.Script{
 			Pending: clustersim.Duration(*pending), Validating: clustersim.Duration(*validating),
 			Installing: clustersim.Duration(*installing), Uninstalling: clustersim.Duration(*uninstalling),
-			Updating: clustersim.Duration(*updating),
+			Updating: clustersim.Duration(*updating), Issuing: clustersim.Duration(*issuing),
+			Revoking: clustersim.Duration(*revoking),
 		},
 	})
 

@@ -23,7 +23,8 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--seed", "7", "--latency", "1ms",
-			"--error-rate", "0.25", "--timeout", "5s", "--installing", "9s", "--pending", "0s", "--validating", "0s"},
+			"--error-rate", "0.25", "--timeout", "5s", "--installing", "9s", "--pending", "0s", "--validating", "0s",
+			"--issuing", "7s", "--revoking", "6s"},
 			stdoutW, &stderr)
 		stdoutW.Close()
 	}()
@@ -53,6 +54,19 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	require.Equal(t, clustersim.Duration(9*time.Second), r.Script.Installing)
 	require.Equal(t, clustersim.Duration(2*time.Second), r.Script.Uninstalling)
 	require.Equal(t, clustersim.StateInstalling, r.State)
+
+	// Credentials take their durations from the flags too.
+	req, err = http.NewRequestWithContext(ctx, http.MethodPut, base+"/admin/clusters/c1/break_glass_credentials/b1", nil)
+	require.NoError(t, err)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	r, err = admin.Credential(ctx, "c1", "b1")
+	require.NoError(t, err)
+	require.Equal(t, clustersim.Duration(7*time.Second), r.Script.Issuing)
+	require.Equal(t, clustersim.Duration(6*time.Second), r.Script.Revoking)
+	require.Equal(t, clustersim.CredentialCreated, r.State)
 
 	resp, err = http.Get(base + "/api/clusters_mgmt/v1/clusters/c1/status")
 	require.NoError(t, err)
