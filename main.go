@@ -96,7 +96,6 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		LocksContainer:      cfg.LocksContainer,
 		BillingContainer:    cfg.BillingContainer,
 		TracingProvider:     telemetry.AzureTracing(),
-		PendingDetails:      telemetry.Metering(),
 	})
 	if err != nil {
 		return err

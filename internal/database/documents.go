@@ -198,11 +198,10 @@ type Lock struct {
 	TTL   int    `json:"ttl,omitempty"`
 }
 
-// PendingOperation is what scan needs of an operation to enqueue it, and,
-// when the listing reads them (CosmosConfig.PendingDetails), to count it:
-// Status, Request, StartTime and InternalID, as the item has them, or zero
-// when it has none or they do not decode. They never keep an operation from
-// being listed.
+// PendingOperation is what scan needs of an operation to enqueue it, to
+// tell whether poll can act on it, and to count it: Status, Request,
+// StartTime and InternalID, as the item has them, or zero when it has none
+// or they do not decode. They never keep an operation from being listed.
 type PendingOperation struct {
 	ID           string    `json:"id"`
 	PartitionKey string    `json:"partitionKey"`

@@ -29,6 +29,11 @@ const (
 	ClusterStateKey    = attribute.Key("cs.cluster.state")
 	NodePoolIDKey      = attribute.Key("cs.nodepool.id")
 	NodePoolStateKey   = attribute.Key("cs.nodepool.state")
+
+	ExternalAuthIDKey    = attribute.Key("cs.externalauth.id")
+	ExternalAuthStateKey = attribute.Key("cs.externalauth.state")
+	CredentialIDKey      = attribute.Key("cs.break_glass_credential.id")
+	CredentialStatusKey  = attribute.Key("cs.break_glass_credential.status")
 )
 
 // Span names.
