@@ -148,16 +148,18 @@ func (c *Client) Credential(ctx context.Context, id InternalID) (Credential, err
 }
 
 // Credentials reads every break-glass credential of a cluster, given by its
-// id of either form: GET {URL}/api/clusters_mgmt/v1/clusters/{c}/break_glass_credentials,
-// page by page, credentialPageSize a page, the only API that lists them.
-// Each page is a request of its own with Status's errors (an OCM 404: the
-// cluster does not exist). The list ends with a page of fewer items than
-// the page size, or once the items reach the list's total. A page without
-// items, another page than asked for, more items than asked for or than
-// the total, a credential listed twice (pages that shifted or repeat), or
-// a list that ends short of its total is malformed; one
-// still going after maxCredentialPages pages is a non-transient error
-// wrapping errListDoesNotEnd. Other kinds are refused without a request.
+// id of either form, from
+// GET {URL}/api/clusters_mgmt/v1/clusters/{c}/break_glass_credentials
+// (ocm-sdk-go's aro_hcp client has no break-glass credentials), page by
+// page, credentialPageSize a page. Each page is a request of its own with
+// Status's errors (an OCM 404: the cluster does not exist). The list ends
+// with a page of fewer items than the page size, or once the items reach
+// the list's total. A page without items, another page than asked for,
+// more items than asked for or than the total, a credential listed twice
+// (pages that shifted or repeat), or a list that ends short of its total
+// is malformed; one still going after maxCredentialPages pages is a
+// non-transient error wrapping errListDoesNotEnd. Other kinds are refused
+// without a request.
 func (c *Client) Credentials(ctx context.Context, cluster InternalID) ([]Credential, error) {
 	if cluster.Kind != KindCluster {
 		return nil, fmt.Errorf("%w %s: not a cluster", errInvalidInternalID, quote(cluster.Path))
