@@ -99,15 +99,15 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		// By poll's own rules: whatever scan sends, poll acts on or
 		// answers 2xx, never into the poison queue, and what poll would
 		// call invalid on every scan is not sent.
-		reason := ""
-		if err = op.Check(); err != nil {
-			reason = reasonID
-		} else if _, _, err = opkind.Check(arm.ProvisioningState(p.Status), arm.Request(p.Request), p.InternalID); err != nil {
-			reason = opkind.Reason(err)
+		key := p.PartitionKey + "/" + p.ID
+		if err := op.Check(); err != nil { // its text quotes the ids, bounded
+			f.skip(inv, started, key, reasonID, err)
+			skips[reasonID]++
+			continue
 		}
-		if err != nil {
-			f.skip(inv, started, p.PartitionKey+"/"+p.ID, reason, err, "subscription_id", p.PartitionKey, "operation_id", p.ID)
-			skips[reason]++
+		if _, _, err := opkind.Check(arm.ProvisioningState(p.Status), arm.Request(p.Request), p.InternalID); err != nil {
+			f.skip(inv, started, key, opkind.Reason(err), err, "subscription_id", p.PartitionKey, "operation_id", p.ID)
+			skips[opkind.Reason(err)]++
 			continue
 		}
 		ops = append(ops, op)
