@@ -21,7 +21,7 @@ type change struct {
 }
 
 // check reads one operation and asks Cluster Service about it, without the
-// lock, in one of the process's slots (Function.places). It gathers what
+// lock, in a place of the process's checks gate (see New). It gathers what
 // the decision needs and leaves in the item the outcome, or the change to
 // write under the lock, or the ended operation to notify ARM of.
 func (r *run) check(ctx context.Context, it *item) {
@@ -114,7 +114,6 @@ func (r *run) ask(ctx context.Context, it *item, kind opkind.Kind, id clusterser
 	default:
 		return s, fmt.Errorf("no Cluster Service call for kind %q", kind)
 	}
-	traceSaid(ctx, kind, id, s)
 	if errors.Is(err, clusterservice.ErrNotFound) {
 		return said{gone: true}, nil
 	}

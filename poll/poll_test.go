@@ -124,7 +124,7 @@ func newFixture(t testing.TB) *fixture {
 	client, err := clusterservice.NewClient(clusterservice.Config{URL: csServer.URL})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
-	f.fn = &poll.Function{
+	f.fn = poll.New(poll.Config{
 		DB:       f.db,
 		Cluster:  client,
 		Locker:   lock.New(f.db.Locks(), lock.Options{Wait: 200 * time.Millisecond, RetryInterval: 50 * time.Millisecond}),
@@ -133,8 +133,16 @@ func newFixture(t testing.TB) *fixture {
 		Location: "eastus",
 		Now:      func() time.Time { return f.now },
 		Interval: 10 * time.Second,
-	}
+	})
 	return f
+}
+
+// reconfigure makes the fixture's Function again with change applied: its
+// gates are sized when it is made.
+func (f *fixture) reconfigure(change func(*poll.Config)) {
+	cfg := f.fn.Config
+	change(&cfg)
+	f.fn = poll.New(cfg)
 }
 
 func (f *fixture) count(call string) int {
@@ -262,21 +270,6 @@ func TestNothingToDoCallsNoOne(t *testing.T) {
 	require.Zero(t, f.cs.calls())
 	require.Zero(t, f.writes())
 	require.Zero(t, f.lockOps())
-}
-
-// BenchmarkUnchangedPoll is the handler's side of the common case, the
-// in-memory DBClient standing in for Cosmos: where its CPU and allocations
-// go (go test -bench UnchangedPoll -benchmem -cpuprofile cpu.out ./poll).
-func BenchmarkUnchangedPoll(b *testing.B) {
-	f := newFixture(b)
-	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
-	b.ReportAllocs()
-	for b.Loop() {
-		if got := f.poll(b, "op"); got != poll.OutcomeUnchanged {
-			b.Fatalf("outcome %s", got)
-		}
-	}
 }
 
 func TestUnchangedStatusCostsOneReadAndOneCall(t *testing.T) {

@@ -42,7 +42,7 @@ func (r *run) writeAll(ctx context.Context, items []*item) {
 // subscription, at most WritesPerHold items per hold, concurrently: the
 // frontend waits for the same lock on every customer request, so a hold
 // stays short whatever the message. Subscriptions are handled in parallel,
-// each in one of the process's hold places (Function.places), taken before
+// each in a place of the process's lockHolds gate (see New), taken before
 // its goroutine starts. fail gets each item whose step failed, or that a
 // hold could not run (the lock was held by someone else, or lost), with the
 // error.
@@ -57,10 +57,9 @@ func (r *run) underLock(ctx context.Context, items []*item, step func(context.Co
 		bySub[sub] = append(bySub[sub], it)
 	}
 	per := orDefault(r.f.WritesPerHold, defaultWritesPerHold)
-	_, _, holds, _ := r.f.places()
 	var wg sync.WaitGroup
 	for _, sub := range subs {
-		release, err := holds.take(ctx, "to take a subscription lock")
+		release, err := r.f.lockHolds.take(ctx, "to take a subscription lock")
 		if err != nil {
 			for _, it := range bySub[sub] {
 				fail(it, err)
