@@ -11,13 +11,14 @@ import (
 )
 
 // change is a write an operation needs: what Cluster Service said, on which
-// the decision is made again on a fresh read of the operation under the
-// lock (decide), and the cluster object a succeeded Create bills from.
+// the decision is made again under the lock (decide), the cluster object a
+// succeeded Create bills from, and the Resources item the write moves.
 type change struct {
-	kind    opkind.Kind
-	id      clusterservice.InternalID
-	said    said
-	cluster *clusterservice.Cluster // with billingOpen
+	kind     opkind.Kind
+	id       clusterservice.InternalID
+	said     said
+	cluster  *clusterservice.Cluster // with billingOpen
+	resource *resourceRead           // the Resources item as read with the operation
 }
 
 // check reads one operation and asks Cluster Service about it, without the
@@ -92,6 +93,9 @@ func (r *run) check(ctx context.Context, it *item) {
 			return
 		}
 		c.cluster = &cluster
+	}
+	if kind.WritesResources() {
+		c.resource = r.f.readResource(ctx, op)
 	}
 	it.change = c
 }
