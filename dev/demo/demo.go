@@ -229,10 +229,10 @@ func Ops() []Op {
 		{Sub: Subscriptions[2], ID: "op-c8", Request: "Update", Kind: KindCluster, cluster: "charlie-old", api: cmAPI,
 			Start: "Accepted", Want: "Succeeded",
 			setup: func(sim *clustersim.Sim) error { return sim.UpdateCluster("charlie-old", 6*time.Second) }},
-		{Sub: Subscriptions[2], ID: "op-c9", Request: "Create", Kind: KindExternalAuth, cluster: "charlie-old", child: "partner-idp",
+		{Sub: Subscriptions[2], ID: "op-c9", Request: "Create", Kind: KindExternalAuth, cluster: "charlie-old", child: "partner",
 			Start: "Accepted", Want: "Failed",
 			setup: func(sim *clustersim.Sim) error {
-				return sim.AddExternalAuth("charlie-old", "partner-idp", clustersim.Script{Fail: true,
+				return sim.AddExternalAuth("charlie-old", "partner", clustersim.Script{Fail: true,
 					ErrorMessage: "issuer URL https://login.partner.example did not answer"})
 			}},
 		create(0, "op-a6", "alpha-6", 4, false),

@@ -36,12 +36,12 @@ func NewWatcher(s *stack.Stack, ops []Op, out io.Writer, started time.Time, poll
 			w.billing[seededBillingID(d.cluster)] = "open"
 		}
 	}
-	fmt.Fprintf(out, "%-8s %-11s %-13s %-30s %s\n", "time", "subscription", "kind", "resource", "change")
+	fmt.Fprintf(out, "%-8s %-11s %-13s %-34s %s\n", "time", "subscription", "kind", "resource", "change")
 	return w
 }
 
 func (w *Watcher) line(sub, kind, resource, change string) {
-	fmt.Fprintf(w.out, "%7.1fs %-11s %-13s %-30s %s\n", time.Since(w.started).Seconds(), Short(sub), kind, resource, change)
+	fmt.Fprintf(w.out, "%7.1fs %-11s %-13s %-34s %s\n", time.Since(w.started).Seconds(), Short(sub), kind, resource, change)
 }
 
 // Event prints a line of the live view.
@@ -154,7 +154,7 @@ func (w *Watcher) PoisonSettled(ctx context.Context) bool {
 // BillingWants says.
 func (w *Watcher) Summary(ctx context.Context) bool {
 	fmt.Fprintf(w.out, "\nsummary after %.1fs\n", time.Since(w.started).Seconds())
-	fmt.Fprintf(w.out, "  %-11s %-13s %-17s %-30s %-10s %-10s\n", "subscription", "kind", "request", "resource", "final", "expected")
+	fmt.Fprintf(w.out, "  %-11s %-13s %-17s %-34s %-10s %-10s\n", "subscription", "kind", "request", "resource", "final", "expected")
 	ok := true
 	for _, kind := range Kinds {
 		for _, d := range w.ops {
@@ -165,7 +165,7 @@ func (w *Watcher) Summary(ctx context.Context) bool {
 			if w.status[d.ID] != d.Want {
 				mark, ok = "MISMATCH", false
 			}
-			fmt.Fprintf(w.out, "  %-11s %-13s %-17s %-30s %-10s %-10s %s\n", Short(d.Sub), d.Kind, d.Request, d.Name(), w.status[d.ID], d.Want, mark)
+			fmt.Fprintf(w.out, "  %-11s %-13s %-17s %-34s %-10s %-10s %s\n", Short(d.Sub), d.Kind, d.Request, d.Name(), w.status[d.ID], d.Want, mark)
 		}
 	}
 	var deleted []string

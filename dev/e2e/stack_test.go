@@ -37,7 +37,7 @@ func TestStackDemo(t *testing.T) {
 	started := time.Now()
 	w, err := demo.Run(ctx, s, tWriter{t}, 3*time.Minute, polls)
 	require.NoError(t, err)
-	require.True(t, w.Summary(ctx))
+	summaryOK := w.Summary(ctx)
 
 	for _, op := range w.Ops() {
 		require.Equal(t, op.Want, w.Status(op.ID), "operation %s", op.ID)
@@ -88,4 +88,5 @@ func TestStackDemo(t *testing.T) {
 	require.Positive(t, polls.Count("deferred"), "the frontend's lock made opstatus wait")
 	require.Len(t, s.ARM.Received(), len(w.Ops()), "every operation notified ARM once")
 	require.Zero(t, polls.Count("HTTP 500"))
+	require.True(t, summaryOK, "the summary found a mismatch")
 }
