@@ -385,3 +385,22 @@ func TestRepositoryPackageConfiguration(t *testing.T) {
 		require.Equal(t, want, readEntry(t, f), f.Name)
 	}
 }
+
+// TestFolderRemovedDuringTheWalk lists an app one of whose folders is
+// removed between the listing of its parent and its own: the walk goes on
+// without it.
+func TestFolderRemovedDuringTheWalk(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, "host.json", "a/x", "gone/y")
+	gone := filepath.Join(dir, "gone")
+	readDir = func(p string) ([]fs.DirEntry, error) {
+		if p == gone {
+			require.NoError(t, os.RemoveAll(gone))
+		}
+		return os.ReadDir(p)
+	}
+	t.Cleanup(func() { readDir = os.ReadDir })
+	names, err := appFiles(dir, nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{"host.json", "a/x"}, names)
+}

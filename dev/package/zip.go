@@ -119,7 +119,10 @@ func appFiles(root string, ignore *ignoreParser) ([]string, error) {
 	var names []string
 	var walk func(dir, rel string) error
 	walk = func(dir, rel string) error {
-		entries, err := os.ReadDir(dir)
+		entries, err := readDir(dir)
+		if rel != "" && errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("listing %s: %w", dir, err)
 		}
@@ -149,6 +152,11 @@ func appFiles(root string, ignore *ignoreParser) ([]string, error) {
 	}
 	return names, nil
 }
+
+// readDir lists a folder. A folder removed while the walk runs (npm ci
+// replacing dev/node_modules while other tests run) has no file to ship,
+// so appFiles skips it where .NET would fail.
+var readDir = os.ReadDir
 
 // isDirectory follows a symbolic link as .NET's directory listing does; a
 // broken one counts as a file.
