@@ -51,7 +51,7 @@ fuzz:
 	$(GO) test ./internal/clusterservice -run '^$$' -fuzz FuzzClientRequests -fuzztime 30s
 
 clean:
-	rm -f handler
+	rm -rf handler dist
 
 ## func-start: like run, under the real Functions host (needs Azure Functions
 ## Core Tools, which cannot be installed on the development machines)
