@@ -85,9 +85,20 @@ func schemaRoot(t *testing.T) string {
 	if dir := os.Getenv("OPSTATUS_ARM_SCHEMAS"); dir != "" {
 		return dir
 	}
-	dir := filepath.Join("..", "..", "shared", "arm-schemas")
-	if _, err := os.Stat(dir); err == nil {
-		return dir
+	// shared/ sits beside the repository, or beside the folder of its
+	// worktrees.
+	for up := filepath.Join("..", ".."); ; up = filepath.Join(up, "..") {
+		abs, err := filepath.Abs(up)
+		if err != nil {
+			break
+		}
+		dir := filepath.Join(abs, "shared", "arm-schemas")
+		if _, err := os.Stat(dir); err == nil {
+			return dir
+		}
+		if filepath.Dir(abs) == abs {
+			break
+		}
 	}
 	t.Skipf("no ARM schemas: set OPSTATUS_ARM_SCHEMAS to a directory holding the files deploy/schemas/SOURCE lists, or put them in shared/arm-schemas")
 	return ""
