@@ -1,0 +1,944 @@
+package deploy
+
+import (
+	"bytes"
+	"crypto/sha1"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// The checks read the template twice: raw, as Azure receives it, for the
+// schemas and the text searches; and resolved, every expression evaluated
+// the way ARM would for one deployment, so that each value can be followed
+// back to the resource it names. The evaluator knows only the functions the
+// template uses and fails on any other, so the template cannot grow a
+// value the checks do not see.
+
+const (
+	templateFile   = "azuredeploy.json"
+	parametersFile = "example.parameters.json"
+)
+
+// armScope is where a resolved deployment lands.
+type armScope struct {
+	subscription, resourceGroup, location string
+}
+
+// exampleScope stands for the deployment the example parameters describe.
+var exampleScope = armScope{
+	subscription:  "11111111-2222-3333-4444-555555555555",
+	resourceGroup: "opstatus-int-eastus",
+	location:      "eastus",
+}
+
+// readJSON decodes a JSON file keeping numbers exact.
+func readJSON(path string) (map[string]any, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return decodeJSON(b)
+}
+
+func decodeJSON(b []byte) (map[string]any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v map[string]any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// deepCopy copies a decoded JSON value, for tests that edit a template.
+func deepCopy(v map[string]any) map[string]any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	c, err := decodeJSON(b)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// parameterValues reads the values of a deployment parameters file.
+func parameterValues(file map[string]any) (map[string]any, error) {
+	params, _ := file["parameters"].(map[string]any)
+	values := make(map[string]any, len(params))
+	for name, p := range params {
+		pm, ok := p.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("parameter %s: not an object", name)
+		}
+		v, ok := pm["value"]
+		if !ok {
+			return nil, fmt.Errorf("parameter %s: no value (Key Vault references are secrets, which this template takes none of)", name)
+		}
+		values[name] = v
+	}
+	return values, nil
+}
+
+// resource is one resolved resource of a deployment, nested ones included.
+type resource struct {
+	Type, APIVersion, Name string
+	// ID is the resource's full ID; for an extension resource it sits under
+	// the ID of its scope.
+	ID string
+	// Scope is the full ID of an extension resource's scope, else empty.
+	Scope string
+	// Body is the resolved resource object.
+	Body map[string]any
+}
+
+// deployment is a template resolved with parameter values.
+type deployment struct {
+	scope     armScope
+	params    map[string]any
+	variables map[string]any
+	resources []resource
+}
+
+// resolve evaluates a template for one deployment: given parameter values,
+// defaults for the others, then variables and every resource, following
+// nested deployments into the resource group they target.
+func resolve(tmpl map[string]any, given map[string]any, scope armScope) (*deployment, error) {
+	e, err := newEvaluator(tmpl, given, scope)
+	if err != nil {
+		return nil, err
+	}
+	d := &deployment{scope: scope, params: e.params, variables: map[string]any{}}
+	vars, _ := tmpl["variables"].(map[string]any)
+	for name := range vars {
+		v, err := e.variable(name)
+		if err != nil {
+			return nil, err
+		}
+		d.variables[name] = v
+	}
+	if err := e.resources(tmpl, d); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// byType returns the resolved resources of a type.
+func (d *deployment) byType(typ string) []resource {
+	var out []resource
+	for _, r := range d.resources {
+		if strings.EqualFold(r.Type, typ) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// one returns the only resource of a type.
+func (d *deployment) one(typ string) (resource, error) {
+	rs := d.byType(typ)
+	if len(rs) != 1 {
+		return resource{}, fmt.Errorf("%d resources of type %s, want 1", len(rs), typ)
+	}
+	return rs[0], nil
+}
+
+// appSettings returns the Function App's settings by name.
+func (d *deployment) appSettings() (map[string]string, error) {
+	site, err := d.one("Microsoft.Web/sites")
+	if err != nil {
+		return nil, err
+	}
+	list, ok := path(site.Body, "properties", "siteConfig", "appSettings").([]any)
+	if !ok {
+		return nil, fmt.Errorf("Microsoft.Web/sites: properties.siteConfig.appSettings is not a list")
+	}
+	settings := map[string]string{}
+	for _, item := range list {
+		m, _ := item.(map[string]any)
+		name, ok1 := m["name"].(string)
+		value, ok2 := m["value"].(string)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("app setting %v: name and value must be strings", item)
+		}
+		if _, dup := settings[name]; dup {
+			return nil, fmt.Errorf("app setting %s is set twice", name)
+		}
+		settings[name] = value
+	}
+	return settings, nil
+}
+
+// path walks nested objects; nil when a step is missing.
+func path(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
+
+// evaluator evaluates ARM template expressions in one template's scope.
+type evaluator struct {
+	scope     armScope
+	paramDefs map[string]any
+	given     map[string]any
+	params    map[string]any
+	varDefs   map[string]any
+	vars      map[string]any
+	busy      map[string]bool
+}
+
+func newEvaluator(tmpl map[string]any, given map[string]any, scope armScope) (*evaluator, error) {
+	e := &evaluator{
+		scope:  scope,
+		given:  given,
+		params: map[string]any{},
+		vars:   map[string]any{},
+		busy:   map[string]bool{},
+	}
+	e.paramDefs, _ = tmpl["parameters"].(map[string]any)
+	e.varDefs, _ = tmpl["variables"].(map[string]any)
+	for name := range given {
+		if _, ok := e.paramDefs[name]; !ok {
+			return nil, fmt.Errorf("parameter %s is given but the template declares none of that name", name)
+		}
+	}
+	names := make([]string, 0, len(e.paramDefs))
+	for name := range e.paramDefs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if _, err := e.parameter(name); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// parameter returns a parameter's value (given, else its default) after
+// the checks ARM makes on it.
+func (e *evaluator) parameter(name string) (any, error) {
+	if v, ok := e.params[name]; ok {
+		return v, nil
+	}
+	def, ok := e.paramDefs[name].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("parameters('%s'): no such parameter", name)
+	}
+	key := "parameter " + name
+	if e.busy[key] {
+		return nil, fmt.Errorf("parameter %s: its default refers to itself", name)
+	}
+	e.busy[key] = true
+	defer delete(e.busy, key)
+	v, ok := e.given[name]
+	if ok {
+		v = normalize(v)
+	} else {
+		dv, has := def["defaultValue"]
+		if !has {
+			return nil, fmt.Errorf("parameter %s: no value given and no default", name)
+		}
+		var err error
+		if v, err = e.value(dv); err != nil {
+			return nil, fmt.Errorf("parameter %s: %w", name, err)
+		}
+	}
+	if err := checkParameter(name, def, v); err != nil {
+		return nil, err
+	}
+	e.params[name] = v
+	return v, nil
+}
+
+// checkParameter makes ARM's checks of a parameter value: its type,
+// allowed values, bounds and lengths.
+func checkParameter(name string, def map[string]any, v any) error {
+	typ, _ := def["type"].(string)
+	switch strings.ToLower(typ) {
+	case "string":
+		if _, ok := v.(string); !ok {
+			return fmt.Errorf("parameter %s: %v is not a string", name, v)
+		}
+	case "int":
+		if _, ok := v.(int64); !ok {
+			return fmt.Errorf("parameter %s: %v is not an int", name, v)
+		}
+	case "bool":
+		if _, ok := v.(bool); !ok {
+			return fmt.Errorf("parameter %s: %v is not a bool", name, v)
+		}
+	case "object", "array":
+	default:
+		return fmt.Errorf("parameter %s: type %q is not one this template may use", name, typ)
+	}
+	if allowed, ok := def["allowedValues"].([]any); ok {
+		found := false
+		for _, a := range allowed {
+			if fmt.Sprint(normalize(a)) == fmt.Sprint(v) {
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("parameter %s: %v is not one of %v", name, v, allowed)
+		}
+	}
+	if n, ok := v.(int64); ok {
+		if lo, ok := normalize(def["minValue"]).(int64); ok && n < lo {
+			return fmt.Errorf("parameter %s: %d is under its minValue %d", name, n, lo)
+		}
+		if hi, ok := normalize(def["maxValue"]).(int64); ok && n > hi {
+			return fmt.Errorf("parameter %s: %d is over its maxValue %d", name, n, hi)
+		}
+	}
+	if s, ok := v.(string); ok {
+		if lo, ok := normalize(def["minLength"]).(int64); ok && int64(len(s)) < lo {
+			return fmt.Errorf("parameter %s: %q is shorter than %d", name, s, lo)
+		}
+		if hi, ok := normalize(def["maxLength"]).(int64); ok && int64(len(s)) > hi {
+			return fmt.Errorf("parameter %s: %q is longer than %d", name, s, hi)
+		}
+	}
+	return nil
+}
+
+// variable returns a variable's resolved value.
+func (e *evaluator) variable(name string) (any, error) {
+	if v, ok := e.vars[name]; ok {
+		return v, nil
+	}
+	raw, ok := e.varDefs[name]
+	if !ok {
+		return nil, fmt.Errorf("variables('%s'): no such variable", name)
+	}
+	key := "variable " + name
+	if e.busy[key] {
+		return nil, fmt.Errorf("variable %s refers to itself", name)
+	}
+	e.busy[key] = true
+	defer delete(e.busy, key)
+	v, err := e.value(raw)
+	if err != nil {
+		return nil, fmt.Errorf("variable %s: %w", name, err)
+	}
+	e.vars[name] = v
+	return v, nil
+}
+
+// normalize turns JSON numbers into int64 (the template has no others).
+func normalize(v any) any {
+	switch n := v.(type) {
+	case json.Number:
+		if i, err := n.Int64(); err == nil {
+			return i
+		}
+		return n.String()
+	case float64:
+		return int64(n)
+	case int:
+		return int64(n)
+	}
+	return v
+}
+
+// value resolves a JSON value: expressions in strings and in object keys.
+func (e *evaluator) value(v any) (any, error) {
+	switch x := v.(type) {
+	case string:
+		if len(x) >= 2 && x[0] == '[' && x[len(x)-1] == ']' {
+			if strings.HasPrefix(x, "[[") {
+				return x[1:], nil
+			}
+			return e.expression(x[1 : len(x)-1])
+		}
+		return x, nil
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, item := range x {
+			key, err := e.value(k)
+			if err != nil {
+				return nil, err
+			}
+			ks, ok := key.(string)
+			if !ok {
+				return nil, fmt.Errorf("property name %s is not a string", k)
+			}
+			if out[ks], err = e.value(item); err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, item := range x {
+			var err error
+			if out[i], err = e.value(item); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	return normalize(v), nil
+}
+
+// resources resolves a template's resources into d, child and nested
+// deployments' resources included.
+func (e *evaluator) resources(tmpl map[string]any, d *deployment) error {
+	list, ok := tmpl["resources"].([]any)
+	if !ok {
+		return fmt.Errorf("resources is not a list")
+	}
+	for i, item := range list {
+		raw, ok := item.(map[string]any)
+		if !ok {
+			return fmt.Errorf("resources[%d] is not an object", i)
+		}
+		if err := e.resource(raw, nil, d); err != nil {
+			return fmt.Errorf("resources[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// resource resolves one resource and its children. A child's type and name
+// continue its parent's.
+func (e *evaluator) resource(raw map[string]any, parent *resource, d *deployment) error {
+	for _, k := range []string{"copy", "condition", "subscriptionId"} {
+		if _, has := raw[k]; has {
+			return fmt.Errorf("%s is not something these checks follow", k)
+		}
+	}
+	body := deepCopy(raw)
+	children, _ := body["resources"].([]any)
+	delete(body, "resources")
+	var nested map[string]any
+	if strings.EqualFold(fmt.Sprint(raw["type"]), "Microsoft.Resources/deployments") {
+		props, _ := body["properties"].(map[string]any)
+		nested, _ = props["template"].(map[string]any)
+		delete(props, "template")
+	}
+	v, err := e.value(body)
+	if err != nil {
+		return err
+	}
+	resolved := v.(map[string]any)
+	if parent != nil {
+		typ, _ := resolved["type"].(string)
+		name, _ := resolved["name"].(string)
+		if strings.Contains(typ, "/") || strings.Contains(name, "/") {
+			return fmt.Errorf("child resource %s %s: give its own type and name segment only", typ, name)
+		}
+		resolved["type"] = parent.Type + "/" + typ
+		resolved["name"] = parent.Name + "/" + name
+	}
+	r, err := e.describe(resolved)
+	if err != nil {
+		return err
+	}
+	d.resources = append(d.resources, r)
+	for i, item := range children {
+		child, ok := item.(map[string]any)
+		if !ok {
+			return fmt.Errorf("%s: resources[%d] is not an object", r.Name, i)
+		}
+		if err := e.resource(child, &r, d); err != nil {
+			return fmt.Errorf("%s: resources[%d]: %w", r.Name, i, err)
+		}
+	}
+	if nested != nil {
+		if err := e.nested(r, nested, d); err != nil {
+			return fmt.Errorf("%s: %w", r.Name, err)
+		}
+	}
+	return nil
+}
+
+// describe names a resolved resource: its type, API version, full ID and
+// scope.
+func (e *evaluator) describe(body map[string]any) (resource, error) {
+	r := resource{Body: body}
+	r.Type, _ = body["type"].(string)
+	r.APIVersion, _ = body["apiVersion"].(string)
+	r.Name, _ = body["name"].(string)
+	if r.Type == "" || r.APIVersion == "" || r.Name == "" {
+		return r, fmt.Errorf("a resource needs a type, an apiVersion and a name")
+	}
+	rg := e.scope.resourceGroup
+	if g, ok := body["resourceGroup"].(string); ok {
+		rg = g
+	}
+	if s, ok := body["scope"].(string); ok {
+		if !strings.HasPrefix(s, "/") {
+			s = fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/%s", e.scope.subscription, rg, s)
+		}
+		r.Scope = s
+		r.ID = s + "/providers/" + typedNames(r.Type, strings.Split(r.Name, "/"))
+		return r, nil
+	}
+	r.ID = fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/%s", e.scope.subscription, rg, typedNames(r.Type, strings.Split(r.Name, "/")))
+	return r, nil
+}
+
+// typedNames interleaves a type's segments with names:
+// Microsoft.Storage/storageAccounts/queueServices + [a default] =
+// Microsoft.Storage/storageAccounts/a/queueServices/default.
+func typedNames(typ string, names []string) string {
+	parts := strings.Split(typ, "/")
+	var b strings.Builder
+	b.WriteString(parts[0])
+	for i, p := range parts[1:] {
+		b.WriteString("/" + p + "/")
+		if i < len(names) {
+			b.WriteString(names[i])
+		}
+	}
+	return b.String()
+}
+
+// nested resolves a nested deployment's template in the resource group it
+// targets. Only inner scope is followed: with outer scope the nested
+// template's functions would run in the parent's resource group.
+func (e *evaluator) nested(r resource, tmpl map[string]any, d *deployment) error {
+	if scope, _ := path(r.Body, "properties", "expressionEvaluationOptions", "scope").(string); !strings.EqualFold(scope, "inner") {
+		return fmt.Errorf("a nested template must have expressionEvaluationOptions.scope inner")
+	}
+	given := map[string]any{}
+	params, _ := path(r.Body, "properties", "parameters").(map[string]any)
+	for name, p := range params {
+		pm, _ := p.(map[string]any)
+		v, ok := pm["value"]
+		if !ok {
+			return fmt.Errorf("nested parameter %s has no value", name)
+		}
+		given[name] = v
+	}
+	scope := e.scope
+	if g, ok := r.Body["resourceGroup"].(string); ok {
+		scope.resourceGroup = g
+	}
+	inner, err := newEvaluator(tmpl, given, scope)
+	if err != nil {
+		return err
+	}
+	return inner.resources(tmpl, d)
+}
+
+// expression evaluates the text of one expression (without its brackets).
+func (e *evaluator) expression(src string) (any, error) {
+	toks, err := tokenize(src)
+	if err != nil {
+		return nil, fmt.Errorf("[%s]: %w", src, err)
+	}
+	p := &parser{toks: toks, e: e}
+	v, err := p.expr()
+	if err == nil && p.pos != len(p.toks) {
+		err = fmt.Errorf("unexpected %q", p.toks[p.pos].text)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("[%s]: %w", src, err)
+	}
+	if ref, ok := v.(reference); ok {
+		return nil, fmt.Errorf("[%s]: reference(%s) is used whole; only its modelled properties can be", src, ref.id)
+	}
+	return v, nil
+}
+
+type token struct {
+	kind byte // 'i' identifier, 's' string, 'n' number, or the punctuation itself
+	text string
+}
+
+func tokenize(src string) ([]token, error) {
+	var toks []token
+	for i := 0; i < len(src); {
+		c := src[i]
+		switch {
+		case c == ' ' || c == '\t':
+			i++
+		case strings.IndexByte("(),.[]", c) >= 0:
+			toks = append(toks, token{kind: c, text: string(c)})
+			i++
+		case c == '\'':
+			var b strings.Builder
+			i++
+			for {
+				if i >= len(src) {
+					return nil, fmt.Errorf("unterminated string")
+				}
+				if src[i] == '\'' {
+					if i+1 < len(src) && src[i+1] == '\'' {
+						b.WriteByte('\'')
+						i += 2
+						continue
+					}
+					i++
+					break
+				}
+				b.WriteByte(src[i])
+				i++
+			}
+			toks = append(toks, token{kind: 's', text: b.String()})
+		case c == '-' || unicode.IsDigit(rune(c)):
+			j := i + 1
+			for j < len(src) && unicode.IsDigit(rune(src[j])) {
+				j++
+			}
+			toks = append(toks, token{kind: 'n', text: src[i:j]})
+			i = j
+		case unicode.IsLetter(rune(c)):
+			j := i + 1
+			for j < len(src) && (unicode.IsLetter(rune(src[j])) || unicode.IsDigit(rune(src[j])) || src[j] == '_') {
+				j++
+			}
+			toks = append(toks, token{kind: 'i', text: src[i:j]})
+			i = j
+		default:
+			return nil, fmt.Errorf("unexpected %q", c)
+		}
+	}
+	return toks, nil
+}
+
+type parser struct {
+	toks []token
+	pos  int
+	e    *evaluator
+}
+
+func (p *parser) peek(kind byte) bool {
+	return p.pos < len(p.toks) && p.toks[p.pos].kind == kind
+}
+
+func (p *parser) want(kind byte) error {
+	if !p.peek(kind) {
+		return fmt.Errorf("expected %q", kind)
+	}
+	p.pos++
+	return nil
+}
+
+// expr := primary ( '.' name | '[' expr ']' )*
+func (p *parser) expr() (any, error) {
+	v, err := p.primary()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		switch {
+		case p.peek('.'):
+			p.pos++
+			if !p.peek('i') {
+				return nil, fmt.Errorf("expected a property name after '.'")
+			}
+			name := p.toks[p.pos].text
+			p.pos++
+			if v, err = property(v, name); err != nil {
+				return nil, err
+			}
+		case p.peek('['):
+			p.pos++
+			idx, err := p.expr()
+			if err != nil {
+				return nil, err
+			}
+			if err := p.want(']'); err != nil {
+				return nil, err
+			}
+			if v, err = index(v, idx); err != nil {
+				return nil, err
+			}
+		default:
+			return v, nil
+		}
+	}
+}
+
+func (p *parser) primary() (any, error) {
+	if p.pos >= len(p.toks) {
+		return nil, fmt.Errorf("unexpected end")
+	}
+	t := p.toks[p.pos]
+	p.pos++
+	switch t.kind {
+	case 's':
+		return t.text, nil
+	case 'n':
+		return strconv.ParseInt(t.text, 10, 64)
+	case 'i':
+		if err := p.want('('); err != nil {
+			return nil, err
+		}
+		var args []any
+		for !p.peek(')') {
+			a, err := p.expr()
+			if err != nil {
+				return nil, err
+			}
+			args = append(args, a)
+			if !p.peek(',') {
+				break
+			}
+			p.pos++
+		}
+		if err := p.want(')'); err != nil {
+			return nil, err
+		}
+		return p.e.call(t.text, args)
+	}
+	return nil, fmt.Errorf("unexpected %q", t.text)
+}
+
+// reference stands for the runtime state of a resource that reference()
+// reads: only the properties referenceProperties models can be read.
+type reference struct {
+	id   string
+	path string
+}
+
+// referenceProperties are the runtime properties the template may read,
+// with what Azure answers for them: an identity's ids stand for themselves
+// so that every use of one can be traced to its resource; endpoints are
+// built from the resource's name as Azure's public cloud builds them.
+var referenceProperties = map[string]func(id, name string) string{
+	"Microsoft.ManagedIdentity/userAssignedIdentities clientId":    func(id, _ string) string { return "clientId(" + id + ")" },
+	"Microsoft.ManagedIdentity/userAssignedIdentities principalId": func(id, _ string) string { return "principalId(" + id + ")" },
+	"Microsoft.Insights/components ConnectionString":               func(id, _ string) string { return "connectionString(" + id + ")" },
+	"Microsoft.Storage/storageAccounts primaryEndpoints.blob":      func(_, name string) string { return "https://" + name + ".blob.core.windows.net/" },
+	"Microsoft.DocumentDB/databaseAccounts documentEndpoint":       func(_, name string) string { return "https://" + name + ".documents.azure.com:443/" },
+}
+
+// resourceType splits a full resource ID into its type and last name.
+func resourceType(id string) (typ, name string) {
+	i := strings.LastIndex(id, "/providers/")
+	if i < 0 {
+		return "", ""
+	}
+	parts := strings.Split(id[i+len("/providers/"):], "/")
+	if len(parts) < 3 {
+		return "", ""
+	}
+	t := []string{parts[0]}
+	for j := 1; j+1 < len(parts); j += 2 {
+		t = append(t, parts[j])
+		name = parts[j+1]
+	}
+	return strings.Join(t, "/"), name
+}
+
+func property(v any, name string) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		p, ok := x[name]
+		if !ok {
+			return nil, fmt.Errorf("no property %s", name)
+		}
+		return p, nil
+	case reference:
+		p := name
+		if x.path != "" {
+			p = x.path + "." + name
+		}
+		typ, rname := resourceType(x.id)
+		if f, ok := referenceProperties[typ+" "+p]; ok {
+			return f(x.id, rname), nil
+		}
+		for k := range referenceProperties {
+			if strings.HasPrefix(k, typ+" "+p+".") {
+				return reference{id: x.id, path: p}, nil
+			}
+		}
+		return nil, fmt.Errorf("reference(%s).%s is not a property these checks model", x.id, p)
+	}
+	return nil, fmt.Errorf("no property %s on %v", name, v)
+}
+
+func index(v, idx any) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		k, ok := idx.(string)
+		if !ok {
+			return nil, fmt.Errorf("index %v of an object is not a string", idx)
+		}
+		p, ok := x[k]
+		if !ok {
+			return nil, fmt.Errorf("no property %q", k)
+		}
+		return p, nil
+	case []any:
+		i, ok := idx.(int64)
+		if !ok || i < 0 || int(i) >= len(x) {
+			return nil, fmt.Errorf("index %v out of range", idx)
+		}
+		return x[i], nil
+	}
+	return nil, fmt.Errorf("cannot index %v", v)
+}
+
+// call evaluates a template function. Each follows ARM's definition for the
+// arguments the template passes; guid is a stable hash of its arguments, not
+// ARM's own value, which only has to be unique and repeatable.
+func (e *evaluator) call(name string, args []any) (any, error) {
+	strs := func() ([]string, error) {
+		out := make([]string, len(args))
+		for i, a := range args {
+			s, ok := a.(string)
+			if !ok {
+				return nil, fmt.Errorf("%s: argument %d is %v, not a string", name, i+1, a)
+			}
+			out[i] = s
+		}
+		return out, nil
+	}
+	ints := func() ([]int64, error) {
+		out := make([]int64, len(args))
+		for i, a := range args {
+			n, ok := a.(int64)
+			if !ok {
+				return nil, fmt.Errorf("%s: argument %d is %v, not an int", name, i+1, a)
+			}
+			out[i] = n
+		}
+		return out, nil
+	}
+	switch name {
+	case "parameters", "variables":
+		s, err := strs()
+		if err != nil || len(s) != 1 {
+			return nil, fmt.Errorf("%s takes one name", name)
+		}
+		if name == "parameters" {
+			return e.parameter(s[0])
+		}
+		return e.variable(s[0])
+	case "resourceGroup":
+		return map[string]any{
+			"name":     e.scope.resourceGroup,
+			"location": e.scope.location,
+			"id":       fmt.Sprintf("/subscriptions/%s/resourceGroups/%s", e.scope.subscription, e.scope.resourceGroup),
+		}, nil
+	case "subscription":
+		return map[string]any{
+			"subscriptionId": e.scope.subscription,
+			"id":             "/subscriptions/" + e.scope.subscription,
+		}, nil
+	case "resourceId":
+		s, err := strs()
+		if err != nil {
+			return nil, err
+		}
+		rg := e.scope.resourceGroup
+		i := 0
+		for i < len(s) && !strings.Contains(s[i], "/") {
+			i++
+		}
+		switch i {
+		case 0:
+		case 1:
+			rg = s[0]
+		default:
+			return nil, fmt.Errorf("resourceId: a subscription argument is not something these checks follow")
+		}
+		if i >= len(s)-1 {
+			return nil, fmt.Errorf("resourceId: needs a type and names")
+		}
+		return fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/%s", e.scope.subscription, rg, typedNames(s[i], s[i+1:])), nil
+	case "subscriptionResourceId":
+		s, err := strs()
+		if err != nil || len(s) < 2 || !strings.Contains(s[0], "/") {
+			return nil, fmt.Errorf("subscriptionResourceId takes a type and names")
+		}
+		return fmt.Sprintf("/subscriptions/%s/providers/%s", e.scope.subscription, typedNames(s[0], s[1:])), nil
+	case "extensionResourceId":
+		s, err := strs()
+		if err != nil || len(s) < 3 {
+			return nil, fmt.Errorf("extensionResourceId takes a scope, a type and names")
+		}
+		return s[0] + "/providers/" + typedNames(s[1], s[2:]), nil
+	case "reference":
+		if len(args) < 1 || len(args) > 2 {
+			return nil, fmt.Errorf("reference takes a resource ID and an API version")
+		}
+		s, err := strs()
+		if err != nil {
+			return nil, err
+		}
+		if !strings.HasPrefix(s[0], "/subscriptions/") {
+			return nil, fmt.Errorf("reference(%s): give the resource's full ID", s[0])
+		}
+		return reference{id: s[0]}, nil
+	case "format":
+		if len(args) < 1 {
+			return nil, fmt.Errorf("format takes a format string")
+		}
+		f, ok := args[0].(string)
+		if !ok {
+			return nil, fmt.Errorf("format: the format is not a string")
+		}
+		for i, a := range args[1:] {
+			s, err := toString(a)
+			if err != nil {
+				return nil, fmt.Errorf("format: %w", err)
+			}
+			f = strings.ReplaceAll(f, "{"+strconv.Itoa(i)+"}", s)
+		}
+		return f, nil
+	case "string":
+		if len(args) != 1 {
+			return nil, fmt.Errorf("string takes one argument")
+		}
+		return toString(args[0])
+	case "min":
+		n, err := ints()
+		if err != nil || len(n) == 0 {
+			return nil, fmt.Errorf("min takes ints")
+		}
+		m := n[0]
+		for _, x := range n[1:] {
+			m = min(m, x)
+		}
+		return m, nil
+	case "div", "mul":
+		n, err := ints()
+		if err != nil || len(n) != 2 {
+			return nil, fmt.Errorf("%s takes two ints", name)
+		}
+		if name == "mul" {
+			return n[0] * n[1], nil
+		}
+		if n[1] == 0 {
+			return nil, fmt.Errorf("div by zero")
+		}
+		return n[0] / n[1], nil
+	case "guid":
+		s, err := strs()
+		if err != nil || len(s) == 0 {
+			return nil, fmt.Errorf("guid takes strings")
+		}
+		h := sha1.Sum([]byte(strings.Join(s, "\x00")))
+		return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16]), nil
+	}
+	return nil, fmt.Errorf("function %s is not one these checks evaluate", name)
+}
+
+func toString(v any) (string, error) {
+	switch x := v.(type) {
+	case string:
+		return x, nil
+	case int64:
+		return strconv.FormatInt(x, 10), nil
+	case bool:
+		return strconv.FormatBool(x), nil
+	}
+	return "", fmt.Errorf("%v is not a string, int or bool", v)
+}

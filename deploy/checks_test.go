@@ -1,0 +1,595 @@
+package deploy
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/opstatus/opstatus/internal/config"
+)
+
+// builtInRoles are the built-in roles the template may assign, by name, with
+// the GUIDs Microsoft documents: Azure RBAC's built-in roles
+// (learn.microsoft.com/azure/role-based-access-control/built-in-roles) and
+// Cosmos DB's data-plane built-in roles
+// (learn.microsoft.com/azure/cosmos-db/how-to-setup-rbac#built-in-role-definitions).
+var builtInRoles = map[string]string{
+	"Storage Blob Data Owner":             "b7e6dc6d-f1e8-4753-8033-0f276bb0955b",
+	"Storage Queue Data Contributor":      "974c5e8b-45b9-4653-ba55-5f855dd0fb88",
+	"Monitoring Metrics Publisher":        "3913510d-42f4-4e42-8a64-420c390055eb",
+	"Cosmos DB Built-in Data Contributor": "00000000-0000-0000-0000-000000000002",
+}
+
+// cosmosRoles are the builtInRoles that are Cosmos DB data-plane roles
+// (sqlRoleDefinitions of the account), not Azure RBAC roles.
+var cosmosRoles = map[string]bool{"Cosmos DB Built-in Data Contributor": true}
+
+// roleName returns the built-in role of a GUID.
+func roleName(guid string) (string, bool) {
+	for name, g := range builtInRoles {
+		if strings.EqualFold(g, guid) {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// grant is a role given to a principal on a scope.
+type grant struct {
+	role, scope, principal string
+}
+
+// grants lists every role assignment of a deployment, Azure RBAC and Cosmos
+// DB data plane alike, checking that each names a built-in role by the GUID
+// Microsoft gives it.
+func grants(d *deployment) ([]grant, error) {
+	var out []grant
+	for _, r := range d.byType("Microsoft.Authorization/roleAssignments") {
+		def, _ := path(r.Body, "properties", "roleDefinitionId").(string)
+		prefix := "/subscriptions/" + d.scope.subscription + "/providers/Microsoft.Authorization/roleDefinitions/"
+		if !strings.HasPrefix(def, prefix) {
+			return nil, fmt.Errorf("role assignment %s: roleDefinitionId %q is not a built-in role definition of the subscription", r.Name, def)
+		}
+		name, ok := roleName(strings.TrimPrefix(def, prefix))
+		if !ok || cosmosRoles[name] {
+			return nil, fmt.Errorf("role assignment %s: %s is not a built-in Azure role these checks know", r.Name, strings.TrimPrefix(def, prefix))
+		}
+		desc, _ := path(r.Body, "properties", "description").(string)
+		if !strings.HasPrefix(desc, name+":") {
+			return nil, fmt.Errorf("role assignment %s: its description %q does not name its role, %s (%s)", r.Name, desc, name, builtInRoles[name])
+		}
+		principal, _ := path(r.Body, "properties", "principalId").(string)
+		if t := path(r.Body, "properties", "principalType"); t != "ServicePrincipal" {
+			return nil, fmt.Errorf("role assignment %s: principalType %v, want ServicePrincipal (a managed identity)", r.Name, t)
+		}
+		if r.Scope == "" {
+			return nil, fmt.Errorf("role assignment %s: no scope: it would apply to the whole resource group", r.Name)
+		}
+		out = append(out, grant{role: name, scope: r.Scope, principal: principal})
+	}
+	for _, r := range d.byType("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments") {
+		account := strings.TrimSuffix(r.ID, "/sqlRoleAssignments/"+r.Name[strings.LastIndex(r.Name, "/")+1:])
+		def, _ := path(r.Body, "properties", "roleDefinitionId").(string)
+		guid, ok := strings.CutPrefix(def, account+"/sqlRoleDefinitions/")
+		if !ok {
+			return nil, fmt.Errorf("sql role assignment %s: roleDefinitionId %q is not a role of its own account %s", r.Name, def, account)
+		}
+		name, ok := roleName(guid)
+		if !ok || !cosmosRoles[name] {
+			return nil, fmt.Errorf("sql role assignment %s: %s is not a Cosmos DB built-in data-plane role these checks know", r.Name, guid)
+		}
+		scope, _ := path(r.Body, "properties", "scope").(string)
+		principal, _ := path(r.Body, "properties", "principalId").(string)
+		out = append(out, grant{role: name, scope: scope, principal: principal})
+	}
+	return out, nil
+}
+
+// checkRoleGUIDs checks that every role GUID the template holds is the
+// built-in role its name says: the roles variable's names and every
+// assignment's role definition and description.
+func checkRoleGUIDs(d *deployment) error {
+	roles, ok := d.variables["roles"].(map[string]any)
+	if !ok {
+		return fmt.Errorf("variable roles: not an object of role names to GUIDs")
+	}
+	for name, guid := range roles {
+		want, known := builtInRoles[name]
+		if !known {
+			return fmt.Errorf("variable roles: %q is not a built-in role these checks know", name)
+		}
+		if !strings.EqualFold(fmt.Sprint(guid), want) {
+			return fmt.Errorf("variable roles: %s is %v, but that role's GUID is %s", name, guid, want)
+		}
+	}
+	_, err := grants(d)
+	return err
+}
+
+// identity returns the ID of the app's user-assigned identity: the one the
+// site runs as.
+func identity(d *deployment) (string, error) {
+	site, err := d.one("Microsoft.Web/sites")
+	if err != nil {
+		return "", err
+	}
+	if t := path(site.Body, "identity", "type"); t != "UserAssigned" {
+		return "", fmt.Errorf("site identity type %v, want UserAssigned alone", t)
+	}
+	ids, _ := path(site.Body, "identity", "userAssignedIdentities").(map[string]any)
+	if len(ids) != 1 {
+		return "", fmt.Errorf("site has %d user-assigned identities, want 1", len(ids))
+	}
+	var id string
+	for k := range ids {
+		id = k
+	}
+	if t, _ := resourceType(id); t != "Microsoft.ManagedIdentity/userAssignedIdentities" {
+		return "", fmt.Errorf("site identity %s is not a user-assigned identity", id)
+	}
+	created := d.byType("Microsoft.ManagedIdentity/userAssignedIdentities")
+	if len(created) != 1 || !strings.EqualFold(created[0].ID, id) {
+		return "", fmt.Errorf("site identity %s is not the one identity the template creates", id)
+	}
+	return id, nil
+}
+
+// hostStorage returns the ID of the storage account the host's connection
+// names.
+func hostStorage(d *deployment, settings map[string]string, connection string) (string, error) {
+	name := settings[connection+"__accountName"]
+	for _, r := range d.byType("Microsoft.Storage/storageAccounts") {
+		if r.Name == name {
+			return r.ID, nil
+		}
+	}
+	return "", fmt.Errorf("%s__accountName %q is not a storage account of the template", connection, name)
+}
+
+// checkGrants checks that the app's identity has exactly the roles it
+// needs, each on the resource its connection uses, and nothing more: the
+// host's storage account (blobs and queues), the Application Insights
+// component its telemetry goes to, and the Cosmos DB database of
+// COSMOS_ENDPOINT and COSMOS_DATABASE.
+func checkGrants(d *deployment) error {
+	id, err := identity(d)
+	if err != nil {
+		return err
+	}
+	settings, err := d.appSettings()
+	if err != nil {
+		return err
+	}
+	storage, err := hostStorage(d, settings, "AzureWebJobsStorage")
+	if err != nil {
+		return err
+	}
+	insights, ok := strings.CutPrefix(settings["APPLICATIONINSIGHTS_CONNECTION_STRING"], "connectionString(")
+	if !ok {
+		return fmt.Errorf("APPLICATIONINSIGHTS_CONNECTION_STRING is not the connection string of a component of the template")
+	}
+	insights = strings.TrimSuffix(insights, ")")
+	cosmos, err := cosmosAccount(d, settings["COSMOS_ENDPOINT"])
+	if err != nil {
+		return err
+	}
+	principal := "principalId(" + id + ")"
+	want := []grant{
+		{"Storage Blob Data Owner", storage, principal},
+		{"Storage Queue Data Contributor", storage, principal},
+		{"Monitoring Metrics Publisher", insights, principal},
+		{"Cosmos DB Built-in Data Contributor", cosmos + "/dbs/" + settings["COSMOS_DATABASE"], principal},
+	}
+	got, err := grants(d)
+	if err != nil {
+		return err
+	}
+	key := func(g grant) string { return strings.ToLower(g.role + " on " + g.scope + " to " + g.principal) }
+	var gotKeys, wantKeys []string
+	for _, g := range got {
+		gotKeys = append(gotKeys, key(g))
+	}
+	for _, g := range want {
+		wantKeys = append(wantKeys, key(g))
+	}
+	sort.Strings(gotKeys)
+	sort.Strings(wantKeys)
+	if !slices.Equal(gotKeys, wantKeys) {
+		return fmt.Errorf("role assignments:\n  %s\nwant exactly:\n  %s", strings.Join(gotKeys, "\n  "), strings.Join(wantKeys, "\n  "))
+	}
+	return nil
+}
+
+// cosmosAccount returns the ID of the Cosmos DB account whose endpoint
+// COSMOS_ENDPOINT is: the account the data-plane role is on.
+func cosmosAccount(d *deployment, endpoint string) (string, error) {
+	for _, r := range d.byType("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments") {
+		account := r.ID[:strings.Index(r.ID, "/sqlRoleAssignments/")]
+		_, name := resourceType(account)
+		if endpoint == "https://"+name+".documents.azure.com:443/" {
+			return account, nil
+		}
+	}
+	return "", fmt.Errorf("COSMOS_ENDPOINT %q is not the endpoint of an account the identity is given a role on", endpoint)
+}
+
+// checkIdentity checks that every connection uses the identity the roles are
+// given to: the host's storage, the deployment package, Application
+// Insights, and the handler's own Azure SDK credential (AZURE_CLIENT_ID).
+func checkIdentity(d *deployment) error {
+	id, err := identity(d)
+	if err != nil {
+		return err
+	}
+	settings, err := d.appSettings()
+	if err != nil {
+		return err
+	}
+	clientID := "clientId(" + id + ")"
+	for name, want := range map[string]string{
+		"AZURE_CLIENT_ID":                           clientID,
+		"AzureWebJobsStorage__clientId":             clientID,
+		"AzureWebJobsStorage__credential":           "managedidentity",
+		"APPLICATIONINSIGHTS_AUTHENTICATION_STRING": "Authorization=AAD;ClientId=" + clientID,
+	} {
+		if got := settings[name]; got != want {
+			return fmt.Errorf("%s is %q, want %q: the identity the roles are given to", name, got, want)
+		}
+	}
+	site, _ := d.one("Microsoft.Web/sites")
+	auth := path(site.Body, "properties", "functionAppConfig", "deployment", "storage", "authentication")
+	if t := path(auth, "type"); t != "UserAssignedIdentity" {
+		return fmt.Errorf("deployment storage authentication %v, want UserAssignedIdentity", t)
+	}
+	if got := path(auth, "userAssignedIdentityResourceId"); !strings.EqualFold(fmt.Sprint(got), id) {
+		return fmt.Errorf("deployment storage authenticates as %v, not the app's identity %s", got, id)
+	}
+	if path(auth, "storageAccountConnectionStringName") != nil {
+		return fmt.Errorf("deployment storage names a connection string setting")
+	}
+	gs, err := grants(d)
+	if err != nil {
+		return err
+	}
+	for _, g := range gs {
+		if g.principal != "principalId("+id+")" {
+			return fmt.Errorf("%s on %s is given to %q, not the app's identity %s", g.role, g.scope, g.principal, id)
+		}
+	}
+	return nil
+}
+
+// function is one function.json of the app.
+type function struct {
+	name     string
+	raw      string
+	bindings []map[string]any
+}
+
+// readFunctions reads every function.json of the app.
+func readFunctions() ([]function, error) {
+	files, err := filepath.Glob(filepath.Join("..", "*", "function.json"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no function.json found: %v", err)
+	}
+	var out []function
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		doc, err := decodeJSON(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		fn := function{name: filepath.Base(filepath.Dir(f)), raw: string(b)}
+		list, _ := doc["bindings"].([]any)
+		for _, b := range list {
+			m, _ := b.(map[string]any)
+			fn.bindings = append(fn.bindings, m)
+		}
+		out = append(out, fn)
+	}
+	return out, nil
+}
+
+// deprecatedOnFlex are the app settings the Flex Consumption plan replaces
+// with site properties (learn.microsoft.com/azure/azure-functions/functions-app-settings#flex-consumption-plan-deprecations).
+var deprecatedOnFlex = []string{
+	"ENABLE_ORYX_BUILD", "FUNCTIONS_EXTENSION_VERSION", "FUNCTIONS_WORKER_RUNTIME",
+	"FUNCTIONS_WORKER_RUNTIME_VERSION", "FUNCTIONS_MAX_HTTP_CONCURRENCY", "FUNCTIONS_WORKER_PROCESS_COUNT",
+	"FUNCTIONS_WORKER_DYNAMIC_CONCURRENCY_ENABLED", "SCM_DO_BUILD_DURING_DEPLOYMENT",
+	"WEBSITE_CONTENTAZUREFILECONNECTIONSTRING", "WEBSITE_CONTENTOVERVNET", "WEBSITE_CONTENTSHARE",
+	"WEBSITE_DNS_SERVER", "WEBSITE_MAX_DYNAMIC_APPLICATION_SCALE_OUT", "WEBSITE_NODE_DEFAULT_VERSION",
+	"WEBSITE_RUN_FROM_PACKAGE", "WEBSITE_SKIP_CONTENTSHARE_VALIDATION", "WEBSITE_VNET_ROUTE_ALL",
+}
+
+var settingRef = regexp.MustCompile(`%([A-Za-z0-9_]+)%`)
+
+// checkSettings checks that the app has every setting the handler and its
+// bindings need: the handler's own configuration loads from them as it
+// would at start; every %SETTING% a function.json names is set; each
+// binding's connection is identity-based; nothing the Flex plan replaces
+// is set.
+func checkSettings(d *deployment, fns []function) error {
+	settings, err := d.appSettings()
+	if err != nil {
+		return err
+	}
+	env := map[string]string{"FUNCTIONS_CUSTOMHANDLER_PORT": "7071"}
+	for k, v := range settings {
+		env[k] = v
+	}
+	if _, err := config.Load(func(k string) string { return env[k] }); err != nil {
+		return fmt.Errorf("the handler would not start with these settings: %w", err)
+	}
+	for _, name := range []string{"COSMOS_ENDPOINT", "COSMOS_DATABASE", "CLUSTER_SERVICE_URL", "AZURE_LOCATION", "CLUSTER_SERVICE_MAX_IN_FLIGHT", "AZURE_CLIENT_ID"} {
+		if settings[name] == "" {
+			return fmt.Errorf("%s is not set", name)
+		}
+	}
+	for _, fn := range fns {
+		for _, m := range settingRef.FindAllStringSubmatch(fn.raw, -1) {
+			if settings[m[1]] == "" {
+				return fmt.Errorf("%s/function.json reads %%%s%%, which is not set: the host would not run %s", fn.name, m[1], fn.name)
+			}
+		}
+		for _, b := range fn.bindings {
+			conn, ok := b["connection"].(string)
+			if !ok {
+				continue
+			}
+			if _, plain := settings[conn]; plain {
+				return fmt.Errorf("%s: setting %s is a connection string; use %s__accountName with an identity", fn.name, conn, conn)
+			}
+			if settings[conn+"__accountName"] == "" || settings[conn+"__credential"] != "managedidentity" || settings[conn+"__clientId"] == "" {
+				return fmt.Errorf("%s: connection %s needs %s__accountName, %s__credential=managedidentity and %s__clientId", fn.name, conn, conn, conn, conn)
+			}
+		}
+	}
+	for _, name := range deprecatedOnFlex {
+		if _, ok := settings[name]; ok {
+			return fmt.Errorf("%s is not used on Flex Consumption (functionAppConfig replaces it)", name)
+		}
+	}
+	return nil
+}
+
+// checkBindings checks that the names the bindings and host.json use are
+// the ones the template creates: one queue for every queue binding, with
+// its poison queue, in the host's storage account; the deployment container
+// the package is read from; and the custom handler and extension bundle
+// that Flex Consumption runs.
+func checkBindings(d *deployment, fns []function, hostJSON map[string]any) error {
+	settings, err := d.appSettings()
+	if err != nil {
+		return err
+	}
+	queues := map[string]bool{}
+	for _, fn := range fns {
+		for _, b := range fn.bindings {
+			typ, _ := b["type"].(string)
+			if typ != "queue" && typ != "queueTrigger" {
+				continue
+			}
+			q, _ := b["queueName"].(string)
+			conn, _ := b["connection"].(string)
+			if conn != "AzureWebJobsStorage" {
+				return fmt.Errorf("%s binding %v uses connection %q; the template gives roles on AzureWebJobsStorage's account only", fn.name, b["name"], conn)
+			}
+			queues[q] = true
+		}
+	}
+	if len(queues) != 1 {
+		return fmt.Errorf("the bindings use queues %v; the template is written for one", queues)
+	}
+	storage, err := hostStorage(d, settings, "AzureWebJobsStorage")
+	if err != nil {
+		return err
+	}
+	var want []string
+	for q := range queues {
+		want = append(want, storage+"/queueServices/default/queues/"+q, storage+"/queueServices/default/queues/"+q+"-poison")
+	}
+	var got []string
+	for _, r := range d.byType("Microsoft.Storage/storageAccounts/queueServices/queues") {
+		got = append(got, r.ID)
+	}
+	sort.Strings(want)
+	sort.Strings(got)
+	if !slices.EqualFunc(got, want, strings.EqualFold) {
+		return fmt.Errorf("queues created %v, want %v (the bindings' queue and its poison queue)", got, want)
+	}
+
+	site, _ := d.one("Microsoft.Web/sites")
+	pkg, _ := path(site.Body, "properties", "functionAppConfig", "deployment", "storage", "value").(string)
+	u, err := url.Parse(pkg)
+	if err != nil || u.Scheme != "https" {
+		return fmt.Errorf("deployment storage %q is not an https URL", pkg)
+	}
+	_, account := resourceType(storage)
+	container := strings.Trim(u.Path, "/")
+	if u.Host != account+".blob.core.windows.net" || strings.Contains(container, "/") {
+		return fmt.Errorf("deployment storage %q is not a container of the host's storage account %s", pkg, account)
+	}
+	found := false
+	for _, r := range d.byType("Microsoft.Storage/storageAccounts/blobServices/containers") {
+		found = found || strings.EqualFold(r.ID, storage+"/blobServices/default/containers/"+container)
+	}
+	if !found {
+		return fmt.Errorf("deployment container %s is not created in %s", container, account)
+	}
+
+	if exe := path(hostJSON, "customHandler", "description", "defaultExecutablePath"); exe != "handler" {
+		return fmt.Errorf("host.json runs %v, not the custom handler binary", exe)
+	}
+	if v := path(hostJSON, "extensionBundle", "version"); v != "[4.*, 5.0.0)" {
+		return fmt.Errorf("host.json extension bundle %v; Flex Consumption needs [4.0.0, 5.0.0) or later", v)
+	}
+	return nil
+}
+
+// secretText is text no template or parameters file may hold: keys,
+// connection strings and the settings that carry them.
+var secretText = []string{
+	"AccountKey=", "DefaultEndpointsProtocol", "AccountEndpoint=", "UseDevelopmentStorage",
+	"SharedAccessSignature", "SharedAccessKey", "InstrumentationKey", "StorageAccountConnectionString",
+	"COSMOS_KEY", "CLIENT_SECRET", "ClientSecret", "password", "securestring", "secureobject",
+}
+
+// listCall matches ARM's list* functions (listKeys, listConnectionStrings,
+// listSecrets, ...), which read secrets at deployment.
+var listCall = regexp.MustCompile(`(?i)\blist[a-z]*\s*\(`)
+
+// secretName matches setting names that hold credentials.
+var secretName = regexp.MustCompile(`(?i)key|secret|password|token|connection_?string|sas\b`)
+
+// checkNoSecrets checks that no key, connection string or secret is
+// created, read or set anywhere, and that the services accept nothing but
+// Microsoft Entra identities: Storage without shared keys, Application
+// Insights and its workspace without local auth, no basic-auth publishing.
+func checkNoSecrets(texts map[string]string, d *deployment) error {
+	for file, text := range texts {
+		lower := strings.ToLower(text)
+		for _, s := range secretText {
+			if strings.Contains(lower, strings.ToLower(s)) {
+				return fmt.Errorf("%s holds %q", file, s)
+			}
+		}
+		if m := listCall.FindString(text); m != "" {
+			return fmt.Errorf("%s calls %s...): a list function reads keys", file, m)
+		}
+	}
+	settings, err := d.appSettings()
+	if err != nil {
+		return err
+	}
+	for name, value := range settings {
+		if !secretName.MatchString(name) {
+			continue
+		}
+		// The connection string of a component without local auth names
+		// where telemetry goes; sending needs an Entra token.
+		if name != "APPLICATIONINSIGHTS_CONNECTION_STRING" || !strings.HasPrefix(value, "connectionString(") {
+			return fmt.Errorf("setting %s looks like a credential", name)
+		}
+	}
+	for _, r := range d.byType("Microsoft.Storage/storageAccounts") {
+		if v := path(r.Body, "properties", "allowSharedKeyAccess"); v != false {
+			return fmt.Errorf("storage account %s: allowSharedKeyAccess %v, want false", r.Name, v)
+		}
+	}
+	for _, r := range d.byType("Microsoft.Insights/components") {
+		if v := path(r.Body, "properties", "DisableLocalAuth"); v != true {
+			return fmt.Errorf("Application Insights %s: DisableLocalAuth %v, want true", r.Name, v)
+		}
+	}
+	for _, r := range d.byType("Microsoft.OperationalInsights/workspaces") {
+		if v := path(r.Body, "properties", "features", "disableLocalAuth"); v != true {
+			return fmt.Errorf("workspace %s: features.disableLocalAuth %v, want true", r.Name, v)
+		}
+	}
+	site, err := d.one("Microsoft.Web/sites")
+	if err != nil {
+		return err
+	}
+	off := map[string]bool{}
+	for _, r := range d.byType("Microsoft.Web/sites/basicPublishingCredentialsPolicies") {
+		if path(r.Body, "properties", "allow") == false && strings.HasPrefix(r.Name, site.Name+"/") {
+			off[strings.TrimPrefix(r.Name, site.Name+"/")] = true
+		}
+	}
+	if !off["scm"] || !off["ftp"] {
+		return fmt.Errorf("basic-auth publishing credentials must be off for scm and ftp, off: %v", off)
+	}
+	return nil
+}
+
+// clusterServiceBound returns the app's instance limit, the per-process
+// Cluster Service cap and the budget their product must stay within.
+func clusterServiceBound(d *deployment) (instances, perProcess, budget int64, err error) {
+	site, err := d.one("Microsoft.Web/sites")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	instances, ok := path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency", "maximumInstanceCount").(int64)
+	if !ok {
+		return 0, 0, 0, fmt.Errorf("functionAppConfig.scaleAndConcurrency.maximumInstanceCount is not set: Flex Consumption would allow 100 instances")
+	}
+	settings, err := d.appSettings()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	perProcess, err = strconv.ParseInt(settings["CLUSTER_SERVICE_MAX_IN_FLIGHT"], 10, 64)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT %q is not set to a number: the handler would use its default", settings["CLUSTER_SERVICE_MAX_IN_FLIGHT"])
+	}
+	budget, ok = d.params["clusterServiceBudget"].(int64)
+	if !ok {
+		return 0, 0, 0, fmt.Errorf("parameter clusterServiceBudget is missing")
+	}
+	return instances, perProcess, budget, nil
+}
+
+// checkBudget checks the app-wide bound on Cluster Service: only poll
+// calls it, each handler process keeps at most CLUSTER_SERVICE_MAX_IN_FLIGHT
+// requests in flight, and there are at most maximumInstanceCount of them,
+// so their product must stay within the budget. A cap under 1 is refused by
+// the handler at start, which makes no requests at all.
+func checkBudget(d *deployment) error {
+	instances, perProcess, budget, err := clusterServiceBound(d)
+	if err != nil {
+		return err
+	}
+	if perProcess < 1 {
+		settings, _ := d.appSettings()
+		env := map[string]string{"FUNCTIONS_CUSTOMHANDLER_PORT": "7071"}
+		for k, v := range settings {
+			env[k] = v
+		}
+		if _, err := config.Load(func(k string) string { return env[k] }); err == nil {
+			return fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT %d is accepted by the handler", perProcess)
+		}
+		return nil
+	}
+	if instances*perProcess > budget {
+		return fmt.Errorf("%d instances × %d requests in flight = %d, over the Cluster Service budget of %d", instances, perProcess, instances*perProcess, budget)
+	}
+	return nil
+}
+
+// checkFlex checks that the app is a custom handler on Flex Consumption:
+// the plan's SKU, the site's kind and plan, and functionAppConfig's runtime.
+func checkFlex(d *deployment) error {
+	plan, err := d.one("Microsoft.Web/serverfarms")
+	if err != nil {
+		return err
+	}
+	if path(plan.Body, "sku", "name") != "FC1" || path(plan.Body, "sku", "tier") != "FlexConsumption" || path(plan.Body, "properties", "reserved") != true {
+		return fmt.Errorf("plan %s is not a Linux Flex Consumption plan (sku FC1, tier FlexConsumption, reserved)", plan.Name)
+	}
+	site, err := d.one("Microsoft.Web/sites")
+	if err != nil {
+		return err
+	}
+	if site.Body["kind"] != "functionapp,linux" {
+		return fmt.Errorf("site kind %v, want functionapp,linux", site.Body["kind"])
+	}
+	if !strings.EqualFold(fmt.Sprint(path(site.Body, "properties", "serverFarmId")), plan.ID) {
+		return fmt.Errorf("site runs on %v, not the plan %s", path(site.Body, "properties", "serverFarmId"), plan.ID)
+	}
+	rt := path(site.Body, "properties", "functionAppConfig", "runtime")
+	if path(rt, "name") != "custom" || path(rt, "version") != "1.0" {
+		return fmt.Errorf("functionAppConfig.runtime %v, want custom 1.0", rt)
+	}
+	if path(site.Body, "properties", "httpsOnly") != true {
+		return fmt.Errorf("site must be httpsOnly")
+	}
+	return nil
+}

@@ -1,0 +1,485 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/stretchr/testify/require"
+)
+
+// The schemas are Azure's own, at the commit schemas/SOURCE records, read
+// from outside the repository (SOURCE says where). Every resource is checked
+// against the resource definition of its type and API version, its template
+// keys (dependsOn, scope, ...) against ARM's resource base, and the template
+// and parameters file against their own schemas.
+//
+// The ARM schemas leave objects open: a misspelt property passes them, and
+// Azure ignores it. The checks close every object schema that lists its
+// properties, so a property the API version does not have is an error. They
+// also read the schemas' oneOf as anyOf: it lists the forms a value may take,
+// and an expression can match several (a value of any type, or a name of
+// either pattern), which a strict oneOf refuses.
+
+const schemaHost = "https://schema.management.azure.com/"
+
+// templateKeys are a resource's keys that belong to the template language,
+// not to the resource's API.
+var templateKeys = []string{"dependsOn", "condition", "copy", "comments", "scope", "resourceGroup", "subscriptionId"}
+
+// re2Equivalents stand in for schema patterns Go's regexp cannot compile
+// (lookaheads), each matching exactly the same strings.
+var re2Equivalents = map[string]func(string) bool{
+	// Queue names: 3 to 63 of a-z, 0-9 and -, starting and ending with a
+	// letter or digit, with no two dashes together.
+	`^[a-z0-9]([a-z0-9]|(-(?!-))){1,61}[a-z0-9]$`: func(s string) bool {
+		return regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$`).MatchString(s) && !strings.Contains(s, "--")
+	},
+}
+
+type stand struct {
+	pattern string
+	match   func(string) bool
+}
+
+func (s stand) String() string            { return s.pattern }
+func (s stand) MatchString(v string) bool { return s.match(v) }
+
+func compileRegexp(pattern string) (jsonschema.Regexp, error) {
+	re, err := regexp.Compile(pattern)
+	if err == nil {
+		return re, nil
+	}
+	if f, ok := re2Equivalents[pattern]; ok {
+		return stand{pattern, f}, nil
+	}
+	return nil, fmt.Errorf("schema pattern %q: %w (add an exact RE2 equivalent to re2Equivalents)", pattern, err)
+}
+
+type offline struct{}
+
+func (offline) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%s is not in schemas/SOURCE: the checks load nothing from the network", url)
+}
+
+// schemaSet holds the compiled schemas and where each resource type's is.
+type schemaSet struct {
+	compiler *jsonschema.Compiler
+	compiled map[string]*jsonschema.Schema
+	// definitions maps "type@apiVersion" (type in lowercase) to the URL of
+	// its resource definition.
+	definitions map[string]string
+}
+
+// schemaRoot finds the directory holding the files schemas/SOURCE lists.
+func schemaRoot(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("OPSTATUS_ARM_SCHEMAS"); dir != "" {
+		return dir
+	}
+	// shared/ sits beside the repository, or beside the folder of its
+	// worktrees.
+	for up := filepath.Join("..", ".."); ; up = filepath.Join(up, "..") {
+		abs, err := filepath.Abs(up)
+		if err != nil {
+			break
+		}
+		dir := filepath.Join(abs, "shared", "arm-schemas")
+		if _, err := os.Stat(dir); err == nil {
+			return dir
+		}
+		if filepath.Dir(abs) == abs {
+			break
+		}
+	}
+	t.Skipf("no ARM schemas: set OPSTATUS_ARM_SCHEMAS to a directory holding the files deploy/schemas/SOURCE lists, or put them in shared/arm-schemas")
+	return ""
+}
+
+// loadSchemas reads the files SOURCE lists from root, refusing any whose
+// hash differs, and indexes every resource definition of the provider
+// files by type and API version.
+func loadSchemas(root string) (*schemaSet, error) {
+	source, err := os.ReadFile(filepath.Join("schemas", "SOURCE"))
+	if err != nil {
+		return nil, err
+	}
+	s := &schemaSet{
+		compiler:    jsonschema.NewCompiler(),
+		compiled:    map[string]*jsonschema.Schema{},
+		definitions: map[string]string{},
+	}
+	s.compiler.DefaultDraft(jsonschema.Draft4)
+	s.compiler.UseLoader(offline{})
+	s.compiler.UseRegexpEngine(compileRegexp)
+	sc := bufio.NewScanner(bytes.NewReader(source))
+	files := 0
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) != 3 || fields[0] != "sha256" {
+			continue
+		}
+		want, rel := fields[1], fields[2]
+		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(b)
+		if got := hex.EncodeToString(sum[:]); got != want {
+			return nil, fmt.Errorf("%s: SHA-256 %s, but schemas/SOURCE records %s", rel, got, want)
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", rel, err)
+		}
+		m, ok := doc.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("%s: not a JSON object", rel)
+		}
+		url := schemaHost + rel
+		switch {
+		case strings.HasSuffix(rel, "/deploymentTemplate.json"):
+			// Its resource definition lists every provider's schemas;
+			// each resource is checked against its own instead.
+			m["definitions"].(map[string]any)["resource"] = map[string]any{"type": "object"}
+		case strings.Contains(rel, "/Microsoft."):
+			closeObjects(m)
+			defs, _ := m["resourceDefinitions"].(map[string]any)
+			for key, def := range defs {
+				typ := enumOf(def, "type")
+				version := enumOf(def, "apiVersion")
+				if typ == "" || version == "" {
+					return nil, fmt.Errorf("%s: resource definition %s has no type or apiVersion", rel, key)
+				}
+				s.definitions[strings.ToLower(typ)+"@"+version] = url + "#/resourceDefinitions/" + key
+			}
+		}
+		if err := s.compiler.AddResource(url, m); err != nil {
+			return nil, err
+		}
+		files++
+	}
+	if files == 0 {
+		return nil, fmt.Errorf("schemas/SOURCE lists no files")
+	}
+	return s, nil
+}
+
+// enumOf returns the single value a definition's property is fixed to.
+func enumOf(def any, prop string) string {
+	e, _ := path(def, "properties", prop, "enum").([]any)
+	if len(e) != 1 {
+		return ""
+	}
+	s, _ := e[0].(string)
+	return s
+}
+
+// closeObjects forbids properties an object schema does not list, where
+// that cannot clash with a composition of schemas. It walks a provider
+// file's definitions and every schema inside them.
+func closeObjects(doc map[string]any) {
+	for k, v := range doc {
+		if k == "definitions" || strings.HasSuffix(k, "resourceDefinitions") {
+			defs, _ := v.(map[string]any)
+			for _, def := range defs {
+				closeSchema(def)
+			}
+		}
+	}
+}
+
+// closeSchema closes one schema and the schemas inside it. The branches
+// of a composition are also allowed the properties their parent lists,
+// which the parent checks.
+func closeSchema(v any, parentProps ...string) {
+	x, ok := v.(map[string]any)
+	if !ok {
+		return
+	}
+	if list, ok := x["oneOf"]; ok {
+		x["anyOf"] = list
+		delete(x, "oneOf")
+	}
+	props, hasProps := x["properties"].(map[string]any)
+	_, addl := x["additionalProperties"]
+	composed := false
+	for _, k := range []string{"$ref", "allOf", "anyOf", "oneOf"} {
+		_, has := x[k]
+		composed = composed || has
+	}
+	if hasProps && !addl && !composed {
+		for _, p := range parentProps {
+			if _, ok := props[p]; !ok {
+				props[p] = map[string]any{}
+			}
+		}
+		x["additionalProperties"] = false
+	}
+	for _, p := range props {
+		closeSchema(p)
+	}
+	for _, k := range []string{"additionalProperties", "items", "not"} {
+		closeSchema(x[k])
+	}
+	if pp, ok := x["patternProperties"].(map[string]any); ok {
+		for _, p := range pp {
+			closeSchema(p)
+		}
+	}
+	if list, ok := x["items"].([]any); ok {
+		for _, item := range list {
+			closeSchema(item)
+		}
+	}
+	var names []string
+	for name := range props {
+		names = append(names, name)
+	}
+	names = append(names, parentProps...)
+	for _, k := range []string{"allOf", "anyOf"} {
+		if list, ok := x[k].([]any); ok {
+			for _, item := range list {
+				closeSchema(item, names...)
+			}
+		}
+	}
+}
+
+func (s *schemaSet) schema(url string) (*jsonschema.Schema, error) {
+	if sch, ok := s.compiled[url]; ok {
+		return sch, nil
+	}
+	sch, err := s.compiler.Compile(url)
+	if err != nil {
+		return nil, err
+	}
+	s.compiled[url] = sch
+	return sch, nil
+}
+
+func (s *schemaSet) validate(url string, v any, what string) error {
+	sch, err := s.schema(url)
+	if err != nil {
+		return err
+	}
+	if err := sch.Validate(v); err != nil {
+		return fmt.Errorf("%s: %#v", what, err)
+	}
+	return nil
+}
+
+// validateTemplate checks a template, its resources and its nested
+// templates.
+func (s *schemaSet) validateTemplate(tmpl map[string]any, where string) error {
+	if err := s.validate(schemaHost+"schemas/2019-04-01/deploymentTemplate.json", tmpl, where); err != nil {
+		return err
+	}
+	if tmpl["$schema"] != schemaHost+"schemas/2019-04-01/deploymentTemplate.json#" {
+		return fmt.Errorf("%s: $schema %v is not the deploymentTemplate.json these checks use", where, tmpl["$schema"])
+	}
+	list, _ := tmpl["resources"].([]any)
+	for i, item := range list {
+		r, _ := item.(map[string]any)
+		what := fmt.Sprintf("%s resources[%d] %v@%v", where, i, r["type"], r["apiVersion"])
+		api, err := s.apiOf(r, what)
+		if err != nil {
+			return err
+		}
+		typ, _ := r["type"].(string)
+		version, _ := r["apiVersion"].(string)
+		url, ok := s.definitions[strings.ToLower(typ)+"@"+version]
+		if !ok {
+			return fmt.Errorf("%s: no schema in schemas/SOURCE for %s at API version %s", what, typ, version)
+		}
+		if err := s.validate(url, api, what); err != nil {
+			return err
+		}
+		if nested, ok := path(r, "properties", "template").(map[string]any); ok {
+			if err := s.validateTemplate(nested, what+" template"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// apiOf checks a resource's template keys, its children's included,
+// against ARM's resource base and returns the resource without them: what
+// its provider's schema describes.
+func (s *schemaSet) apiOf(r map[string]any, what string) (map[string]any, error) {
+	if err := s.validate(schemaHost+"schemas/common/definitions.json#/definitions/ARMResourceBase", r, what); err != nil {
+		return nil, err
+	}
+	api := map[string]any{}
+	for k, v := range r {
+		if !contains(templateKeys, k) {
+			api[k] = v
+		}
+	}
+	if children, ok := r["resources"].([]any); ok {
+		var out []any
+		for i, c := range children {
+			child, ok := c.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("%s resources[%d]: not an object", what, i)
+			}
+			cc, err := s.apiOf(child, fmt.Sprintf("%s resources[%d]", what, i))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, cc)
+		}
+		api["resources"] = out
+	}
+	return api, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestTemplateMatchesARMSchemas(t *testing.T) {
+	s, err := loadSchemas(schemaRoot(t))
+	require.NoError(t, err)
+	f := load(t)
+	require.NoError(t, s.validateTemplate(f.template, templateFile))
+	require.NoError(t, s.validate(schemaHost+"schemas/2019-04-01/deploymentParameters.json", f.parameters, parametersFile))
+}
+
+func TestSchemaCheckFailsOnEditedTemplate(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(t *testing.T, tmpl map[string]any)
+		want string
+	}{
+		{
+			name: "a storage kind the API does not have",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				findResource(t, tmpl, "Microsoft.Storage/storageAccounts", "")["kind"] = "StorageV3"
+			},
+			want: "value must be one of 'Storage', 'StorageV2'",
+		},
+		{
+			name: "a misspelt property",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				p := props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))
+				p["allowSharedKeyAcess"] = p["allowSharedKeyAccess"]
+				delete(p, "allowSharedKeyAccess")
+			},
+			want: "additional properties 'allowSharedKeyAcess' not allowed",
+		},
+		{
+			name: "a runtime Flex Consumption does not have",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				rt := path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "runtime").(map[string]any)
+				rt["name"] = "go"
+			},
+			want: "value must be one of 'dotnet-isolated'",
+		},
+		{
+			name: "an instance count that is not a number",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				sc := path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "scaleAndConcurrency").(map[string]any)
+				sc["maximumInstanceCount"] = "four"
+			},
+			want: "maximumInstanceCount' [S#/definitions/FunctionsScaleAndConcurrency/properties/maximumInstanceCount/anyOf/0/type]: got string, want integer",
+		},
+		{
+			name: "an API version with no schema here",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				findResource(t, tmpl, "Microsoft.Web/serverfarms", "")["apiVersion"] = "2099-01-01"
+			},
+			want: "no schema in schemas/SOURCE for Microsoft.Web/serverfarms at API version 2099-01-01",
+		},
+		{
+			name: "a property the Cosmos DB role assignment does not have",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(cosmosRoleAssignment(t, tmpl))["roleName"] = "Cosmos DB Built-in Data Contributor"
+			},
+			want: "additional properties 'roleName' not allowed",
+		},
+		{
+			name: "dependsOn that is not a list",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				findResource(t, tmpl, "Microsoft.Web/sites", "")["dependsOn"] = "[variables('identityId')]"
+			},
+			want: "at '/dependsOn'",
+		},
+		{
+			name: "a content version that is not four numbers",
+			edit: func(t *testing.T, tmpl map[string]any) { tmpl["contentVersion"] = "1.0" },
+			want: "'1.0' does not match pattern",
+		},
+	}
+	s, err := loadSchemas(schemaRoot(t))
+	require.NoError(t, err)
+	f := load(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tmpl := deepCopy(f.template)
+			tc.edit(t, tmpl)
+			require.ErrorContains(t, s.validateTemplate(tmpl, templateFile), tc.want)
+		})
+	}
+
+	params := deepCopy(f.parameters)
+	delete(params["parameters"].(map[string]any)["appName"].(map[string]any), "value")
+	require.ErrorContains(t, s.validate(schemaHost+"schemas/2019-04-01/deploymentParameters.json", params, parametersFile), "appName")
+}
+
+func TestSchemaFilesAreTheRecordedOnes(t *testing.T) {
+	root := schemaRoot(t)
+	copyDir := t.TempDir()
+	err := filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if filepath.Base(p) == "Microsoft.Storage.json" {
+			b = bytes.Replace(b, []byte(`"StorageV2"`), []byte(`"StorageV3"`), 1)
+		}
+		require.NoError(t, os.MkdirAll(filepath.Join(copyDir, filepath.Dir(rel)), 0o755))
+		return os.WriteFile(filepath.Join(copyDir, rel), b, 0o644)
+	})
+	require.NoError(t, err)
+	_, err = loadSchemas(copyDir)
+	require.ErrorContains(t, err, "schemas/2023-05-01/Microsoft.Storage.json: SHA-256")
+}
+
+func TestRE2EquivalentsMatchTheirPatterns(t *testing.T) {
+	queue := re2Equivalents[`^[a-z0-9]([a-z0-9]|(-(?!-))){1,61}[a-z0-9]$`]
+	for name, want := range map[string]bool{
+		"operations":            true,
+		"operations-poison":     true,
+		"a-b":                   true,
+		"abc":                   true,
+		"ab":                    false,
+		strings.Repeat("a", 63): true,
+		strings.Repeat("a", 64): false,
+		"operations--poison":    false,
+		"-operations":           false,
+		"operations-":           false,
+		"Operations":            false,
+		"operations_poison":     false,
+	} {
+		require.Equal(t, want, queue(name), name)
+	}
+}
