@@ -76,7 +76,10 @@ const (
 )
 
 // flushTelemetry exports what telemetry still holds, within
-// telemetryFlushTimeout.
+// telemetryFlushTimeout. Only a local stop (SIGTERM, SIGINT) or a failed
+// start gets here: the Functions host SIGKILLs the handler, and what leaves
+// the process then is what the exports every telemetry.ExportInterval
+// already sent.
 func flushTelemetry(shutdown func(context.Context) error, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), telemetryFlushTimeout)
 	defer cancel()

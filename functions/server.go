@@ -215,7 +215,10 @@ func (s *Server) invoke(name string, h Handler) http.HandlerFunc {
 		start := time.Now()
 		id := r.Header.Get(InvocationIDHeader)
 		ctx, span := telemetry.StartInvocation(r.Context(), r.Header, name, id)
-		if span.IsRecording() {
+		// A span the sampler left out is not recorded, but the work runs
+		// under it all the same: its spans follow the decision instead of
+		// starting traces of their own.
+		if span.SpanContext().IsValid() {
 			r = r.WithContext(ctx)
 		}
 		c, log := newInvocation(s.logger, id, name)

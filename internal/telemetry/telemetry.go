@@ -8,6 +8,14 @@
 // OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER, ...). A signal is exported
 // only when an endpoint is set for it; with none, Setup builds nothing,
 // logs nothing, and every function of this package returns at once.
+//
+// Three defaults are opstatus's own, each for how the Functions host runs
+// the handler. The host never sends SIGTERM: after its drain it kills the
+// process, so nothing may wait for the exit, and spans and metrics are sent
+// every ExportInterval. The host's traceparent is no sampling decision
+// (with Application Insights it is never marked sampled), so every
+// invocation is recorded. And each process is a service instance of its
+// own, so that its cumulative counters are never taken for another's.
 package telemetry
 
 import (
@@ -15,7 +23,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +49,13 @@ const ScopeName = "github.com/opstatus/opstatus"
 // DefaultServiceName is the service.name resource attribute when neither
 // OTEL_SERVICE_NAME nor OTEL_RESOURCE_ATTRIBUTES names the service.
 const DefaultServiceName = "opstatus"
+
+// ExportInterval is how often spans and metrics leave the process unless
+// OTEL_BSP_SCHEDULE_DELAY or OTEL_METRIC_EXPORT_INTERVAL says otherwise. The
+// host kills the handler (SIGKILL) once the invocations in flight have
+// answered, so what a process holds when it is killed is lost: this bounds
+// the loss, at most one OTLP request per signal and interval.
+const ExportInterval = 5 * time.Second
 
 // errorLogEvery bounds how often export errors are logged: a collector that
 // is down fails every export, every few seconds.
@@ -116,6 +133,10 @@ func Setup(ctx context.Context, logger *slog.Logger) (shutdown func(context.Cont
 		return func(context.Context) error { return nil }, err
 	}
 	res, err := resource.New(ctx,
+		// service.instance.id, a random id of this process: a restarted
+		// handler's counters start again from zero as series of their own,
+		// and two instances' never merge into one.
+		resource.WithService(),
 		resource.WithAttributes(attribute.String("service.name", DefaultServiceName)),
 		resource.WithTelemetrySDK(),
 		resource.WithHost(),
@@ -137,7 +158,16 @@ func Setup(ctx context.Context, logger *slog.Logger) (shutdown func(context.Cont
 		if err != nil {
 			return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: trace exporter: %w", err)
 		}
-		tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+		opts := []sdktrace.TracerProviderOption{
+			sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(interval(os.Getenv, "OTEL_BSP_SCHEDULE_DELAY"))),
+			sdktrace.WithResource(res),
+		}
+		// An option would override OTEL_TRACES_SAMPLER, which the SDK
+		// reads itself: the default is given only when it is not set.
+		if strings.TrimSpace(os.Getenv("OTEL_TRACES_SAMPLER")) == "" {
+			opts = append(opts, sdktrace.WithSampler(defaultSampler))
+		}
+		tp = sdktrace.NewTracerProvider(opts...)
 	}
 	if metrics {
 		exp, err := otlpmetrichttp.New(ctx)
@@ -147,7 +177,8 @@ func Setup(ctx context.Context, logger *slog.Logger) (shutdown func(context.Cont
 			}
 			return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: metric exporter: %w", err)
 		}
-		mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)), sdkmetric.WithResource(res))
+		reader := sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(interval(os.Getenv, "OTEL_METRIC_EXPORT_INTERVAL")))
+		mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
 	}
 
 	otel.SetErrorHandler(&errorLog{logger: logger})
@@ -167,6 +198,25 @@ func Setup(ctx context.Context, logger *slog.Logger) (shutdown func(context.Cont
 	Use(tpi, mpi)
 	logger.Info("OpenTelemetry export on", "traces", traces, "metrics", metrics)
 	return func(ctx context.Context) error { return flush(ctx, tp, mp) }, nil
+}
+
+// defaultSampler records every span when OTEL_TRACES_SAMPLER is not set.
+// The SDK's default, parentbased_always_on, follows the sampled flag of the
+// host's traceparent, which is no decision to follow: with Application
+// Insights (its SDK 2.x starts each invocation's Activity with no flags) it
+// is always unsampled, and opstatus would record nothing.
+var defaultSampler = sdktrace.AlwaysSample()
+
+// interval is the export interval the environment variable key gives in
+// milliseconds, or ExportInterval when it is unset or not a positive
+// number. Setup passes it as the SDK's option, which overrides the
+// variable: the variable is read here as the SDK reads it.
+func interval(getenv func(string) string, key string) time.Duration {
+	ms, err := strconv.ParseInt(strings.TrimSpace(getenv(key)), 10, 64)
+	if err != nil || ms <= 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+		return ExportInterval
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // flush flushes and shuts down both providers side by side, so that a

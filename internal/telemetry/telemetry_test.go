@@ -167,10 +167,92 @@ func TestSetupExportsOverOTLPHTTP(t *testing.T) {
 	require.Equal(t, "test", spans[0].Resource["deployment.environment.name"])
 	require.Equal(t, "inv-1", spans[0].Attrs["faas.invocation_id"])
 	require.Equal(t, ScopeName, spans[0].Scope)
+	id := spans[0].Resource["service.instance.id"]
+	require.Len(t, id, 36, "a process is a service instance of its own: %q", id)
+	for _, p := range sink.Points(MetricPollOperations) {
+		require.Equal(t, id, p.Resource["service.instance.id"], "its metrics say which process counted them")
+	}
 	require.Equal(t, 1.0, sink.Total(MetricPollOperations, map[string]string{"outcome": "updated", "request": "Create"}))
 	require.Equal(t, 1.0, sink.Total(MetricPollOperations, map[string]string{"outcome": "superseded"}))
 	require.Equal(t, uint64(1), sink.Histogram(MetricPollDuration, nil).Count)
 	require.InDelta(t, 0.25, sink.Histogram(MetricPollDuration, nil).Sum, 1e-9)
+}
+
+// The host's traceparent does not decide whether opstatus records an
+// invocation: with Application Insights it is always unsampled (flags 00).
+// Only OTEL_TRACES_SAMPLER does, when it is set.
+func TestSetupSamplesWhateverTheHostsFlag(t *testing.T) {
+	const unsampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+	const sampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	tests := []struct {
+		name, sampler string
+		traceparent   string
+		recorded      bool
+	}{
+		{name: "default, unsampled parent", traceparent: unsampled, recorded: true},
+		{name: "default, sampled parent", traceparent: sampled, recorded: true},
+		{name: "default, no parent", recorded: true},
+		{name: "parentbased_always_on, unsampled parent", sampler: "parentbased_always_on", traceparent: unsampled},
+		{name: "parentbased_always_on, sampled parent", sampler: "parentbased_always_on", traceparent: sampled, recorded: true},
+		{name: "always_off", sampler: "always_off", traceparent: sampled},
+	}
+	instances := map[string]bool{}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			sink, err := otlpsink.Start()
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = sink.Close() })
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", sink.URL)
+			t.Setenv("OTEL_METRICS_EXPORTER", "none")
+			t.Setenv("OTEL_TRACES_SAMPLER", tt.sampler)
+			shutdown, err := Setup(context.Background(), slog.New(slog.DiscardHandler))
+			require.NoError(t, err)
+			t.Cleanup(func() { Use(nil, nil) })
+
+			header := http.Header{}
+			if tt.traceparent != "" {
+				header.Set("Traceparent", tt.traceparent)
+			}
+			_, span := StartInvocation(context.Background(), header, "poll", "inv")
+			require.Equal(t, tt.recorded, span.IsRecording())
+			EndInvocation(span, 200)
+			require.NoError(t, shutdown(context.Background()))
+
+			got := sink.SpansNamed("poll")
+			if !tt.recorded {
+				require.Empty(t, got)
+				return
+			}
+			require.Len(t, got, 1)
+			if tt.traceparent != "" {
+				require.Equal(t, "0af7651916cd43dd8448eb211c80319c", got[0].TraceID, "the host's trace goes on")
+				require.Equal(t, "b7ad6b7169203331", got[0].ParentID)
+			}
+			id := got[0].Resource["service.instance.id"]
+			require.False(t, instances[id], "each process has its own service.instance.id")
+			instances[id] = true
+		})
+	}
+}
+
+func TestInterval(t *testing.T) {
+	for v, want := range map[string]time.Duration{
+		"":                     ExportInterval,
+		"10000":                10 * time.Second,
+		" 250 ":                250 * time.Millisecond,
+		"0":                    ExportInterval,
+		"-5":                   ExportInterval,
+		"5s":                   ExportInterval,
+		"99999999999999999999": ExportInterval,
+		"9223372036855":        ExportInterval,
+	} {
+		got := interval(func(k string) string {
+			require.Equal(t, "OTEL_METRIC_EXPORT_INTERVAL", k)
+			return v
+		}, "OTEL_METRIC_EXPORT_INTERVAL")
+		require.Equal(t, want, got, "%q", v)
+	}
 }
 
 // recorders installs in-memory providers for a test.
