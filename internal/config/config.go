@@ -44,6 +44,12 @@ type Config struct {
 	// ClusterServiceMaxInFlight caps the Cluster Service requests in flight
 	// in the process (CLUSTER_SERVICE_MAX_IN_FLIGHT).
 	ClusterServiceMaxInFlight int
+	// ClusterServiceBudget is the app-wide bound on Cluster Service
+	// requests in flight (CLUSTER_SERVICE_BUDGET), and MaximumInstanceCount
+	// the most handler processes the plan runs (MAXIMUM_INSTANCE_COUNT):
+	// every cap is per process, so Cluster Service sees their product.
+	// Zero when not set.
+	ClusterServiceBudget, MaximumInstanceCount int
 
 	// CreateDeadline, UpdateDeadline and DeleteDeadline
 	// (OPERATION_DEADLINE_CREATE, _UPDATE, _DELETE) are how long an
@@ -69,6 +75,8 @@ const (
 	DefaultScanSchedule              = "*/10 * * * * *"
 	DefaultClusterServiceMaxInFlight = 64
 	maxClusterServiceMaxInFlight     = 4096
+	maxClusterServiceBudget          = 1 << 20
+	maxInstanceCount                 = 1000 // Flex Consumption's highest
 )
 
 // ScanInterval is the time between two scans: between the schedule's next
@@ -107,7 +115,9 @@ func Load(getenv func(string) string) (Config, error) {
 		ClusterServiceTokenURL:           r.url("CLUSTER_SERVICE_TOKEN_URL", false),
 		NotificationsAllowHTTP:           r.bool("NOTIFICATIONS_ALLOW_HTTP"),
 		ScanSchedule:                     r.schedule("SCAN_SCHEDULE", DefaultScanSchedule),
-		ClusterServiceMaxInFlight:        r.count("CLUSTER_SERVICE_MAX_IN_FLIGHT", DefaultClusterServiceMaxInFlight, maxClusterServiceMaxInFlight),
+		ClusterServiceMaxInFlight:        r.count("CLUSTER_SERVICE_MAX_IN_FLIGHT", 0, maxClusterServiceMaxInFlight),
+		ClusterServiceBudget:             r.count("CLUSTER_SERVICE_BUDGET", 0, maxClusterServiceBudget),
+		MaximumInstanceCount:             r.count("MAXIMUM_INSTANCE_COUNT", 0, maxInstanceCount),
 		CreateDeadline:                   r.deadline("OPERATION_DEADLINE_CREATE", DefaultCreateDeadline),
 		UpdateDeadline:                   r.deadline("OPERATION_DEADLINE_UPDATE", 0),
 		DeleteDeadline:                   r.deadline("OPERATION_DEADLINE_DELETE", DefaultDeleteDeadline),
@@ -130,7 +140,36 @@ func Load(getenv func(string) string) (Config, error) {
 	if set != 0 && set != len(creds) {
 		return Config{}, fmt.Errorf("CLUSTER_SERVICE_CLIENT_ID, CLUSTER_SERVICE_CLIENT_SECRET, CLUSTER_SERVICE_TOKEN_URL: set all three or none")
 	}
+	if err := c.budget(); err != nil {
+		return Config{}, err
+	}
 	return c, nil
+}
+
+// budget sets the per-process Cluster Service cap within the app-wide
+// budget, when one is stated: the cap given, if the plan's instances times
+// it fit, else the budget shared among the instances. Without a budget the
+// cap is the one given, or the default.
+func (c *Config) budget() error {
+	switch {
+	case c.ClusterServiceBudget == 0 && c.MaximumInstanceCount == 0:
+		if c.ClusterServiceMaxInFlight == 0 {
+			c.ClusterServiceMaxInFlight = DefaultClusterServiceMaxInFlight
+		}
+		return nil
+	case c.ClusterServiceBudget == 0 || c.MaximumInstanceCount == 0:
+		return fmt.Errorf("CLUSTER_SERVICE_BUDGET, MAXIMUM_INSTANCE_COUNT: set both or neither")
+	case c.ClusterServiceMaxInFlight == 0:
+		c.ClusterServiceMaxInFlight = c.ClusterServiceBudget / c.MaximumInstanceCount
+		if c.ClusterServiceMaxInFlight == 0 {
+			return fmt.Errorf("CLUSTER_SERVICE_BUDGET: %d is less than one request in flight for each of MAXIMUM_INSTANCE_COUNT %d instances",
+				c.ClusterServiceBudget, c.MaximumInstanceCount)
+		}
+	case c.ClusterServiceMaxInFlight*c.MaximumInstanceCount > c.ClusterServiceBudget:
+		return fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT: %d in each of MAXIMUM_INSTANCE_COUNT %d instances is %d Cluster Service requests in flight, over CLUSTER_SERVICE_BUDGET %d",
+			c.ClusterServiceMaxInFlight, c.MaximumInstanceCount, c.ClusterServiceMaxInFlight*c.MaximumInstanceCount, c.ClusterServiceBudget)
+	}
+	return nil
 }
 
 // reader keeps the first error so Load reads like the settings table.

@@ -298,3 +298,43 @@ func TestFunctionTimeout(t *testing.T) {
 	require.NoError(t, err, "the project's host.json")
 	require.Positive(t, got)
 }
+
+// The per-process Cluster Service cap stays within the app-wide budget the
+// deployment states: derived from it, or refused at start when the plan's
+// instances times the cap given would go over it.
+func TestClusterServiceBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		cap, budget string
+		instances   string
+		want        int
+		wantErr     string
+	}{
+		{name: "neither: the default cap", want: 64},
+		{name: "a cap alone", cap: "12", want: 12},
+		{name: "the cap derived from the budget", budget: "256", instances: "4", want: 64},
+		{name: "rounded down", budget: "250", instances: "3", want: 83},
+		{name: "a cap that fits", cap: "32", budget: "256", instances: "8", want: 32},
+		{name: "a cap that fits exactly", cap: "64", budget: "256", instances: "4", want: 64},
+		{name: "a cap over the budget", cap: "64", budget: "256", instances: "8",
+			wantErr: "CLUSTER_SERVICE_MAX_IN_FLIGHT: 64 in each of MAXIMUM_INSTANCE_COUNT 8 instances is 512"},
+		{name: "fewer requests than instances", budget: "50", instances: "100", wantErr: "CLUSTER_SERVICE_BUDGET"},
+		{name: "a budget without the instance count", budget: "256", wantErr: "set both or neither"},
+		{name: "an instance count without a budget", instances: "4", wantErr: "set both or neither"},
+		{name: "an instance count over Flex's", budget: "256", instances: "1001", wantErr: "MAXIMUM_INSTANCE_COUNT"},
+		{name: "a budget of zero", budget: "0", instances: "4", wantErr: "CLUSTER_SERVICE_BUDGET"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := with("CLUSTER_SERVICE_MAX_IN_FLIGHT", tc.cap)
+			env["CLUSTER_SERVICE_BUDGET"] = tc.budget
+			env["MAXIMUM_INSTANCE_COUNT"] = tc.instances
+			c, err := Load(func(k string) string { return env[k] })
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, c.ClusterServiceMaxInFlight)
+		})
+	}
+}
