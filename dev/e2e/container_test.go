@@ -45,6 +45,7 @@ func TestHandlerNamesAMissingContainer(t *testing.T) {
 		"COSMOS_KEY=" + cosmos.Key,
 		"COSMOS_INSECURE_SKIP_VERIFY=true",
 		"COSMOS_RESOURCES_CONTAINER=Resourcez",
+		"AZURE_LOCATION=eastus",
 		"CLUSTER_SERVICE_URL=http://127.0.0.1:1",
 	}
 	stdout, stderr := &testenv.SyncBuffer{}, &testenv.SyncBuffer{}

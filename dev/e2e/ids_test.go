@@ -79,7 +79,7 @@ func TestAwkwardIDsScanThenPoll(t *testing.T) {
 		polled = append(polled, seed(subA, id, iid))
 	}
 	polled = append(polled, seed(awkwardSub, "op id\u3000", iid), seed(awkwardSub, "op-2", iid))
-	// Usable ids, unusable internalIds: polled and answered "invalid".
+	// Usable ids, unusable internalIds: skipped by scan, "invalid" in poll.
 	invalid = append(invalid, seed(subA, "bad iid\u00a0", "/api/../x"), seed(awkwardSub, "bad iid", "/x"))
 	// Stored by Cosmos DB, refused by the rule: skipped by scan.
 	skipped := []string{".", ".."}
@@ -98,13 +98,16 @@ func TestAwkwardIDsScanThenPoll(t *testing.T) {
 	r, raw := s.post("scan", []byte(`{"Data":{"timer":{"IsPastDue":false}},"Metadata":{}}`))
 	require.Equal(t, http.StatusOK, r.Status, r.Logs)
 	for _, id := range skipped {
-		s.requireLog(t, r, testenv.HostError, "skipping an operation item whose ids poll cannot use", fmt.Sprintf(`id \"%s\" is a dot segment`, id))
+		s.requireLog(t, r, testenv.HostError, "operation skipped: poll could not act on it", fmt.Sprintf(`id \"%s\" is a dot segment`, id))
 	}
 	var msgs []json.RawMessage
 	require.NoError(t, json.Unmarshal(r.Outputs["operations"], &msgs), string(raw))
 	want := map[op]bool{}
-	for _, o := range append(polled, invalid...) {
+	for _, o := range polled {
 		want[op{o.sub, o.id, ""}] = true
+	}
+	for _, o := range invalid {
+		s.requireLog(t, r, testenv.HostError, "operation skipped: poll could not act on it", o.id, "internal_id")
 	}
 	got := map[op]bool{}
 	for _, m := range msgs {
@@ -135,7 +138,12 @@ func TestAwkwardIDsScanThenPoll(t *testing.T) {
 			tally[o] += n
 		}
 	}
-	require.Equal(t, map[string]int{"updated": len(polled), "invalid": len(invalid)}, tally)
+	require.Equal(t, map[string]int{"updated": len(polled)}, tally)
+	for _, o := range invalid {
+		msg, err := json.Marshal(map[string]string{"subscriptionId": o.sub, "operationId": o.id})
+		require.NoError(t, err)
+		require.Equal(t, "invalid", outcome(t, s.poll(string(msg))), "%q", o.id)
+	}
 	for _, o := range polled {
 		require.Equal(t, "Provisioning", s.opStatus(o.sub, o.id), "%q", o.id)
 		res, err := s.fe.Resource(ctx, o.sub, o.res)

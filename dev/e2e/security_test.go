@@ -331,6 +331,8 @@ func (cs *authCS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/api/clusters_mgmt/v1/clusters/c-ok/status":
 		_, _ = fmt.Fprintf(w, `{"kind":"ClusterStatus","state":%q}`, cs.state.Load())
+	case "/api/clusters_mgmt/v1/clusters/c-ok": // billing reads the cluster a Create ends with
+		_, _ = io.WriteString(w, `{"kind":"Cluster","id":"c-ok","creation_timestamp":"2026-12-01T00:00:00Z","azure":{"managed_resource_group_name":"c-ok-rg"}}`)
 	case "/api/clusters_mgmt/v1/clusters/c-500/status":
 		w.WriteHeader(http.StatusInternalServerError)
 		_, _ = io.WriteString(w, `{"kind":"Error","id":"500","code":"CLUSTERS-MGMT-500","reason":"Cluster Service is having a bad day"}`)
