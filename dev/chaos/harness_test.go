@@ -242,7 +242,7 @@ func (r *invocations) outcomes(function string) map[string]int {
 // direct reads the Cosmos server without the proxy, for the tests' own
 // checks.
 type direct struct {
-	ops, res, locks *azcosmos.ContainerClient
+	ops, res, locks, billing *azcosmos.ContainerClient
 }
 
 func newDirect(endpoint, key string) (*direct, error) {
@@ -261,6 +261,7 @@ func newDirect(endpoint, key string) (*direct, error) {
 	d := &direct{}
 	for name, c := range map[string]**azcosmos.ContainerClient{
 		frontend.OperationsContainer: &d.ops, frontend.ResourcesContainer: &d.res, frontend.LocksContainer: &d.locks,
+		frontend.BillingContainer: &d.billing,
 	} {
 		if *c, err = client.NewContainer(stack.Database, name); err != nil {
 			return nil, err
@@ -300,6 +301,18 @@ func (d *direct) all(ctx context.Context, c *azcosmos.ContainerClient) (map[stri
 
 func (d *direct) operations(ctx context.Context) (map[string]item, error) { return d.all(ctx, d.ops) }
 func (d *direct) resources(ctx context.Context) (map[string]item, error)  { return d.all(ctx, d.res) }
+func (d *direct) bills(ctx context.Context) (map[string]item, error)      { return d.all(ctx, d.billing) }
+
+// putBilling writes a billing item as ARO-HCP's backend did, in its
+// subscription's partition.
+func (d *direct) putBilling(ctx context.Context, b item) error {
+	body, err := json.Marshal(b)
+	if err != nil {
+		return err
+	}
+	_, err = d.billing.UpsertItem(ctx, testenv.PK(b.str("subscriptionId")), body, nil)
+	return err
+}
 
 // lock returns subscription's lock item, nil when there is none.
 func (d *direct) lock(ctx context.Context, subscription string) (item, error) {
