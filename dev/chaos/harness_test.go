@@ -60,6 +60,8 @@ type envOptions struct {
 	lockTTL time.Duration
 	seed    int64
 	sim     clustersim.Faults
+	// recordCalls keeps the simulator's call log (Sim.Calls).
+	recordCalls bool
 	// instances is the number of host instances (default 1);
 	// invocationTimeout, when set, is the emulator's functionTimeout.
 	instances         int
@@ -90,7 +92,7 @@ func startEnv(t *testing.T, o envOptions) *env {
 	e := &env{t: t, inv: &invocations{}, lockTTL: o.lockTTL, started: time.Now()}
 	s, err := stack.Start(ctx, stack.Options{
 		LockTTL: o.lockTTL,
-		Sim:     clustersim.Options{Seed: o.seed, Faults: o.sim},
+		Sim:     clustersim.Options{Seed: o.seed, Faults: o.sim, RecordCalls: o.recordCalls},
 		Host: hostemu.Options{OnInvocation: e.inv.record, Instances: o.instances,
 			InvocationTimeout: o.invocationTimeout},
 		CosmosWrap: func(endpoint string) (string, error) {
