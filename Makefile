@@ -41,6 +41,7 @@ fuzz:
 	$(GO) test ./functions -run '^$$' -fuzz FuzzDecodeEnvelope -fuzztime 30s
 	$(GO) test ./internal/queuemsg -run '^$$' -fuzz FuzzDecode -fuzztime 30s
 	$(GO) test ./internal/clusterservice -run '^$$' -fuzz FuzzParseInternalID -fuzztime 30s
+	$(GO) test ./internal/clusterservice -run '^$$' -fuzz FuzzClientRequests -fuzztime 30s
 
 clean:
 	rm -f handler

@@ -96,7 +96,6 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		LocksContainer:      cfg.LocksContainer,
 		BillingContainer:    cfg.BillingContainer,
 		TracingProvider:     telemetry.AzureTracing(),
-		PendingDetails:      telemetry.Metering(),
 	})
 	if err != nil {
 		return err
@@ -127,7 +126,9 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		Interval:    cfg.ScanInterval(time.Now()),
 		MaxInFlight: cfg.ClusterServiceMaxInFlight,
 		Deadline:    timeout / 2,
-		Deadlines:   poll.Deadlines{Create: cfg.CreateDeadline, Update: cfg.UpdateDeadline, Delete: cfg.DeleteDeadline},
+		Location:    cfg.Location,
+		Deadlines: poll.Deadlines{Create: cfg.CreateDeadline, Update: cfg.UpdateDeadline, Delete: cfg.DeleteDeadline,
+			RequestCredential: cfg.RequestCredentialDeadline, RevokeCredentials: cfg.RevokeCredentialsDeadline},
 	}
 	// The host writes scan's messages after its answer, within the same
 	// functionTimeout: the listing takes at most a quarter of it.

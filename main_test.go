@@ -107,13 +107,13 @@ func TestCheckContainers(t *testing.T) {
 	name := testenv.DatabaseName(t)
 	require.NoError(t, frontend.CreateSchema(ctx, cosmos.Endpoint, cosmos.Key, name, 5*time.Second))
 	settings := config.Config{CosmosDatabase: name, OperationsContainer: frontend.OperationsContainer,
-		ResourcesContainer: frontend.ResourcesContainer, LocksContainer: frontend.LocksContainer}
+		ResourcesContainer: frontend.ResourcesContainer, LocksContainer: frontend.LocksContainer, BillingContainer: frontend.BillingContainer}
 	client := func(t *testing.T, endpoint, databaseName string) *database.CosmosClient {
 		t.Helper()
 		db, err := database.NewCosmosClient(database.CosmosConfig{
 			Endpoint: endpoint, Database: databaseName, Key: cosmos.Key, InsecureSkipVerify: true,
 			OperationsContainer: settings.OperationsContainer, ResourcesContainer: settings.ResourcesContainer,
-			LocksContainer: settings.LocksContainer,
+			LocksContainer: settings.LocksContainer, BillingContainer: settings.BillingContainer,
 		})
 		require.NoError(t, err)
 		return db

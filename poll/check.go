@@ -5,24 +5,25 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/opkind"
 )
 
-// change is a write an operation needs: decide says what to write on a
-// fresh read of the operation (under the lock); deleteResources says that
-// a finished delete removes its Resources items.
+// change is a write an operation needs: what Cluster Service said, on which
+// the decision is made again on a fresh read of the operation under the
+// lock (decide), and the cluster object a succeeded Create bills from.
 type change struct {
-	decide          func(*database.Operation) clusterservice.Decision
-	deleteResources bool
-	pastDeadline    bool // it ends the operation for passing its deadline
+	kind    opkind.Kind
+	id      clusterservice.InternalID
+	said    said
+	cluster *clusterservice.Cluster // with billingOpen
 }
 
 // check reads one operation and asks Cluster Service about it, without the
-// lock, in one of the process's slots (Function.places). It leaves in it the
-// outcome, or the change to write under the lock, or the ended operation to
-// notify ARM of.
+// lock, in one of the process's slots (Function.places). It gathers what
+// the decision needs and leaves in the item the outcome, or the change to
+// write under the lock, or the ended operation to notify ARM of.
 func (r *run) check(ctx context.Context, it *item) {
 	op, err := r.f.DB.GetOperation(ctx, it.msg.SubscriptionID, it.msg.OperationID)
 	switch {
@@ -45,19 +46,18 @@ func (r *run) check(ctx context.Context, it *item) {
 	}
 	it.log = it.log.With("resource_id", op.ExternalID, "internal_id", op.InternalID)
 	it.op = op
-
+	// By scan's own rule: what poll calls invalid, scan never sends.
+	kind, id, err := opkind.Check(op.Status, op.Request, op.InternalID)
+	if err != nil {
+		it.log.Error("operation cannot be polled; left as it is", "error", err, "reason", opkind.Reason(err))
+		it.outcome = OutcomeInvalid
+		return
+	}
 	if op.Status.IsTerminal() {
 		it.outcome = OutcomeDone
 		if op.NotificationURI != "" {
 			it.ended = op
 		}
-		return
-	}
-
-	id, err := clusterservice.ParseInternalID(op.InternalID)
-	if err != nil {
-		it.log.Error("internalId is not a Cluster Service path; left as it is", "error", err)
-		it.outcome = OutcomeInvalid
 		return
 	}
 	// Checked again just before the call: the wait for a slot, or the
@@ -66,72 +66,85 @@ func (r *run) check(ctx context.Context, it *item) {
 		it.outcome = OutcomeSuperseded
 		return
 	}
-	st, err := r.f.Cluster.Status(ctx, id)
-	traceStatus(ctx, id, st)
-	// A status that ends the operation wins over its deadline; anything
-	// else past the deadline ends it Failed.
-	limit := r.f.Deadlines.pastDeadline(op, r.f.now())
-	if errors.Is(err, clusterservice.ErrNotFound) {
-		if op.Request != arm.RequestDelete {
-			if limit > 0 {
-				it.log.Warn("Cluster Service does not know the resource, and the operation is past its deadline; ending it Failed",
-					"request", op.Request, "deadline", limit)
-				it.change = deadlineChange(limit, clusterservice.Status{})
-				return
-			}
-			it.log.Warn("Cluster Service does not know the resource; left as it is", "request", op.Request)
-			it.outcome = OutcomeUnchanged
-			return
-		}
-		it.change = &change{deleteResources: true, decide: func(op *database.Operation) clusterservice.Decision {
-			return clusterservice.Decision{State: arm.ProvisioningStateSucceeded, Change: op.Status != arm.ProvisioningStateSucceeded}
-		}}
-		return
-	}
+	facts := r.facts(op)
+	s, err := r.ask(ctx, it, kind, id, facts)
 	if err != nil {
 		it.defer_(fmt.Errorf("cluster service: %w", err))
 		return
 	}
-	decide := func(op *database.Operation) clusterservice.Decision {
-		return clusterservice.Decide(id.Kind, st, op.Request, op.Status)
-	}
-	if clusterservice.NeedsInflightChecks(id.Kind, st) {
-		// The provision error only says that inflight checks failed; the
-		// checks say which. Cluster Service has failed the cluster already,
-		// so the checks only refine the error: a call that may pass by
-		// itself is retried by the next scan, until the deadline; one that
-		// will not ends the operation with the provision error at once,
-		// all there is.
-		checks, err := r.f.Cluster.InflightChecks(ctx, id)
-		switch {
-		case err != nil && !clusterservice.IsTransient(err):
-			it.log.Error("inflight checks unreadable; ending the operation with the provision error", "error", err)
-		case err != nil && limit > 0:
-			it.log.Warn("inflight checks unreadable past the deadline; ending the operation with the provision error", "error", err)
-		case err != nil:
-			it.defer_(fmt.Errorf("cluster service: %w", err))
-			return
-		default:
-			failure, problem := clusterservice.InflightError(st, checks)
-			if problem != "" {
-				it.log.Error("inflight checks do not explain the failure", "problem", problem, "cs_error_code", st.ErrorCode)
-			}
-			decide = func(op *database.Operation) clusterservice.Decision {
-				return clusterservice.DecideInflight(st, failure, op.Request, op.Status)
-			}
-		}
-	}
-	d := decide(op)
+	d := decide(kind, facts, s)
 	switch {
-	case limit > 0 && !(d.Change && d.Problem == "" && d.State.IsTerminal()):
-		it.log.Warn("operation past its deadline; ending it Failed", "request", op.Request, "deadline", limit, "cs_state", st.State)
-		it.change = deadlineChange(limit, st)
+	case d.Overdue > 0:
+		it.log.Warn("operation past its deadline; ending it Failed", "request", op.Request, "deadline", d.Overdue)
 	case d.Problem != "":
-		it.log.Warn("Cluster Service state not applied", "cs_state", st.State, "status", op.Status, "request", op.Request, "problem", d.Problem)
+		it.log.Warn("Cluster Service's answer not applied", "status", op.Status, "request", op.Request, "problem", d.Problem)
 		it.outcome = OutcomeUnchanged
+		return
 	case !d.Change:
 		it.outcome = OutcomeUnchanged
-	default:
-		it.change = &change{decide: decide}
+		return
 	}
+	c := &change{kind: kind, id: id, said: s}
+	if d.Billing == billingOpen {
+		cluster, err := r.f.Cluster.Cluster(ctx, id)
+		if err != nil {
+			it.defer_(fmt.Errorf("cluster service, for the cluster's billing: %w", err))
+			return
+		}
+		c.cluster = &cluster
+	}
+	it.change = c
+}
+
+// ask makes the Cluster Service calls of kind's row for the operation and
+// returns what they said. An error is a failure to be retried by the next
+// scan; Cluster Service's own 404 is an answer (said.gone).
+func (r *run) ask(ctx context.Context, it *item, kind opkind.Kind, id clusterservice.InternalID, op facts) (said, error) {
+	var s said
+	var err error
+	switch kind {
+	case opkind.Cluster, opkind.NodePool:
+		s.status, err = r.f.Cluster.Status(ctx, id)
+	case opkind.ExternalAuth:
+		s.auth, err = r.f.Cluster.ExternalAuth(ctx, id)
+	case opkind.CredentialRequest:
+		s.credential, err = r.f.Cluster.Credential(ctx, id)
+	case opkind.CredentialRevocation:
+		s.credentials, err = r.f.Cluster.Credentials(ctx, id)
+	default:
+		return s, fmt.Errorf("no Cluster Service call for kind %q", kind)
+	}
+	traceSaid(ctx, kind, id, s)
+	if errors.Is(err, clusterservice.ErrNotFound) {
+		return said{gone: true}, nil
+	}
+	if err != nil {
+		return s, err
+	}
+	if kind != opkind.Cluster || !needsInflightChecks(s.status) {
+		return s, nil
+	}
+	// The provision error only says that inflight checks failed; the
+	// checks say which. When they cannot be read for good, or the
+	// operation is past its deadline, the provision error is all there
+	// is: Cluster Service has failed the cluster either way.
+	s.checks, err = r.f.Cluster.InflightChecks(ctx, id)
+	switch {
+	case err == nil:
+		if problem := inflightProblem(s.status, s.checks); problem != "" {
+			it.log.Error("inflight checks do not explain the failure", "problem", problem, "cs_error_code", s.status.ErrorCode)
+		}
+	case Transient(err) && op.overdue == 0:
+		return s, err
+	default:
+		it.log.Error("inflight checks unreadable; ending the operation with the provision error", "error", err)
+		s.checks, s.checksErr = nil, err
+	}
+	return s, nil
+}
+
+// facts is what the decision takes of op, now.
+func (r *run) facts(op *database.Operation) facts {
+	now := r.f.now()
+	return facts{request: op.Request, current: op.Status, overdue: r.f.Deadlines.pastDeadline(op, now), now: now}
 }

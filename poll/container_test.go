@@ -65,7 +65,7 @@ func TestFinishedDeleteWithAMissingResourcesContainerIsDeferred(t *testing.T) {
 		db, err := database.NewCosmosClient(database.CosmosConfig{
 			Endpoint: cosmos.Endpoint, Database: name, Key: cosmos.Key, InsecureSkipVerify: true,
 			OperationsContainer: frontend.OperationsContainer, ResourcesContainer: resources,
-			LocksContainer: frontend.LocksContainer,
+			LocksContainer: frontend.LocksContainer, BillingContainer: frontend.BillingContainer,
 		})
 		require.NoError(t, err)
 		fn := &poll.Function{

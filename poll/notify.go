@@ -125,26 +125,22 @@ func (r *run) deliver(ctx context.Context, it *item) bool {
 // notification; the caller holds the subscription lock.
 func (r *run) clear(ctx context.Context, it *item) error {
 	op := it.ended
-	for range maxAttempts {
+	_, err := reread(func(int) (struct{}, error) {
 		cur, err := r.f.DB.GetOperation(ctx, op.PartitionKey, op.ID)
 		switch {
 		case errors.Is(err, database.ErrNotFound):
 		case err != nil:
-			return err
+			return struct{}{}, err
 		case cur.NotificationURI == it.note.uri:
 			cur.NotificationURI = ""
-			_, err = r.f.DB.ReplaceOperation(ctx, cur)
-			if errors.Is(err, database.ErrPreconditionFailed) {
-				continue
-			}
-			if err != nil {
-				return err
+			if _, err := r.f.DB.ReplaceOperation(ctx, cur); err != nil {
+				return struct{}{}, err
 			}
 		}
 		r.settle(it, it.note.outcome)
-		return nil
-	}
-	return errTooManyConflicts
+		return struct{}{}, nil
+	})
+	return err
 }
 
 // settle gives an item the outcome of its notification, unless the item

@@ -66,13 +66,13 @@ func (l panickyLocks) Create(ctx context.Context, id, owner string, ttl time.Dur
 }
 
 type panickyCS struct {
-	poll.StatusGetter
+	poll.ClusterService
 	at *panicAt
 }
 
 func (c panickyCS) Status(ctx context.Context, id clusterservice.InternalID) (clusterservice.Status, error) {
 	c.at.check("Status", id.Path)
-	return c.StatusGetter.Status(ctx, id)
+	return c.ClusterService.Status(ctx, id)
 }
 
 type panickyNotifier struct {

@@ -58,10 +58,15 @@ const (
 // ReturnValue.
 type Tally map[Outcome]int
 
-// StatusGetter is the part of the Cluster Service client poll uses.
-type StatusGetter interface {
+// ClusterService is the part of the Cluster Service client poll uses: the
+// calls of the contract's table "Operation kinds and Cluster Service".
+type ClusterService interface {
 	Status(ctx context.Context, id clusterservice.InternalID) (clusterservice.Status, error)
 	InflightChecks(ctx context.Context, id clusterservice.InternalID) ([]clusterservice.InflightCheck, error)
+	Cluster(ctx context.Context, id clusterservice.InternalID) (clusterservice.Cluster, error)
+	ExternalAuth(ctx context.Context, id clusterservice.InternalID) (clusterservice.ExternalAuth, error)
+	Credential(ctx context.Context, id clusterservice.InternalID) (clusterservice.Credential, error)
+	Credentials(ctx context.Context, cluster clusterservice.InternalID) ([]clusterservice.Credential, error)
 }
 
 // Notifier is the part of the ARM notifier poll uses.
@@ -73,9 +78,12 @@ type Notifier interface {
 // take the defaults.
 type Function struct {
 	DB       database.DBClient
-	Cluster  StatusGetter
+	Cluster  ClusterService
 	Locker   *lock.Locker
 	Notifier Notifier
+	// Location is the resource provider's Azure region, written into
+	// billing items.
+	Location string
 	// Owner names this process in lock items; the invocation id is appended.
 	Owner string
 	// Interval is the scan schedule's interval: a message that has waited
@@ -314,6 +322,7 @@ type item struct {
 	ended   *database.Operation // ended with a notification to send
 	note    *notification       // what its delivery did, until it is recorded
 	outcome Outcome
+	overdue bool       // the write ended it for passing its deadline
 	err     error      // the dependency failure behind OutcomeDeferred
 	span    trace.Span // the operation's, when tracing is on
 }

@@ -69,6 +69,10 @@ func (f *fakeCS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, rep.body)
 }
 
+// clusterObject is GET {internalId} of clusterCS, which a Create that
+// succeeds bills from.
+const clusterObject = `{"kind":"Cluster","id":"abc","creation_timestamp":"2026-11-30T11:00:00Z","azure":{"managed_resource_group_name":"abc-managed"}}`
+
 func clusterStatus(state string) string {
 	return `{"kind":"ClusterStatus","id":"abc","state":"` + state + `"}`
 }
@@ -101,7 +105,7 @@ func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{
 		db:    databasetesting.NewMemoryClient(5 * time.Second),
-		cs:    &fakeCS{replies: map[string]reply{}},
+		cs:    &fakeCS{replies: map[string]reply{clusterCS: {http.StatusOK, clusterObject}}},
 		arm:   notifications{&testenv.ARM{}},
 		calls: map[string]int{},
 		now:   time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
@@ -126,6 +130,7 @@ func newFixture(t testing.TB) *fixture {
 		Locker:   lock.New(f.db.Locks(), lock.Options{Wait: 200 * time.Millisecond, RetryInterval: 50 * time.Millisecond}),
 		Notifier: arm.NewNotifier(true),
 		Owner:    "opstatus-test",
+		Location: "eastus",
 		Now:      func() time.Time { return f.now },
 		Interval: 10 * time.Second,
 	}

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/opstatus/opstatus/internal/clusterservice"
+	"github.com/opstatus/opstatus/internal/opkind"
 	"github.com/opstatus/opstatus/internal/queuemsg"
 	"github.com/opstatus/opstatus/internal/telemetry"
 )
@@ -59,21 +60,34 @@ func (it *item) within(ctx context.Context) context.Context {
 	return trace.ContextWithSpan(ctx, it.span)
 }
 
-// traceStatus puts the Cluster Service ids and state of an operation on
-// its span.
-func traceStatus(ctx context.Context, id clusterservice.InternalID, st clusterservice.Status) {
+// traceSaid puts the Cluster Service ids of an operation's object, and
+// the state Cluster Service gave it, on the operation's span.
+func traceSaid(ctx context.Context, kind opkind.Kind, id clusterservice.InternalID, s said) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
 	}
 	span.SetAttributes(telemetry.ClusterIDKey.String(id.ClusterID))
-	state := telemetry.ClusterStateKey
-	if id.Kind == clusterservice.KindNodePool {
+	switch kind {
+	case opkind.Cluster:
+		if s.status.State != "" {
+			span.SetAttributes(telemetry.ClusterStateKey.String(s.status.State))
+		}
+	case opkind.NodePool:
 		span.SetAttributes(telemetry.NodePoolIDKey.String(id.NodePoolID))
-		state = telemetry.NodePoolStateKey
-	}
-	if st.State != "" {
-		span.SetAttributes(state.String(st.State))
+		if s.status.State != "" {
+			span.SetAttributes(telemetry.NodePoolStateKey.String(s.status.State))
+		}
+	case opkind.ExternalAuth:
+		span.SetAttributes(telemetry.ExternalAuthIDKey.String(id.ExternalAuthID))
+		if s.auth.State != "" {
+			span.SetAttributes(telemetry.ExternalAuthStateKey.String(s.auth.State))
+		}
+	case opkind.CredentialRequest:
+		span.SetAttributes(telemetry.CredentialIDKey.String(id.CredentialID))
+		if s.credential.Status != "" {
+			span.SetAttributes(telemetry.CredentialStatusKey.String(s.credential.Status))
+		}
 	}
 }
 
@@ -85,7 +99,7 @@ func (it *item) finish() {
 		request = string(it.op.Request)
 	}
 	telemetry.PollOperation(ctx, string(it.outcome), request)
-	if it.outcome == OutcomeUpdated && it.change != nil && it.change.pastDeadline {
+	if it.outcome == OutcomeUpdated && it.overdue {
 		telemetry.PastDeadline(ctx, request)
 	}
 	if it.span == nil {

@@ -109,15 +109,16 @@ func (r *run) holdOnce(ctx context.Context, sub string, chunk []*item, step func
 }
 
 // apply decides again on a fresh read and writes the decision; the caller
-// holds the subscription lock. The Resources item is written before the
-// operation: if the process dies in between, the operation is still
-// pending and the next poll finishes the job.
+// holds the subscription lock. The billing item, then the Resources item,
+// are written before the operation: if the process dies in between, the
+// operation is still pending and the next poll finishes the job.
 func (r *run) apply(ctx context.Context, it *item) (Outcome, error) {
-	for attempt := range maxAttempts {
+	c := it.change
+	return reread(func(attempt int) (Outcome, error) {
 		var op *database.Operation
 		var pre *resourceRead
 		var err error
-		if attempt == 0 {
+		if attempt == 0 && c.kind.WritesResources() {
 			op, pre, err = r.readTogether(ctx, it.msg, it.op.ExternalID)
 		} else {
 			op, err = r.f.DB.GetOperation(ctx, it.msg.SubscriptionID, it.msg.OperationID)
@@ -128,18 +129,21 @@ func (r *run) apply(ctx context.Context, it *item) (Outcome, error) {
 		if err != nil {
 			return "", err
 		}
-		if op.Status.IsTerminal() {
-			return OutcomeUnchanged, nil
-		}
-		d := it.change.decide(op)
+		d := decide(c.kind, r.facts(op), c.said)
 		if !d.Change || d.Problem != "" {
 			return OutcomeUnchanged, nil
 		}
-		if it.change.deleteResources {
-			if err := r.f.deleteResources(ctx, it.log, op, pre); err != nil {
-				return "", err
-			}
-		} else if err := r.f.followResource(ctx, it.log, op, d.State, pre); err != nil {
+		if err := r.f.bill(ctx, it.log, op, c, d.Billing); err != nil {
+			return "", err
+		}
+		switch {
+		case !c.kind.WritesResources():
+		case d.DeleteResources:
+			err = r.f.deleteResources(ctx, it.log, op, pre)
+		default:
+			err = r.f.followResource(ctx, it.log, op, d.State, pre)
+		}
+		if err != nil {
 			return "", err
 		}
 		next := *op
@@ -148,22 +152,38 @@ func (r *run) apply(ctx context.Context, it *item) (Outcome, error) {
 			next.LastTransitionTime = r.f.now()
 		}
 		written, err := r.f.DB.ReplaceOperation(ctx, &next)
-		if errors.Is(err, database.ErrPreconditionFailed) {
-			continue
-		}
 		if err != nil {
 			return "", err
 		}
 		it.log.Info("operation status changed", "from", op.Status, "to", written.Status)
+		it.overdue = d.Overdue > 0
 		if written.Status.IsTerminal() && written.NotificationURI != "" {
 			it.ended = written
 		}
-		if it.change.deleteResources {
+		if d.DeleteResources {
 			return OutcomeDeleted, nil
 		}
 		return OutcomeUpdated, nil
+	})
+}
+
+// errReadAgain asks reread for another read: what was read changed
+// meanwhile.
+var errReadAgain = errors.New("read again")
+
+// reread runs a read-modify-write step again while it meets a 412 (someone
+// wrote the item between its read and its replace) or asks to read again,
+// at most maxAttempts times; under the lock that should be rare. attempt
+// counts from 0.
+func reread[T any](step func(attempt int) (T, error)) (T, error) {
+	for attempt := range maxAttempts {
+		v, err := step(attempt)
+		if !errors.Is(err, database.ErrPreconditionFailed) && !errors.Is(err, errReadAgain) {
+			return v, err
+		}
 	}
-	return "", errTooManyConflicts
+	var zero T
+	return zero, errTooManyConflicts
 }
 
 // resourceRead is a read of the Resources item of key made together with the
@@ -201,87 +221,73 @@ func (f *Function) getResource(ctx context.Context, op *database.Operation, pre 
 
 // followResource moves the Resources item with its active operation.
 func (f *Function) followResource(ctx context.Context, log *slog.Logger, op *database.Operation, state arm.ProvisioningState, pre *resourceRead) error {
-	for range maxAttempts {
+	_, err := reread(func(int) (struct{}, error) {
 		r, err := f.getResource(ctx, op, pre)
 		pre = nil // a retry reads again
 		if errors.Is(err, database.ErrNotFound) {
 			log.Warn("no Resources item for the operation's resource")
-			return nil
+			return struct{}{}, nil
 		}
 		if unreadable(err) {
 			heads, herr := f.DB.ResourceHeads(ctx, op.PartitionKey, op.ExternalID)
 			if herr != nil {
-				return herr
+				return struct{}{}, herr
 			}
 			if len(heads) == 0 {
-				continue // gone since: read again
+				return struct{}{}, errReadAgain // gone since
 			}
 			log.Error("Resources item unreadable; the operation is written without it, and the item is left for a person to fix: "+
 				"its provisioningState and activeOperationId are not updated", "resource_items", describe(heads), "error", err)
-			return nil
+			return struct{}{}, nil
 		}
-		if err != nil {
-			return err
-		}
-		if r.ActiveOperationID != op.ID {
-			return nil
+		if err != nil || r.ActiveOperationID != op.ID {
+			return struct{}{}, err
 		}
 		r.ProvisioningState = state
 		if state.IsTerminal() {
 			r.ActiveOperationID = ""
 		}
 		_, err = f.DB.ReplaceResource(ctx, r)
-		if errors.Is(err, database.ErrPreconditionFailed) {
-			continue
-		}
-		return err
-	}
-	return errTooManyConflicts
+		return struct{}{}, err
+	})
+	return err
 }
 
 // deleteResources removes the Resources item of a finished delete and its
 // children. An item that another operation has taken over since is kept.
 func (f *Function) deleteResources(ctx context.Context, log *slog.Logger, op *database.Operation, pre *resourceRead) error {
-	for range maxAttempts {
+	_, err := reread(func(int) (struct{}, error) {
 		r, err := f.getResource(ctx, op, pre)
 		pre = nil // a retry reads again
 		if errors.Is(err, database.ErrNotFound) {
-			return nil
+			return struct{}{}, nil
 		}
 		if unreadable(err) {
-			done, err := f.deleteUnreadable(ctx, log, op, err)
-			if done || err != nil {
-				return err
-			}
-			continue
+			return struct{}{}, f.deleteUnreadable(ctx, log, op, err)
 		}
 		if err != nil {
-			return err
+			return struct{}{}, err
 		}
 		if r.ActiveOperationID != op.ID {
 			log.Warn("Resources item now belongs to another operation; kept", "active_operation_id", r.ActiveOperationID)
-			return nil
+			return struct{}{}, nil
 		}
 		children, err := f.DB.ChildResources(ctx, op.PartitionKey, r.Key)
 		if err != nil {
-			return err
+			return struct{}{}, err
 		}
 		for _, c := range children {
 			if err := f.DB.DeleteResource(ctx, c); err != nil && !errors.Is(err, database.ErrNotFound) {
-				return err
+				return struct{}{}, err
 			}
 		}
-		err = f.DB.DeleteResource(ctx, r.Ref())
-		if errors.Is(err, database.ErrPreconditionFailed) {
-			continue
-		}
-		if err != nil && !errors.Is(err, database.ErrNotFound) {
-			return err
+		if err = f.DB.DeleteResource(ctx, r.Ref()); err != nil && !errors.Is(err, database.ErrNotFound) {
+			return struct{}{}, err
 		}
 		log.Info("deleted Resources items", "children", len(children))
-		return nil
-	}
-	return errTooManyConflicts
+		return struct{}{}, nil
+	})
+	return err
 }
 
 // unreadable reports a read of a Resources item that failed for what the
@@ -297,14 +303,14 @@ func unreadable(err error) bool {
 // another operation is kept, as a readable one is, and the children with
 // it; one whose activeOperationId is not a string is deleted: the frontend
 // cannot read it either, so no later operation can have taken it over.
-// done is false when the items changed meanwhile and must be read again.
-func (f *Function) deleteUnreadable(ctx context.Context, log *slog.Logger, op *database.Operation, cause error) (done bool, err error) {
+// It asks for another read (errReadAgain) when the items changed meanwhile.
+func (f *Function) deleteUnreadable(ctx context.Context, log *slog.Logger, op *database.Operation, cause error) error {
 	heads, err := f.DB.ResourceHeads(ctx, op.PartitionKey, op.ExternalID)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if len(heads) == 0 {
-		return false, nil
+		return errReadAgain
 	}
 	var mine, kept []database.ResourceHead
 	for _, h := range heads {
@@ -317,21 +323,18 @@ func (f *Function) deleteUnreadable(ctx context.Context, log *slog.Logger, op *d
 	var children []database.ResourceRef
 	if len(kept) == 0 {
 		if children, err = f.DB.ChildResources(ctx, op.PartitionKey, op.ExternalID); err != nil {
-			return false, err
+			return err
 		}
 		for _, c := range children {
 			if err := f.DB.DeleteResource(ctx, c); err != nil && !errors.Is(err, database.ErrNotFound) {
-				return false, err
+				return err
 			}
 		}
 	}
 	for _, h := range mine {
-		err := f.DB.DeleteResource(ctx, h.ResourceRef)
-		if errors.Is(err, database.ErrPreconditionFailed) {
-			return false, nil
-		}
-		if err != nil && !errors.Is(err, database.ErrNotFound) {
-			return false, err
+		// A 412 reads them again.
+		if err := f.DB.DeleteResource(ctx, h.ResourceRef); err != nil && !errors.Is(err, database.ErrNotFound) {
+			return err
 		}
 	}
 	if len(kept) == 0 {
@@ -342,7 +345,7 @@ func (f *Function) deleteUnreadable(ctx context.Context, log *slog.Logger, op *d
 			"and left for a person to fix, the others deleted",
 			"kept", describe(kept), "deleted", describe(mine), "error", cause)
 	}
-	return true, nil
+	return nil
 }
 
 // describe names Resources items for a person who has to find them.

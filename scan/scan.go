@@ -19,6 +19,7 @@ import (
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/opkind"
 	"github.com/opstatus/opstatus/internal/queuemsg"
 	"github.com/opstatus/opstatus/internal/telemetry"
 )
@@ -44,6 +45,8 @@ type Function struct {
 	Interval time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+
+	skipped skipLog
 }
 
 func (f *Function) now() time.Time {
@@ -57,8 +60,9 @@ func (f *Function) now() time.Time {
 // sorts them by subscription, so that a message's operations share few
 // subscription locks, and answers them as batch messages stamped with the
 // scan's start, from a message chosen at random and around. An operation
-// whose ids poll could not act on is logged and skipped. A listing that fails, or does not finish by the deadline, fails
-// the invocation (500): the host sends none of its messages, and the next
+// poll could not act on is skipped, counted and logged (once an hour). A
+// listing that fails, or does not finish by the deadline, fails the
+// invocation (500): the host sends none of its messages, and the next
 // timer tick tries again.
 func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*functions.Result, error) {
 	// The schedule is the handler's own setting (the host sends no
@@ -78,13 +82,13 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 	defer cancel()
 
 	var ops []queuemsg.Operation
-	skipped := 0
+	skips := map[string]int{}
 	tally := telemetry.NewScanTally()
 	for p, err := range f.DB.PendingOperations(ctx) {
 		switch {
 		case errors.Is(err, database.ErrMalformed):
-			inv.Log.Error("skipping an operation item", "error", err)
-			skipped++
+			f.skip(inv, started, err.Error(), reasonItem, err)
+			skips[reasonItem]++
 			continue
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			return nil, fmt.Errorf("listing pending operations did not finish within %s (after %d); the host's functionTimeout must also leave time to write the messages", deadline, len(ops))
@@ -92,17 +96,30 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 			return nil, fmt.Errorf("list pending operations: %w", err)
 		}
 		op := queuemsg.Operation{SubscriptionID: p.PartitionKey, OperationID: p.ID}
-		// By poll's own rule: whatever scan sends, poll acts on or
-		// answers 2xx, never into the poison queue.
-		if err := op.Check(); err != nil {
-			inv.Log.Error("skipping an operation item whose ids poll cannot use", "error", err)
-			skipped++
+		// By poll's own rules: whatever scan sends, poll acts on or
+		// answers 2xx, never into the poison queue, and what poll would
+		// call invalid on every scan is not sent.
+		key := p.PartitionKey + "/" + p.ID
+		if err := op.Check(); err != nil { // its text quotes the ids, bounded
+			f.skip(inv, started, key, reasonID, err)
+			skips[reasonID]++
+			continue
+		}
+		if _, _, err := opkind.Check(arm.ProvisioningState(p.Status), arm.Request(p.Request), p.InternalID); err != nil {
+			f.skip(inv, started, key, opkind.Reason(err), err, "subscription_id", p.PartitionKey, "operation_id", p.ID)
+			skips[opkind.Reason(err)]++
 			continue
 		}
 		ops = append(ops, op)
 		if tally != nil {
 			tally.Add(p.Status, p.Request, resourceType(p.InternalID), p.StartTime, !arm.ProvisioningState(p.Status).IsTerminal())
 		}
+	}
+	f.untoldSkips(inv.Log)
+	skipped := 0
+	for reason, n := range skips {
+		telemetry.ScanSkipped(ctx, reason, n)
+		skipped += n
 	}
 	telemetry.Scanned(tally, f.now(), 2*f.Interval)
 	slices.SortFunc(ops, func(a, b queuemsg.Operation) int {

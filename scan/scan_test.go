@@ -75,13 +75,13 @@ func flat(msgs []queuemsg.Message) []string {
 }
 
 func putPending(db *databasetesting.MemoryClient, sub, id string) {
-	db.PutOperation(&database.Operation{ID: id, PartitionKey: sub, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
+	db.PutOperation(&database.Operation{ID: id, PartitionKey: sub, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted, InternalID: clusterID})
 }
 
 func TestScanListsPendingOperationsAcrossSubscriptions(t *testing.T) {
 	db := databasetesting.NewMemoryClient(time.Second)
 	put := func(sub, id string, status arm.ProvisioningState, uri string) {
-		db.PutOperation(&database.Operation{ID: id, PartitionKey: sub, Request: arm.RequestCreate, Status: status, NotificationURI: uri})
+		db.PutOperation(&database.Operation{ID: id, PartitionKey: sub, Request: arm.RequestCreate, Status: status, NotificationURI: uri, InternalID: clusterID})
 	}
 	put("sub-a", "1", arm.ProvisioningStateAccepted, "")
 	put("sub-a", "2", arm.ProvisioningStateSucceeded, "")
@@ -261,10 +261,51 @@ func TestScanSkipsOnlyTheIDsPollRefuses(t *testing.T) {
 		found := false
 		for _, line := range strings.Split(logs, "\n") {
 			found = found || strings.Contains(line, "level=ERROR") &&
-				strings.Contains(line, "skipping an operation item whose ids poll cannot use") &&
+				strings.Contains(line, "operation skipped: poll could not act on it") && strings.Contains(line, "reason=id") &&
 				strings.Contains(line, strings.Trim(fmt.Sprintf("%q", shown), `"`))
 		}
 		require.True(t, found, "no error for %.80q in\n%s", ids, logs)
 	}
 	require.Less(t, len(logs), 20_000, "ids are bounded in the log")
+}
+
+// clusterID is a cluster's internalId, for operations poll can act on.
+const clusterID = "/api/clusters_mgmt/v1/clusters/c1"
+
+// What poll would call invalid is not sent, and each such operation is
+// logged once an hour: an operator sees it without an error line every
+// scan.
+func TestScanSkipsWhatPollWouldCallInvalidAndLogsItHourly(t *testing.T) {
+	db := databasetesting.NewMemoryClient(time.Second)
+	put := func(id string, request arm.Request, internalID string) {
+		db.PutOperation(&database.Operation{ID: id, PartitionKey: "sub", Request: request,
+			Status: arm.ProvisioningStateAccepted, InternalID: internalID})
+	}
+	put("good", arm.RequestCreate, clusterID)
+	put("revoke-pool", arm.RequestRevokeCredentials, "/api/aro_hcp/v1alpha1/clusters/c1/node_pools/np")
+	put("patch", "Patch", clusterID)
+	put("nowhere", arm.RequestCreate, "/api/clusters_mgmt/v1/../secrets")
+	now := scanStart
+	fn := &scan.Function{DB: db, Now: func() time.Time { return now }}
+	skippedLines := func(logs string) int {
+		return strings.Count(logs, "operation skipped: poll could not act on it")
+	}
+
+	res, err, logs := scanLogged(t, fn, timer)
+	require.NoError(t, err)
+	require.Equal(t, []string{"sub/good"}, flat(res.Outputs[scan.OutputBinding].([]queuemsg.Message)))
+	require.Equal(t, 3, skippedLines(logs), logs)
+	for _, want := range []string{"reason=kind", "reason=request", "reason=internal_id", "operation_id=revoke-pool"} {
+		require.Contains(t, logs, want)
+	}
+
+	now = now.Add(10 * time.Second)
+	res, err, logs = scanLogged(t, fn, timer)
+	require.NoError(t, err)
+	require.Equal(t, []string{"sub/good"}, flat(res.Outputs[scan.OutputBinding].([]queuemsg.Message)))
+	require.Zero(t, skippedLines(logs), "logged again ten seconds later:\n%s", logs)
+
+	now = now.Add(time.Hour)
+	_, _, logs = scanLogged(t, fn, timer)
+	require.Equal(t, 3, skippedLines(logs), "not logged again an hour later:\n%s", logs)
 }

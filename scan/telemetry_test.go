@@ -27,6 +27,8 @@ func TestScanReportsPendingGauges(t *testing.T) {
 	const (
 		cluster  = "/api/clusters_mgmt/v1/clusters/c"
 		nodePool = "/api/aro_hcp/v1alpha1/clusters/c/node_pools/np"
+		auth     = "/api/aro_hcp/v1alpha1/clusters/c/external_auth_config/external_auths/ea"
+		cred     = "/api/clusters_mgmt/v1/clusters/c/break_glass_credentials/b"
 	)
 	put := func(id string, req arm.Request, status arm.ProvisioningState, age time.Duration, uri, internalID string) {
 		db.PutOperation(&database.Operation{ID: id, PartitionKey: "sub", Request: req, Status: status,
@@ -38,7 +40,12 @@ func TestScanReportsPendingGauges(t *testing.T) {
 	put("4", arm.RequestCreate, arm.ProvisioningStateFailed, 5*time.Hour, "https://arm.example/n", cluster) // ended, to notify
 	put("5", arm.RequestCreate, arm.ProvisioningStateSucceeded, 9*time.Hour, "", cluster)                   // not listed
 	put("6", arm.RequestCreate, arm.ProvisioningStateProvisioning, 30*time.Minute, "", nodePool)
-	put("7", arm.RequestUpdate, arm.ProvisioningStateUpdating, 10*time.Minute, "", "not a path")
+	put("7", arm.RequestUpdate, arm.ProvisioningStateUpdating, 10*time.Minute, "", "not a path") // skipped
+	put("8", arm.RequestUpdate, arm.ProvisioningStateUpdating, 10*time.Minute, "", auth)
+	put("9", arm.RequestRequestCredential, arm.ProvisioningStateAccepted, 2*time.Minute, "", cred)
+	put("10", arm.RequestRevokeCredentials, arm.ProvisioningStateDeleting, 3*time.Minute, "", cluster)
+	put("11", arm.RequestRevokeCredentials, arm.ProvisioningStateDeleting, 3*time.Minute, "", nodePool) // skipped
+	put("12", "Patch", arm.ProvisioningStateAccepted, 3*time.Minute, "", cluster)                       // skipped
 
 	messages(t, &scan.Function{DB: db})
 
@@ -46,6 +53,7 @@ func TestScanReportsPendingGauges(t *testing.T) {
 	require.NoError(t, reader.Collect(context.Background(), &rm))
 	got := map[string]int64{}
 	oldest := map[string]float64{}
+	skipped := map[string]int64{}
 	for _, m := range rm.ScopeMetrics[0].Metrics {
 		switch m.Name {
 		case telemetry.MetricScanPending:
@@ -60,14 +68,22 @@ func TestScanReportsPendingGauges(t *testing.T) {
 				typ, _ := dp.Attributes.Value(telemetry.ResourceTypeKey)
 				oldest[req.AsString()+"/"+typ.AsString()] = dp.Value
 			}
+		case telemetry.MetricScanSkipped:
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				reason, _ := dp.Attributes.Value(telemetry.ReasonKey)
+				skipped[reason.AsString()] = dp.Value
+			}
 		}
 	}
 	require.Equal(t, map[string]int64{"Accepted/Create": 1, "Provisioning/Create": 2, "Deleting/Delete": 1, "Failed/Create": 1,
-		"Updating/Update": 1}, got)
+		"Updating/Update": 1, "Accepted/RequestCredential": 1, "Deleting/RevokeCredentials": 1}, got)
 	require.Equal(t, map[string]float64{
-		"Create/cluster":  (90 * time.Minute).Seconds(), // an ended one waiting for its notification does not count
-		"Create/nodePool": (30 * time.Minute).Seconds(),
-		"Delete/cluster":  time.Hour.Seconds(),
-		"Update/unknown":  (10 * time.Minute).Seconds(),
+		"Create/cluster":                         (90 * time.Minute).Seconds(), // an ended one waiting for its notification does not count
+		"Create/nodePool":                        (30 * time.Minute).Seconds(),
+		"Delete/cluster":                         time.Hour.Seconds(),
+		"Update/externalAuth":                    (10 * time.Minute).Seconds(),
+		"RequestCredential/breakGlassCredential": (2 * time.Minute).Seconds(),
+		"RevokeCredentials/cluster":              (3 * time.Minute).Seconds(),
 	}, oldest)
+	require.Equal(t, map[string]int64{"internal_id": 1, "kind": 1, "request": 1}, skipped)
 }

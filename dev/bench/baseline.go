@@ -111,16 +111,14 @@ func (b *baseline) check(ctx context.Context, op *database.Operation) (changed b
 		if err != nil {
 			return err
 		}
-		d := clusterservice.Decision{State: arm.ProvisioningStateSucceeded, Change: cur.Status != arm.ProvisioningStateSucceeded}
+		state, cloudErr := arm.ProvisioningStateSucceeded, (*arm.CloudErrorBody)(nil)
 		if !gone {
-			d = clusterservice.Decide(id.Kind, st, cur.Request, cur.Status)
+			state, cloudErr = baselineState(st, cur)
 		}
-		if d.Change && d.Problem == "" && !cur.Status.IsTerminal() {
+		if state != cur.Status && !cur.Status.IsTerminal() {
 			next := *cur
-			next.Status, next.Error = d.State, d.Error
-			if d.State != cur.Status {
-				next.LastTransitionTime = b.now()
-			}
+			next.Status, next.Error = state, cloudErr
+			next.LastTransitionTime = b.now()
 			if _, err := b.db.ReplaceOperation(ctx, &next); err != nil {
 				return err
 			}
@@ -173,4 +171,29 @@ func (b *baseline) pass(ctx context.Context, ops []*database.Operation) passResu
 	}
 	r.End = time.Now()
 	return r
+}
+
+// baselineState maps a cluster's or node pool's state as the replaced
+// scanner did, for the states the bench's lifecycles go through; any other
+// leaves the operation as it is.
+func baselineState(st clusterservice.Status, op *database.Operation) (arm.ProvisioningState, *arm.CloudErrorBody) {
+	switch st.State {
+	case "error", "recoverable_error":
+		code := st.ErrorCode
+		if code == "" {
+			code = arm.CodeInternalServerError
+		}
+		return arm.ProvisioningStateFailed, &arm.CloudErrorBody{Code: code, Message: st.ErrorMessage}
+	case "installing":
+		return arm.ProvisioningStateProvisioning, nil
+	case "updating":
+		return arm.ProvisioningStateUpdating, nil
+	case "uninstalling":
+		return arm.ProvisioningStateDeleting, nil
+	case "ready":
+		if op.Request != arm.RequestDelete {
+			return arm.ProvisioningStateSucceeded, nil
+		}
+	}
+	return op.Status, op.Error
 }

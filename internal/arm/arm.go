@@ -49,17 +49,23 @@ type Request string
 
 // Requests as the frontend writes them.
 const (
-	RequestCreate Request = "Create"
-	RequestUpdate Request = "Update"
-	RequestDelete Request = "Delete"
+	RequestCreate            Request = "Create"
+	RequestUpdate            Request = "Update"
+	RequestDelete            Request = "Delete"
+	RequestRequestCredential Request = "RequestCredential"
+	RequestRevokeCredentials Request = "RevokeCredentials"
 )
 
 // Requests lists every request kind.
-var Requests = []Request{RequestCreate, RequestUpdate, RequestDelete}
+var Requests = []Request{RequestCreate, RequestUpdate, RequestDelete, RequestRequestCredential, RequestRevokeCredentials}
 
-// IsKnown reports whether r is Create, Update or Delete.
+// IsKnown reports whether r is one of Requests.
 func (r Request) IsKnown() bool {
-	return r == RequestCreate || r == RequestUpdate || r == RequestDelete
+	switch r {
+	case RequestCreate, RequestUpdate, RequestDelete, RequestRequestCredential, RequestRevokeCredentials:
+		return true
+	}
+	return false
 }
 
 // CloudErrorBody is the ARM error shape stored on an operation and sent to ARM.

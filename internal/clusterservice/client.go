@@ -1,6 +1,7 @@
-// Package clusterservice reads the status of clusters and node pools from
-// Cluster Service through ocm-sdk-go, and maps it onto ARM provisioning
-// states (Decide).
+// Package clusterservice reads from Cluster Service, through ocm-sdk-go,
+// what opstatus needs of each kind of operation: the status of clusters and
+// node pools, clusters and external auths themselves, and break-glass
+// credentials; and maps statuses onto ARM provisioning states (Decide).
 package clusterservice
 
 import (
@@ -58,8 +59,8 @@ var ErrNotFound = errors.New("clusterservice: not found")
 // Config.MaxReplyBytes. The reply is not read past the limit.
 var ErrReplyTooLarge = errors.New("clusterservice: reply too large")
 
-// errRefused marks a request the client would not send (wrong host or path)
-// or a redirect it would not follow.
+// errRefused marks a request the client would not send (wrong host, path or
+// query) or a redirect it would not follow.
 var errRefused = errors.New("clusterservice: request refused")
 
 // Config configures a Client.
@@ -73,8 +74,8 @@ type Config struct {
 	// ClientID, ClientSecret and TokenURL are OAuth client credentials. All
 	// empty means unauthenticated; setting only some of them is an error.
 	ClientID, ClientSecret, TokenURL string
-	// Timeout bounds each call (Status, InflightChecks), token request
-	// included. Default 10s.
+	// Timeout bounds each request, token request included: each call, and
+	// each page of Credentials. Default 10s.
 	Timeout time.Duration
 	// MaxReplyBytes bounds every reply body (Cluster Service and token
 	// endpoint). Default 1 MiB.
@@ -97,8 +98,9 @@ type Status struct {
 	Description  string
 }
 
-// Client reads statuses and inflight checks from Cluster Service. It is safe
-// for concurrent use.
+// Client reads statuses, inflight checks, objects and break-glass
+// credentials from Cluster Service, and decides nothing about them. It is
+// safe for concurrent use.
 //
 // It uses ocm-sdk-go's typed clients of the two APIs over its own transport
 // (guardTransport) and token source rather than an ocm-sdk-go Connection,
@@ -181,10 +183,13 @@ func (c *Client) Close() error {
 // that says what came back, and one whose body breaks off a transport error.
 // See IsTransient for the other errors.
 func (c *Client) Status(ctx context.Context, id InternalID) (Status, error) {
+	if id.Kind != KindCluster && id.Kind != KindNodePool {
+		return Status{}, fmt.Errorf("%w %s: only clusters and node pools have a status", errInvalidInternalID, quote(id.Path))
+	}
 	var st Status
 	var found bool
 	path := id.Path + "/status"
-	code, err := c.call(ctx, id, path, func(ctx context.Context) (err error) {
+	code, err := c.call(ctx, id, path, "", func(ctx context.Context) (err error) {
 		st, found, err = c.get(ctx, id)
 		return err
 	})
@@ -229,7 +234,7 @@ func (c *Client) InflightChecks(ctx context.Context, id InternalID) ([]InflightC
 	var checks []InflightCheck
 	var found bool
 	path := id.Path + "/inflight_checks"
-	code, err := c.call(ctx, id, path, func(ctx context.Context) (err error) {
+	code, err := c.call(ctx, id, path, "", func(ctx context.Context) (err error) {
 		checks, found, err = c.listInflightChecks(ctx, id)
 		return err
 	})
@@ -243,10 +248,11 @@ func (c *Client) InflightChecks(ctx context.Context, id InternalID) ([]InflightC
 	return checks, nil
 }
 
-// call makes send's one request, to path, as an exchange of its own, and
-// turns what the transport guard saw into the error of the call. It returns
-// the reply's HTTP status, or 0 when none came.
-func (c *Client) call(ctx context.Context, id InternalID, path string, send func(context.Context) error) (int, error) {
+// call makes send's one request, to path with the raw query string query
+// (empty for none), as an exchange of its own, and turns what the transport
+// guard saw into the error of the call. It returns the reply's HTTP status,
+// or 0 when none came.
+func (c *Client) call(ctx context.Context, id InternalID, path, query string, send func(context.Context) error) (int, error) {
 	// The fields go to ocm-sdk-go and the Path to the transport guard: only an
 	// ID exactly as ParseInternalID returns it is accepted.
 	if parsed, err := ParseInternalID(id.Path); err != nil {
@@ -257,12 +263,15 @@ func (c *Client) call(ctx context.Context, id InternalID, path string, send func
 
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	ex := &exchange{path: path}
+	ex := &exchange{path: path, query: query}
 	ctx = context.WithValue(ctx, exchangeKey{}, ex)
 
 	err := send(ctx)
 	code, tooLarge, nf := ex.result()
 	where := "GET " + path
+	if query != "" {
+		where += "?" + query
+	}
 	switch {
 	case tooLarge:
 		return code, fmt.Errorf("%s: %w", where, ErrReplyTooLarge)
@@ -484,10 +493,12 @@ func IsTransient(err error) bool {
 	return errors.As(err, &ue) && errors.Is(ue.Err, io.EOF)
 }
 
-// exchange carries one call's expectations (a Status or an InflightChecks
-// call) to the transport guard and what the guard saw back to the call.
+// exchange carries one request's expectations (a call, or one page of
+// Credentials) to the transport guard and what the guard saw back to the
+// call.
 type exchange struct {
-	path string // the only Cluster Service path this call may request
+	path  string // the only Cluster Service path this call may request
+	query string // its only raw query string, empty for none
 
 	mu       sync.Mutex
 	code     int // Cluster Service reply status
@@ -529,9 +540,10 @@ func (e *exchange) markTooLarge() {
 
 // guardTransport is the transport of both typed clients. It completes
 // their relative requests with the base URL, the User-Agent and the access
-// token, sends only the one request a call (Status, InflightChecks) expects, never follows
-// redirects, bounds reply bodies, records reply statuses and reads each 404
-// whole to tell Cluster Service's own error from any other page.
+// token, sends only the one request (path and query) an exchange expects,
+// never follows redirects, bounds reply bodies, records reply statuses and
+// reads each 404 whole to tell Cluster Service's own error from any other
+// page.
 type guardTransport struct {
 	base     *url.URL
 	maxReply int64
@@ -544,7 +556,8 @@ func (g *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch {
 	case ex == nil:
 		return nil, fmt.Errorf("%w: %s %s outside of a Client call", errRefused, req.Method, req.URL.Redacted())
-	case req.URL.IsAbs() || req.URL.Host != "" || req.Method != http.MethodGet || req.URL.Path != ex.path || req.URL.RawQuery != "":
+	case req.URL.IsAbs() || req.URL.Host != "" || req.Method != http.MethodGet || req.URL.Path != ex.path ||
+		req.URL.RawPath != "" || req.URL.RawQuery != ex.query || req.URL.ForceQuery || req.URL.Fragment != "":
 		return nil, fmt.Errorf("%w: %s %s is not the expected request", errRefused, req.Method, req.URL.Redacted())
 	}
 	// A RoundTripper must not modify its request.

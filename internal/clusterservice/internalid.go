@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-// Kind says whether an internal ID names a cluster or a node pool.
+// Kind says which kind of Cluster Service object an internal ID names: it
+// decides which call reads the object's state.
 type Kind int
 
 // Kinds of Cluster Service objects. The zero value is deliberately invalid so
@@ -14,15 +15,22 @@ type Kind int
 const (
 	KindCluster Kind = iota + 1
 	KindNodePool
+	KindExternalAuth
+	KindBreakGlassCredential
 )
 
-// String returns "cluster" or "nodePool".
+// String returns "cluster", "nodePool", "externalAuth" or
+// "breakGlassCredential": the names scan's metrics use.
 func (k Kind) String() string {
 	switch k {
 	case KindCluster:
 		return "cluster"
 	case KindNodePool:
 		return "nodePool"
+	case KindExternalAuth:
+		return "externalAuth"
+	case KindBreakGlassCredential:
+		return "breakGlassCredential"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -33,27 +41,35 @@ const (
 	APIAroHCPV1alpha1 = "aro_hcp/v1alpha1"
 )
 
-// MaxIDLength bounds the length of a cluster or node pool identifier.
+// MaxIDLength bounds the length of each identifier in an internal ID.
 // Cluster Service identifiers are 32 characters and node pool names at most
 // 15; the bound leaves room without letting arbitrary data into a URL.
 const MaxIDLength = 64
 
-// maxInputLength bounds the whole path; anything longer cannot be valid.
-const maxInputLength = len("/api/aro_hcp/v1alpha1/clusters//node_pools/") + 2*MaxIDLength
+// maxInputLength bounds the whole path: the longest form with two
+// identifiers of MaxIDLength. Anything longer cannot be valid.
+const maxInputLength = len("/api/aro_hcp/v1alpha1/clusters//external_auth_config/external_auths/") + 2*MaxIDLength
 
 // InternalID is a parsed Cluster Service path, the `internalId` of an
 // operation or resource item.
 type InternalID struct {
 	// Path is the path exactly as accepted, e.g. /api/aro_hcp/v1alpha1/clusters/abc.
 	Path string
-	// Kind is KindCluster or KindNodePool.
+	// Kind is KindCluster, KindNodePool, KindExternalAuth or
+	// KindBreakGlassCredential.
 	Kind Kind
 	// API is APIClustersMgmtV1 or APIAroHCPV1alpha1.
 	API string
-	// ClusterID is the cluster identifier.
+	// ClusterID is the cluster identifier, of the cluster itself or of the
+	// cluster the object belongs to.
 	ClusterID string
-	// NodePoolID is the node pool identifier, empty for a cluster.
+	// NodePoolID is the node pool identifier, empty for other kinds.
 	NodePoolID string
+	// ExternalAuthID is the external auth identifier, empty for other kinds.
+	ExternalAuthID string
+	// CredentialID is the break-glass credential identifier, empty for other
+	// kinds.
+	CredentialID string
 }
 
 // String returns the path.
@@ -64,8 +80,13 @@ func (id InternalID) String() string { return id.Path }
 // (which the client hands to ocm-sdk-go) and Path can never disagree.
 func (id InternalID) render() string {
 	p := "/api/" + id.API + "/clusters/" + id.ClusterID
-	if id.Kind == KindNodePool {
+	switch id.Kind {
+	case KindNodePool:
 		p += "/node_pools/" + id.NodePoolID
+	case KindExternalAuth:
+		p += "/external_auth_config/external_auths/" + id.ExternalAuthID
+	case KindBreakGlassCredential:
+		p += "/break_glass_credentials/" + id.CredentialID
 	}
 	return p
 }
@@ -78,8 +99,10 @@ var errInvalidInternalID = errors.New("invalid Cluster Service internal ID")
 //	/api/clusters_mgmt/v1/clusters/{id}
 //	/api/aro_hcp/v1alpha1/clusters/{id}
 //	/api/aro_hcp/v1alpha1/clusters/{id}/node_pools/{np}
+//	/api/aro_hcp/v1alpha1/clusters/{id}/external_auth_config/external_auths/{ea}
+//	/api/clusters_mgmt/v1/clusters/{id}/break_glass_credentials/{bgc}
 //
-// where {id} and {np} are 1 to MaxIDLength letters, digits, '-' or '_'.
+// where each identifier is 1 to MaxIDLength letters, digits, '-' or '_'.
 // Everything else is rejected with an error saying what is wrong: URLs,
 // relative paths, '.' and '..' segments, percent-encoding, query strings,
 // fragments, empty segments, trailing slashes, control and non-ASCII
@@ -140,31 +163,44 @@ func checkSyntax(s string) error {
 }
 
 // parseSegments matches the segments after the leading slash against the
-// three known shapes.
+// known shapes. Each kind lives in one API only, the one whose ocm-sdk-go
+// client reads it.
 func parseSegments(seg []string) (InternalID, error) {
 	for _, sg := range seg {
 		if sg == "." || sg == ".." {
 			return InternalID{}, errors.New("'.' and '..' segments are not allowed")
 		}
 	}
+	cm := len(seg) >= 5 && seg[0] == "api" && seg[1] == "clusters_mgmt" && seg[2] == "v1" && seg[3] == "clusters"
+	hcp := len(seg) >= 5 && seg[0] == "api" && seg[1] == "aro_hcp" && seg[2] == "v1alpha1" && seg[3] == "clusters"
 	var id InternalID
+	var child struct{ what, value string }
 	switch {
-	case len(seg) == 5 && seg[0] == "api" && seg[1] == "clusters_mgmt" && seg[2] == "v1" && seg[3] == "clusters":
+	case cm && len(seg) == 5:
 		id = InternalID{Kind: KindCluster, API: APIClustersMgmtV1, ClusterID: seg[4]}
-	case len(seg) == 5 && seg[0] == "api" && seg[1] == "aro_hcp" && seg[2] == "v1alpha1" && seg[3] == "clusters":
+	case hcp && len(seg) == 5:
 		id = InternalID{Kind: KindCluster, API: APIAroHCPV1alpha1, ClusterID: seg[4]}
-	case len(seg) == 7 && seg[0] == "api" && seg[1] == "aro_hcp" && seg[2] == "v1alpha1" && seg[3] == "clusters" && seg[5] == "node_pools":
+	case hcp && len(seg) == 7 && seg[5] == "node_pools":
 		id = InternalID{Kind: KindNodePool, API: APIAroHCPV1alpha1, ClusterID: seg[4], NodePoolID: seg[6]}
+		child.what, child.value = "node pool ID", seg[6]
+	case hcp && len(seg) == 8 && seg[5] == "external_auth_config" && seg[6] == "external_auths":
+		id = InternalID{Kind: KindExternalAuth, API: APIAroHCPV1alpha1, ClusterID: seg[4], ExternalAuthID: seg[7]}
+		child.what, child.value = "external auth ID", seg[7]
+	case cm && len(seg) == 7 && seg[5] == "break_glass_credentials":
+		id = InternalID{Kind: KindBreakGlassCredential, API: APIClustersMgmtV1, ClusterID: seg[4], CredentialID: seg[6]}
+		child.what, child.value = "break-glass credential ID", seg[6]
 	default:
 		return InternalID{}, errors.New("not a known Cluster Service path; want " +
-			"/api/clusters_mgmt/v1/clusters/{id}, /api/aro_hcp/v1alpha1/clusters/{id} " +
-			"or /api/aro_hcp/v1alpha1/clusters/{id}/node_pools/{np}")
+			"/api/clusters_mgmt/v1/clusters/{id}, /api/aro_hcp/v1alpha1/clusters/{id}, " +
+			"/api/aro_hcp/v1alpha1/clusters/{id}/node_pools/{np}, " +
+			"/api/aro_hcp/v1alpha1/clusters/{id}/external_auth_config/external_auths/{ea} " +
+			"or /api/clusters_mgmt/v1/clusters/{id}/break_glass_credentials/{bgc}")
 	}
 	if err := checkIdentifier("cluster ID", id.ClusterID); err != nil {
 		return InternalID{}, err
 	}
-	if id.Kind == KindNodePool {
-		if err := checkIdentifier("node pool ID", id.NodePoolID); err != nil {
+	if child.what != "" {
+		if err := checkIdentifier(child.what, child.value); err != nil {
 			return InternalID{}, err
 		}
 	}

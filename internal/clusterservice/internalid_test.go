@@ -1,6 +1,7 @@
 package clusterservice
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -22,6 +23,14 @@ func TestParseInternalIDAccepted(t *testing.T) {
 		{"/api/aro_hcp/v1alpha1/clusters/" + long + "/node_pools/" + long,
 			InternalID{Kind: KindNodePool, API: APIAroHCPV1alpha1, ClusterID: long, NodePoolID: long}},
 		{"/api/clusters_mgmt/v1/clusters/-", InternalID{Kind: KindCluster, API: APIClustersMgmtV1, ClusterID: "-"}},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config/external_auths/ea-1_X",
+			InternalID{Kind: KindExternalAuth, API: APIAroHCPV1alpha1, ClusterID: "abc", ExternalAuthID: "ea-1_X"}},
+		{"/api/aro_hcp/v1alpha1/clusters/" + long + "/external_auth_config/external_auths/" + long,
+			InternalID{Kind: KindExternalAuth, API: APIAroHCPV1alpha1, ClusterID: long, ExternalAuthID: long}},
+		{"/api/clusters_mgmt/v1/clusters/2a3b4c5d6e7f8g9h0i1j2k3l4m5n6o7p/break_glass_credentials/2q3r4s5t6u7v8w9x0y1z",
+			InternalID{Kind: KindBreakGlassCredential, API: APIClustersMgmtV1, ClusterID: "2a3b4c5d6e7f8g9h0i1j2k3l4m5n6o7p", CredentialID: "2q3r4s5t6u7v8w9x0y1z"}},
+		{"/api/clusters_mgmt/v1/clusters/" + long + "/break_glass_credentials/" + long,
+			InternalID{Kind: KindBreakGlassCredential, API: APIClustersMgmtV1, ClusterID: long, CredentialID: long}},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			got, err := ParseInternalID(tc.in)
@@ -87,6 +96,40 @@ func TestParseInternalIDRejected(t *testing.T) {
 		{"/api/aro_hcp/v1alpha1/clusters/abc/node_pools/" + strings.Repeat("n", MaxIDLength+1), "node pool ID must be 1 to 64"},
 		{"/api/clusters_mgmt/v1/clusters/" + strings.Repeat("a", 1000), "longer than"},
 		{" /api/clusters_mgmt/v1/clusters/abc", "absolute path"},
+		// External auths: aro_hcp only, exactly these segments.
+		{"/api/clusters_mgmt/v1/clusters/abc/external_auth_config/external_auths/ea", "not a known Cluster Service path"},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config/external_auths", "not a known Cluster Service path"},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config/external_auths/", "trailing slash"},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config", "not a known Cluster Service path"},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config/ea", "not a known Cluster Service path"},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/external_auths/ea", "not a known Cluster Service path"},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config/external_auths/ea/status", "not a known Cluster Service path"},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config/external_auths/ea/x/y", "not a known Cluster Service path"},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/external_auth_configs/external_auths/ea", "not a known Cluster Service path"},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/node_pools/np/external_auth_config/external_auths/ea", "not a known Cluster Service path"},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config/external_auths/..", "'..'"},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config/../node_pools/np", "'..'"},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config/external_auths/%2e%2e", "percent-encoding"},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config/external_auths/e%61", "percent-encoding"},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config/external_auths/e.a", "external auth ID contains '.'"},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config/external_auths/" + strings.Repeat("e", MaxIDLength+1),
+			"external auth ID must be 1 to 64"},
+		{"/api/aro_hcp/v1alpha1/clusters/a.b/external_auth_config/external_auths/ea", "cluster ID contains '.'"},
+		// Break-glass credentials: clusters_mgmt only, exactly these segments.
+		{"/api/aro_hcp/v1alpha1/clusters/abc/break_glass_credentials/bgc", "not a known Cluster Service path"},
+		{"/api/clusters_mgmt/v1/clusters/abc/break_glass_credentials", "not a known Cluster Service path"},
+		{"/api/clusters_mgmt/v1/clusters/abc/break_glass_credentials/", "trailing slash"},
+		{"/api/clusters_mgmt/v1/clusters/abc/break_glass_credentials/bgc/", "trailing slash"},
+		{"/api/clusters_mgmt/v1/clusters/abc/break_glass_credentials/bgc/kubeconfig", "not a known Cluster Service path"},
+		{"/api/clusters_mgmt/v1/clusters/abc/break_glass_credential/bgc", "not a known Cluster Service path"},
+		{"/api/clusters_mgmt/v1/clusters/abc/break_glass_credentials/bgc?page=2", "query"},
+		{"/api/clusters_mgmt/v1/clusters/abc/break_glass_credentials/..", "'..'"},
+		{"/api/clusters_mgmt/v1/clusters/abc/break_glass_credentials/%2e%2e", "percent-encoding"},
+		{"/api/clusters_mgmt/v1/clusters/abc/break_glass_credentials//bgc", "empty path segment"},
+		{"/api/clusters_mgmt/v1/clusters/abc/break_glass_credentials/b:c", "break-glass credential ID contains ':'"},
+		{"/api/clusters_mgmt/v1/clusters/abc/break_glass_credentials/" + strings.Repeat("b", MaxIDLength+1),
+			"break-glass credential ID must be 1 to 64"},
+		{"/api/clusters_mgmt/v1/clusters/abc/break_glass_credentials/" + strings.Repeat("b", 1000), "longer than"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			got, err := ParseInternalID(tc.in)
@@ -102,8 +145,17 @@ func TestParseInternalIDRejected(t *testing.T) {
 func TestKindString(t *testing.T) {
 	require.Equal(t, "cluster", KindCluster.String())
 	require.Equal(t, "nodePool", KindNodePool.String())
+	require.Equal(t, "externalAuth", KindExternalAuth.String())
+	require.Equal(t, "breakGlassCredential", KindBreakGlassCredential.String())
 	require.Equal(t, "Kind(0)", Kind(0).String())
 }
+
+// knownPath is the internalId forms of ARCHITECTURE.md, written apart from
+// the parser.
+var knownPath = regexp.MustCompile(`^/api/(` +
+	`clusters_mgmt/v1/clusters/[A-Za-z0-9_-]{1,64}(/break_glass_credentials/[A-Za-z0-9_-]{1,64})?` + `|` +
+	`aro_hcp/v1alpha1/clusters/[A-Za-z0-9_-]{1,64}(/node_pools/[A-Za-z0-9_-]{1,64}|/external_auth_config/external_auths/[A-Za-z0-9_-]{1,64})?` +
+	`)$`)
 
 // FuzzParseInternalID: never panics; whatever is accepted re-renders exactly
 // and carries nothing that could steer a request elsewhere.
@@ -111,6 +163,8 @@ func FuzzParseInternalID(f *testing.F) {
 	// More seeds live in testdata/fuzz/FuzzParseInternalID.
 	f.Add("/api/clusters_mgmt/v1/clusters/abc")
 	f.Add("/api/aro_hcp/v1alpha1/clusters/abc/node_pools/np")
+	f.Add("/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config/external_auths/ea")
+	f.Add("/api/clusters_mgmt/v1/clusters/abc/break_glass_credentials/bgc")
 	f.Fuzz(func(t *testing.T, s string) {
 		id, err := ParseInternalID(s)
 		if err != nil {
@@ -123,9 +177,14 @@ func FuzzParseInternalID(f *testing.F) {
 			require.NotContains(t, s, bad)
 		}
 		require.True(t, strings.HasPrefix(s, "/api/"))
-		require.Contains(t, []Kind{KindCluster, KindNodePool}, id.Kind)
+		require.Contains(t, []Kind{KindCluster, KindNodePool, KindExternalAuth, KindBreakGlassCredential}, id.Kind)
 		require.Contains(t, []string{APIClustersMgmtV1, APIAroHCPV1alpha1}, id.API)
 		require.Equal(t, id.Kind == KindNodePool, id.NodePoolID != "")
+		require.Equal(t, id.Kind == KindExternalAuth, id.ExternalAuthID != "")
+		require.Equal(t, id.Kind == KindBreakGlassCredential, id.CredentialID != "")
+		// Matched independently of the parser: one of the forms of
+		// ARCHITECTURE.md's table, nothing else.
+		require.Regexp(t, knownPath, s)
 		// Parsing is stable.
 		again, err := ParseInternalID(id.render())
 		require.NoError(t, err)

@@ -84,7 +84,6 @@ func cosmosStore(t *testing.T, lockTTL time.Duration) store {
 		testenv.ContainerSpec{Name: "Locks", PartitionKeyPath: "/id", DefaultTTL: ttl},
 	))
 	cfg := cosmosConfig(t, name)
-	cfg.PendingDetails = true
 	fe, err := frontend.New(cosmos.Endpoint, cosmos.Key, name)
 	require.NoError(t, err)
 	client, err := testenv.NewCosmosClient(cosmos.Endpoint, cosmos.Key)

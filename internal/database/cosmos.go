@@ -36,10 +36,6 @@ type CosmosConfig struct {
 	// TracingProvider traces the client's calls and requests; the zero
 	// value traces nothing.
 	TracingProvider tracing.Provider
-	// PendingDetails makes PendingOperations read each operation's status,
-	// request, startTime and internalId too, which scan's metrics count; the listing
-	// then costs more.
-	PendingDetails bool
 }
 
 // CosmosClient is the DBClient for Cosmos DB.
@@ -51,7 +47,6 @@ type CosmosClient struct {
 	locks      *cosmosLocks
 	billing    *azcosmos.ContainerClient
 	pageSize   int32
-	details    bool // PendingDetails
 }
 
 var _ DBClient = (*CosmosClient)(nil)
@@ -105,7 +100,7 @@ func NewCosmosClient(cfg CosmosConfig) (*CosmosClient, error) {
 		}
 		return c, nil
 	}
-	c := &CosmosClient{client: client, database: cfg.Database, pageSize: cfg.PageSize, details: cfg.PendingDetails}
+	c := &CosmosClient{client: client, database: cfg.Database, pageSize: cfg.PageSize}
 	if c.pageSize <= 0 {
 		c.pageSize = 1000
 	}
@@ -142,12 +137,10 @@ func (c *CosmosClient) ReadContainer(ctx context.Context, name string) error {
 }
 
 // pendingQuery keeps the filter on the server and projects only what a queue
-// message needs; pendingDetailsQuery also what scan counts the operations by.
-var (
-	pendingFilter       = " FROM c WHERE c.status NOT IN (" + quoted(arm.TerminalStates) + ")" + " OR (IS_STRING(c.notificationUri) AND LENGTH(c.notificationUri) > 0)"
-	pendingQuery        = "SELECT c.id, c.partitionKey" + pendingFilter
-	pendingDetailsQuery = "SELECT c.id, c.partitionKey, c.status, c.request, c.startTime, c.internalId" + pendingFilter
-)
+// message needs, what scan decides by whether poll can act on an operation,
+// and what scan's metrics count.
+var pendingQuery = "SELECT c.id, c.partitionKey, c.status, c.request, c.startTime, c.internalId FROM c WHERE c.status NOT IN (" +
+	quoted(arm.TerminalStates) + ")" + " OR (IS_STRING(c.notificationUri) AND LENGTH(c.notificationUri) > 0)"
 
 // quoted lists states as SQL string literals: 'Succeeded','Failed',...
 func quoted(states []arm.ProvisioningState) string {
@@ -161,11 +154,7 @@ func quoted(states []arm.ProvisioningState) string {
 // PendingOperations pages through one cross-partition query.
 func (c *CosmosClient) PendingOperations(ctx context.Context) iter.Seq2[PendingOperation, error] {
 	return func(yield func(PendingOperation, error) bool) {
-		query := pendingQuery
-		if c.details {
-			query = pendingDetailsQuery
-		}
-		pager := c.operations.NewQueryItemsPager(query, azcosmos.NewPartitionKey(),
+		pager := c.operations.NewQueryItemsPager(pendingQuery, azcosmos.NewPartitionKey(),
 			&azcosmos.QueryOptions{PageSizeHint: c.pageSize})
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
@@ -181,9 +170,7 @@ func (c *CosmosClient) PendingOperations(ctx context.Context) iter.Seq2[PendingO
 					}
 					continue
 				}
-				if c.details {
-					p.ReadDetails(raw)
-				}
+				p.ReadDetails(raw)
 				if !yield(p, nil) {
 					return
 				}

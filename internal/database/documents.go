@@ -87,17 +87,14 @@ func (o *Operation) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Validate reports the first field that opstatus needs and the item lacks.
+// Validate reports an item without the ids opstatus needs to write it; its
+// status, request and internalId are judged by opkind.Check.
 func (o *Operation) Validate() error {
 	switch {
 	case o.ID == "":
 		return fmt.Errorf("operation item has no id")
 	case o.PartitionKey == "":
 		return fmt.Errorf("operation %q has no partitionKey", o.ID)
-	case !o.Request.IsKnown():
-		return fmt.Errorf("operation %q has unknown request %q", o.ID, o.Request)
-	case !o.Status.IsKnown():
-		return fmt.Errorf("operation %q has unknown status %q", o.ID, o.Status)
 	}
 	return nil
 }
@@ -198,11 +195,10 @@ type Lock struct {
 	TTL   int    `json:"ttl,omitempty"`
 }
 
-// PendingOperation is what scan needs of an operation to enqueue it, and,
-// when the listing reads them (CosmosConfig.PendingDetails), to count it:
-// Status, Request, StartTime and InternalID, as the item has them, or zero
-// when it has none or they do not decode. They never keep an operation from
-// being listed.
+// PendingOperation is what scan needs of an operation to enqueue it, to
+// tell whether poll can act on it, and to count it: Status, Request,
+// StartTime and InternalID, as the item has them, or zero when it has none
+// or they do not decode. They never keep an operation from being listed.
 type PendingOperation struct {
 	ID           string    `json:"id"`
 	PartitionKey string    `json:"partitionKey"`

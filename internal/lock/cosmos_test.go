@@ -175,7 +175,7 @@ func TestLockCosmosDroppedCreateAnswer(t *testing.T) {
 	}})
 	db, err := database.NewCosmosClient(database.CosmosConfig{
 		Endpoint: proxy.URL(), Database: name, Key: cosmos.Key, InsecureSkipVerify: true,
-		OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks",
+		OperationsContainer: "Operations", ResourcesContainer: "Resources", LocksContainer: "Locks", BillingContainer: "Billing",
 	})
 	require.NoError(t, err)
 	fe, err := frontend.New(cosmos.Endpoint, cosmos.Key, name)

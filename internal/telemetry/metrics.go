@@ -39,6 +39,9 @@ const (
 	// MetricPastDeadline counts the operations poll ended Failed because
 	// they passed their deadline, by request.
 	MetricPastDeadline = "opstatus.operations.past_deadline"
+	// MetricScanSkipped counts the operations scans did not send because
+	// poll could not act on them, by reason.
+	MetricScanSkipped = "opstatus.scan.skipped"
 )
 
 // Metric attribute keys.
@@ -48,7 +51,10 @@ const (
 	StatusCodeKey = attribute.Key("status_code")
 	StatusKey     = attribute.Key("status")
 	AcquiredKey   = attribute.Key("acquired")
-	// ResourceTypeKey is cluster, nodePool or unknown.
+	ReasonKey     = attribute.Key("reason")
+	// ResourceTypeKey is the kind of Cluster Service object an
+	// operation's internalId names (cluster, nodePool, externalAuth,
+	// breakGlassCredential), or unknown.
 	ResourceTypeKey = attribute.Key("resource_type")
 )
 
@@ -71,6 +77,7 @@ type instruments struct {
 	lockWait       metric.Float64Histogram
 	messageAge     metric.Float64Histogram
 	pastDeadline   metric.Int64Counter
+	scanSkipped    metric.Int64Counter
 	scanPending    metric.Int64ObservableGauge
 	scanOldest     metric.Float64ObservableGauge
 
@@ -79,7 +86,7 @@ type instruments struct {
 
 func newInstruments(m metric.Meter) (*instruments, error) {
 	i := &instruments{}
-	var errs [8]error
+	var errs [9]error
 	i.pollOperations, errs[0] = m.Int64Counter(MetricPollOperations, metric.WithUnit("{operation}"),
 		metric.WithDescription("Operations poll handled, by outcome and request."))
 	i.pollDuration, errs[1] = m.Float64Histogram(MetricPollDuration, metric.WithUnit("s"),
@@ -98,6 +105,8 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		metric.WithDescription("Operations the last scan listed, by status and request."))
 	i.scanOldest, errs[7] = m.Float64ObservableGauge(MetricScanOldest, metric.WithUnit("s"),
 		metric.WithDescription("Age of the oldest unfinished operation the last scan listed, by request and resource type."))
+	i.scanSkipped, errs[8] = m.Int64Counter(MetricScanSkipped, metric.WithUnit("{operation}"),
+		metric.WithDescription("Operations scans did not send because poll could not act on them, by reason."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
@@ -199,8 +208,8 @@ func NewScanTally() *ScanTally {
 	return &ScanTally{pending: map[scanKey]int64{}, oldest: map[ageKey]time.Time{}}
 }
 
-// Add counts one listed operation of a resource of resourceType (cluster,
-// nodePool or unknown). unfinished says whether its status is not
+// Add counts one listed operation of a resource of resourceType (see
+// ResourceTypeKey). unfinished says whether its status is not
 // terminal; only those count for the oldest age. A zero start is left out
 // of it.
 func (t *ScanTally) Add(status, request, resourceType string, start time.Time, unfinished bool) {
@@ -239,4 +248,11 @@ func Scanned(t *ScanTally, now time.Time, validFor time.Duration) {
 		t.until = now.Add(validFor)
 	}
 	m.lastScan.Store(t)
+}
+
+// ScanSkipped counts n operations a scan did not send, for reason.
+func ScanSkipped(ctx context.Context, reason string, n int) {
+	if m := meters(); m != nil && n > 0 {
+		m.scanSkipped.Add(ctx, int64(n), metric.WithAttributes(ReasonKey.String(reason)))
+	}
 }

@@ -405,3 +405,17 @@ func TestErrorLogIsRateLimited(t *testing.T) {
 	require.Equal(t, 2, strings.Count(log.String(), "OpenTelemetry export failed"))
 	require.Contains(t, log.String(), "errors_not_logged=4")
 }
+
+func TestClusterServiceSpanNames(t *testing.T) {
+	for p, want := range map[string]string{
+		"/api/clusters_mgmt/v1/clusters/abc/status":                                  "cluster service status",
+		"/api/aro_hcp/v1alpha1/clusters/abc/inflight_checks":                         "cluster service inflight_checks",
+		"/api/aro_hcp/v1alpha1/clusters/abc":                                         "cluster service cluster",
+		"/api/aro_hcp/v1alpha1/clusters/abc/node_pools/np/status":                    "cluster service status",
+		"/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config/external_auths/ea1": "cluster service external_auth",
+		"/api/clusters_mgmt/v1/clusters/abc/break_glass_credentials/b1":              "cluster service break_glass_credential",
+		"/api/clusters_mgmt/v1/clusters/abc/break_glass_credentials":                 "cluster service break_glass_credentials",
+	} {
+		require.Equal(t, want, clusterServiceSpan(p), p)
+	}
+}

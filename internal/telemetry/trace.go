@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +30,11 @@ const (
 	ClusterStateKey    = attribute.Key("cs.cluster.state")
 	NodePoolIDKey      = attribute.Key("cs.nodepool.id")
 	NodePoolStateKey   = attribute.Key("cs.nodepool.state")
+
+	ExternalAuthIDKey    = attribute.Key("cs.externalauth.id")
+	ExternalAuthStateKey = attribute.Key("cs.externalauth.state")
+	CredentialIDKey      = attribute.Key("cs.break_glass_credential.id")
+	CredentialStatusKey  = attribute.Key("cs.break_glass_credential.status")
 )
 
 // Span names.
@@ -163,6 +169,19 @@ type transport struct {
 	next http.RoundTripper
 }
 
+// clusterServiceSpan names the span of a request to p after what it asks
+// (status, inflight_checks, break_glass_credentials), or, for the GET of an
+// object, after its collection: never after an id, which would make a
+// span name of every object.
+func clusterServiceSpan(p string) string {
+	dir, last := path.Split(p)
+	switch last {
+	case "status", "inflight_checks", "break_glass_credentials":
+		return clusterServicePrefix + last
+	}
+	return clusterServicePrefix + strings.TrimSuffix(path.Base(dir), "s")
+}
+
 // RoundTrip sends req through the next transport, timing it.
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	s := load()
@@ -172,7 +191,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	ctx, span := req.Context(), noSpan
 	if s.tracer != nil {
-		ctx, span = s.tracer.Start(ctx, clusterServicePrefix+path.Base(req.URL.Path), trace.WithSpanKind(trace.SpanKindClient),
+		ctx, span = s.tracer.Start(ctx, clusterServiceSpan(req.URL.Path), trace.WithSpanKind(trace.SpanKindClient),
 			trace.WithAttributes(httpMethodKey.String(req.Method), urlFullKey.String(redacted(req)),
 				serverAddrKey.String(req.URL.Hostname())))
 		// A RoundTripper must not change its request: the trace context

@@ -25,8 +25,7 @@ import (
 // database.CosmosClient does against Cosmos DB: the same items, etags,
 // sentinel errors, partitions, query filters and lock expiry. Items are
 // stored as JSON, so fields opstatus does not know round-trip as they do
-// through Cosmos. PendingOperations lists as a CosmosClient with
-// CosmosConfig.PendingDetails set.
+// through Cosmos.
 type MemoryClient struct {
 	mu         sync.Mutex
 	seq        int
