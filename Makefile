@@ -15,6 +15,13 @@ export GOFLAGS GOTOOLCHAIN
 build:
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags='-s -w' -o handler .
 
+## package: dist/opstatus.zip, the deployment package as Core Tools builds it
+## for a custom handler: what .funcignore lets in, the handler with mode 0777
+## (host.json names it), host.json and the function.json files with 0666
+.PHONY: package
+package: build
+	$(GO) run ./dev/package -o dist/opstatus.zip
+
 ## test: gofmt and vet, then every unit and integration test
 test: build
 	@unformatted="$$(gofmt -l .)"; test -z "$$unformatted" || { echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; }
@@ -44,7 +51,7 @@ fuzz:
 	$(GO) test ./internal/clusterservice -run '^$$' -fuzz FuzzClientRequests -fuzztime 30s
 
 clean:
-	rm -f handler
+	rm -rf handler dist
 
 ## func-start: like run, under the real Functions host (needs Azure Functions
 ## Core Tools, which cannot be installed on the development machines)

@@ -117,7 +117,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 
 	timeout := functionTimeout(logger)
 	hostname, _ := os.Hostname()
-	pollFn := &poll.Function{
+	pollFn := poll.New(poll.Config{
 		DB:          db,
 		Cluster:     cs,
 		Locker:      locker,
@@ -129,7 +129,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		Location:    cfg.Location,
 		Deadlines: poll.Deadlines{Create: cfg.CreateDeadline, Update: cfg.UpdateDeadline, Delete: cfg.DeleteDeadline,
 			RequestCredential: cfg.RequestCredentialDeadline, RevokeCredentials: cfg.RevokeCredentialsDeadline},
-	}
+	})
 	// The host writes scan's messages after its answer, within the same
 	// functionTimeout: the listing takes at most a quarter of it.
 	scanFn := &scan.Function{DB: db, Deadline: timeout / 4, Interval: pollFn.Interval}

@@ -176,12 +176,14 @@ func slowInstalling(t *testing.T, seen func(*http.Request) (done func())) *clust
 func TestClusterServiceCallsAreCapped(t *testing.T) {
 	f := newFixture(t)
 	var inFlight, peak atomic.Int32
-	f.fn.Cluster, f.fn.MaxInFlight = slowInstalling(t, func(*http.Request) (done func()) {
-		n := inFlight.Add(1)
-		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-		}
-		return func() { inFlight.Add(-1) }
-	}), 3
+	f.reconfigure(func(c *poll.Config) {
+		c.Cluster, c.MaxInFlight = slowInstalling(t, func(*http.Request) (done func()) {
+			n := inFlight.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			return func() { inFlight.Add(-1) }
+		}), 3
+	})
 	var ops []string
 	for i := range 40 {
 		id := fmt.Sprintf("op-%d", i)
@@ -206,16 +208,18 @@ func TestMessagesTakeSlotsInTurn(t *testing.T) {
 	var mu sync.Mutex
 	var order []string
 	first := make(chan struct{}, 1)
-	f.fn.Cluster, f.fn.MaxInFlight = slowInstalling(t, func(r *http.Request) (done func()) {
-		mu.Lock()
-		order = append(order, path.Base(path.Dir(r.URL.Path))) // .../clusters/{id}/status
-		mu.Unlock()
-		select {
-		case first <- struct{}{}:
-		default:
-		}
-		return func() {}
-	}), 2
+	f.reconfigure(func(c *poll.Config) {
+		c.Cluster, c.MaxInFlight = slowInstalling(t, func(r *http.Request) (done func()) {
+			mu.Lock()
+			order = append(order, path.Base(path.Dir(r.URL.Path))) // .../clusters/{id}/status
+			mu.Unlock()
+			select {
+			case first <- struct{}{}:
+			default:
+			}
+			return func() {}
+		}), 2
+	})
 	ops := map[string][]string{}
 	for _, m := range []string{"a", "b"} {
 		for i := range 6 {

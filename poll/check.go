@@ -11,17 +11,18 @@ import (
 )
 
 // change is a write an operation needs: what Cluster Service said, on which
-// the decision is made again on a fresh read of the operation under the
-// lock (decide), and the cluster object a succeeded Create bills from.
+// the decision is made again under the lock (decide), the cluster object a
+// succeeded Create bills from, and the Resources item the write moves.
 type change struct {
-	kind    opkind.Kind
-	id      clusterservice.InternalID
-	said    said
-	cluster *clusterservice.Cluster // with billingOpen
+	kind     opkind.Kind
+	id       clusterservice.InternalID
+	said     said
+	cluster  *clusterservice.Cluster // with billingOpen
+	resource *resourceRead           // the Resources item as read with the operation
 }
 
 // check reads one operation and asks Cluster Service about it, without the
-// lock, in one of the process's slots (Function.places). It gathers what
+// lock, in a place of the process's checks gate (see New). It gathers what
 // the decision needs and leaves in the item the outcome, or the change to
 // write under the lock, or the ended operation to notify ARM of.
 func (r *run) check(ctx context.Context, it *item) {
@@ -93,6 +94,9 @@ func (r *run) check(ctx context.Context, it *item) {
 		}
 		c.cluster = &cluster
 	}
+	if kind.WritesResources() {
+		c.resource = r.f.readResource(ctx, op)
+	}
 	it.change = c
 }
 
@@ -114,7 +118,6 @@ func (r *run) ask(ctx context.Context, it *item, kind opkind.Kind, id clusterser
 	default:
 		return s, fmt.Errorf("no Cluster Service call for kind %q", kind)
 	}
-	traceSaid(ctx, kind, id, s)
 	if errors.Is(err, clusterservice.ErrNotFound) {
 		return said{gone: true}, nil
 	}

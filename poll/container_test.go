@@ -68,7 +68,7 @@ func TestFinishedDeleteWithAMissingResourcesContainerIsDeferred(t *testing.T) {
 			LocksContainer: frontend.LocksContainer, BillingContainer: frontend.BillingContainer,
 		})
 		require.NoError(t, err)
-		fn := &poll.Function{
+		fn := poll.New(poll.Config{
 			DB:       db,
 			Cluster:  client,
 			Locker:   lock.New(db.Locks(), lock.Options{Wait: 2 * time.Second, RetryInterval: 50 * time.Millisecond}),
@@ -76,7 +76,7 @@ func TestFinishedDeleteWithAMissingResourcesContainerIsDeferred(t *testing.T) {
 			Owner:    "opstatus-test",
 			Now:      func() time.Time { return now },
 			Interval: 10 * time.Second,
-		}
+		})
 		var logs bytes.Buffer
 		res, err := fn.Handle(ctx, &functions.Invocation{
 			ID:       "inv-1",

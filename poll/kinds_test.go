@@ -171,28 +171,33 @@ func TestKindAndRequestThatDoNotGoTogetherAreInvalid(t *testing.T) {
 	}
 }
 
+// unchangedByKind is an unfinished operation of each kind and a Cluster
+// Service that says nothing new about it.
+var unchangedByKind = []struct {
+	kind string
+	op   database.Operation
+	set  func(*fakeCS)
+}{
+	{"cluster", database.Operation{Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning},
+		func(cs *fakeCS) { cs.set(clusterCS, 200, clusterStatus("installing")) }},
+	{"nodePool", database.Operation{Request: arm.RequestUpdate, Status: arm.ProvisioningStateUpdating, InternalID: clusterCS + "/node_pools/np"},
+		func(cs *fakeCS) {
+			cs.set(clusterCS+"/node_pools/np", 200, `{"kind":"NodePoolStatus","id":"np","state":{"kind":"NodePoolState","value":"updating"}}`)
+		}},
+	{"externalAuth", database.Operation{Request: arm.RequestDelete, Status: arm.ProvisioningStateDeleting, InternalID: authCS},
+		func(cs *fakeCS) { cs.setObject(authCS, 200, externalAuth("uninstalling", "")) }},
+	{"credentialRequest", database.Operation{Request: arm.RequestRequestCredential, Status: arm.ProvisioningStateProvisioning, InternalID: credCS},
+		func(cs *fakeCS) { cs.setObject(credCS, 200, credential("b1", "created", farFuture)) }},
+	{"credentialRevocation", database.Operation{Request: arm.RequestRevokeCredentials, Status: arm.ProvisioningStateDeleting},
+		func(cs *fakeCS) { cs.setCredentials(credential("b1", "awaiting_revocation", farFuture)) }},
+}
+
+var farFuture = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // An unchanged operation costs one Cosmos read and one Cluster Service
 // call, whatever its kind.
 func TestUnchangedCostsOneReadAndOneCallForEveryKind(t *testing.T) {
-	later := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		kind string
-		op   database.Operation
-		set  func(*fakeCS)
-	}{
-		{"cluster", database.Operation{Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning},
-			func(cs *fakeCS) { cs.set(clusterCS, 200, clusterStatus("installing")) }},
-		{"node pool", database.Operation{Request: arm.RequestUpdate, Status: arm.ProvisioningStateUpdating, InternalID: clusterCS + "/node_pools/np"},
-			func(cs *fakeCS) {
-				cs.set(clusterCS+"/node_pools/np", 200, `{"kind":"NodePoolStatus","id":"np","state":{"kind":"NodePoolState","value":"updating"}}`)
-			}},
-		{"external auth", database.Operation{Request: arm.RequestDelete, Status: arm.ProvisioningStateDeleting, InternalID: authCS},
-			func(cs *fakeCS) { cs.setObject(authCS, 200, externalAuth("uninstalling", "")) }},
-		{"credential request", database.Operation{Request: arm.RequestRequestCredential, Status: arm.ProvisioningStateProvisioning, InternalID: credCS},
-			func(cs *fakeCS) { cs.setObject(credCS, 200, credential("b1", "created", later)) }},
-		{"credential revocation", database.Operation{Request: arm.RequestRevokeCredentials, Status: arm.ProvisioningStateDeleting},
-			func(cs *fakeCS) { cs.setCredentials(credential("b1", "awaiting_revocation", later)) }},
-	} {
+	for _, tc := range unchangedByKind {
 		t.Run(tc.kind, func(t *testing.T) {
 			f := newFixture(t)
 			tc.op.ID = "op"
@@ -204,6 +209,27 @@ func TestUnchangedCostsOneReadAndOneCallForEveryKind(t *testing.T) {
 			require.Equal(t, 1, f.count("GetOperation"))
 			require.Zero(t, f.writes())
 			require.Zero(t, f.lockOps())
+		})
+	}
+}
+
+// BenchmarkUnchangedPoll is the handler's side of the common case, per
+// kind, the in-memory DBClient standing in for Cosmos and an httptest
+// server for Cluster Service: where its CPU and allocations go
+// (go test -bench UnchangedPoll -benchmem -cpuprofile cpu.out ./poll).
+func BenchmarkUnchangedPoll(b *testing.B) {
+	for _, tc := range unchangedByKind {
+		b.Run(tc.kind, func(b *testing.B) {
+			f := newFixture(b)
+			tc.op.ID = "op"
+			f.putOp(tc.op)
+			tc.set(f.cs)
+			b.ReportAllocs()
+			for b.Loop() {
+				if got := f.poll(b, "op"); got != poll.OutcomeUnchanged {
+					b.Fatalf("outcome %s", got)
+				}
+			}
 		})
 	}
 }

@@ -26,15 +26,14 @@ import (
 // notificationUri cleared when it reads the operation again. Across
 // processes delivery stays at least once.
 //
-// Deliveries take the process's places (Function.places) before their
-// goroutines start, as the checks do.
+// Deliveries take places of the process's deliveries gate (see New) before
+// their goroutines start, as the checks do.
 func (r *run) notifyAll(ctx context.Context, items []*item) {
 	var (
 		mu      sync.Mutex
 		toClear []*item
 		wg      sync.WaitGroup
 	)
-	_, _, _, deliveries := r.f.places()
 	for _, it := range items {
 		if it.ended == nil {
 			continue
@@ -45,7 +44,7 @@ func (r *run) notifyAll(ctx context.Context, items []*item) {
 			continue
 		}
 		defer r.f.notifying.Delete(key)
-		release, err := deliveries.take(ctx, "to notify ARM")
+		release, err := r.f.deliveries.take(ctx, "to notify ARM")
 		if err != nil {
 			r.failNotification(it, err)
 			continue

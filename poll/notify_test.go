@@ -48,12 +48,12 @@ func TestStaleReadDoesNotNotifyAgain(t *testing.T) {
 	defer srv.Close()
 	db := databasetesting.NewMemoryClient(5 * time.Second)
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	f := &Function{
+	f := New(Config{
 		DB:       db,
 		Locker:   lock.New(db.Locks(), lock.Options{}),
 		Notifier: arm.NewNotifier(true),
 		Now:      func() time.Time { return now },
-	}
+	})
 	db.PutOperation(&database.Operation{ID: "op", PartitionKey: "sub", Request: arm.RequestCreate,
 		Status: arm.ProvisioningStateSucceeded, LastTransitionTime: now.Add(-time.Minute), NotificationURI: srv.URL})
 	ctx := context.Background()
@@ -103,12 +103,12 @@ func TestNotificationIsGivenUpWithoutLastTransitionTime(t *testing.T) {
 			}))
 			defer srv.Close()
 			db := databasetesting.NewMemoryClient(5 * time.Second)
-			f := &Function{
+			f := New(Config{
 				DB:       db,
 				Locker:   lock.New(db.Locks(), lock.Options{}),
 				Notifier: arm.NewNotifier(true),
 				Now:      func() time.Time { return tc.now },
-			}
+			})
 			db.PutOperation(&database.Operation{ID: "op", PartitionKey: "sub", Request: arm.RequestCreate,
 				Status: arm.ProvisioningStateFailed, StartTime: tc.start, LastTransitionTime: tc.ltt, NotificationURI: srv.URL})
 			ctx := context.Background()
@@ -175,7 +175,7 @@ func TestDeliveriesAreBounded(t *testing.T) {
 		const ops = 100
 		db := databasetesting.NewMemoryClient(5 * time.Second)
 		n := &heldNotifier{release: make(chan struct{})}
-		f := &Function{DB: db, Locker: lock.New(db.Locks(), lock.Options{}), Notifier: n, Owner: "test"}
+		f := New(Config{DB: db, Locker: lock.New(db.Locks(), lock.Options{}), Notifier: n, Owner: "test"})
 		var entries []string
 		for i := range ops {
 			id := fmt.Sprintf("op-%03d", i)

@@ -74,9 +74,8 @@ type Notifier interface {
 	Notify(ctx context.Context, uri string, status arm.OperationStatus) error
 }
 
-// Function polls operations. Use it through a pointer; its zero settings
-// take the defaults.
-type Function struct {
+// Config configures a Function; its zero settings take the defaults.
+type Config struct {
 	DB       database.DBClient
 	Cluster  ClusterService
 	Locker   *lock.Locker
@@ -109,9 +108,14 @@ type Function struct {
 	NotifyFor time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+}
 
-	placesOnce                      sync.Once
-	turns, slots, holds, deliveries places // see Function.places
+// Function polls operations; New makes one.
+type Function struct {
+	Config
+
+	// The process's gates, each named for what it bounds (see New).
+	messageTurn, checks, lockHolds, deliveries gate
 
 	notifying sync.Map // "subscription/operation" of notifications in flight
 
@@ -271,16 +275,13 @@ func (r *run) do(ctx context.Context) {
 	}
 }
 
-// checkAll checks the items, each in a slot of the process's, taken in
-// the message's turn (Function.places) and before the item's goroutine
-// starts: a message waiting for slots holds one goroutine, and messages
-// finish in the order they began rather than all together at the end,
-// which would keep every message's operations in memory until then.
+// checkAll checks the items, each in a place of the process's checks
+// gate, taken in the message's turn and before the item's goroutine
+// starts (see New): a message waiting for places holds one goroutine.
 func (r *run) checkAll(ctx context.Context, items []*item) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	turns, slots, _, _ := r.f.places()
-	endTurn, err := turns.take(ctx, "to call Cluster Service")
+	endTurn, err := r.f.messageTurn.take(ctx, "to call Cluster Service")
 	if err != nil {
 		for _, it := range items {
 			it.defer_(err)
@@ -289,7 +290,7 @@ func (r *run) checkAll(ctx context.Context, items []*item) {
 	}
 	defer endTurn()
 	for _, it := range items {
-		release, err := slots.take(ctx, "to call Cluster Service")
+		release, err := r.f.checks.take(ctx, "to call Cluster Service")
 		if err != nil {
 			it.defer_(err)
 			continue
@@ -373,15 +374,15 @@ func Transient(err error) bool {
 		clusterservice.IsTransient(err)
 }
 
-// places is a counting semaphore of the process's.
-type places chan struct{}
+// gate is a counting semaphore of the process's.
+type gate chan struct{}
 
 // take waits for a free place and returns its release; what names the
 // wait in the error of a ctx that ends first.
-func (p places) take(ctx context.Context, what string) (release func(), err error) {
+func (g gate) take(ctx context.Context, what string) (release func(), err error) {
 	select {
-	case p <- struct{}{}:
-		return func() { <-p }, nil
+	case g <- struct{}{}:
+		return func() { <-g }, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting %s: %w", what, context.Cause(ctx))
 	}
@@ -400,22 +401,29 @@ const maxHolds = 8
 // instead of dialing one each.
 const maxDeliveries = 64
 
-// places returns the process's places, made on first use:
-//   - turns (one): the message taking slots, so that messages are checked
-//     one after another;
-//   - slots (MaxInFlight): operations being checked, their read and their
-//     Cluster Service call; taking one before the read keeps the
-//     operations waiting for Cluster Service from holding their reads, and
-//     the superseded check that follows the read from being made long
-//     before the call;
-//   - holds (maxHolds): subscription locks held or being taken;
-//   - deliveries (maxDeliveries): notifications being delivered.
-func (f *Function) places() (turns, slots, holds, deliveries places) {
-	f.placesOnce.Do(func() {
-		f.turns = make(places, 1)
-		f.slots = make(places, orDefault(f.MaxInFlight, defaultMaxInFlight))
-		f.holds = make(places, maxHolds)
-		f.deliveries = make(places, maxDeliveries)
-	})
-	return f.turns, f.slots, f.holds, f.deliveries
+// New makes a Function of cfg, its Cluster Service client traced, with
+// the process's gates:
+//   - messageTurn (one): the message taking check places, so that
+//     messages are checked one after another and finish in the order they
+//     began, rather than all together at the end, which would keep every
+//     message's operations in memory until then;
+//   - checks (MaxInFlight): operations being checked, their read and their
+//     Cluster Service calls, one after another: so the Cluster Service
+//     requests in flight. Taking one before the read keeps the operations
+//     waiting for Cluster Service from holding their reads, and the
+//     superseded check that follows the read from being made long before
+//     the call;
+//   - lockHolds (maxHolds): subscription locks held or being taken;
+//   - deliveries (maxDeliveries): ARM notifications being delivered.
+func New(cfg Config) *Function {
+	if _, traced := cfg.Cluster.(tracedCluster); !traced && cfg.Cluster != nil {
+		cfg.Cluster = tracedCluster{cfg.Cluster}
+	}
+	return &Function{
+		Config:      cfg,
+		messageTurn: make(gate, 1),
+		checks:      make(gate, orDefault(cfg.MaxInFlight, defaultMaxInFlight)),
+		lockHolds:   make(gate, maxHolds),
+		deliveries:  make(gate, maxDeliveries),
+	}
 }

@@ -3,7 +3,6 @@ package poll_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -124,7 +123,7 @@ func newFixture(t testing.TB) *fixture {
 	client, err := clusterservice.NewClient(clusterservice.Config{URL: csServer.URL})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
-	f.fn = &poll.Function{
+	f.fn = poll.New(poll.Config{
 		DB:       f.db,
 		Cluster:  client,
 		Locker:   lock.New(f.db.Locks(), lock.Options{Wait: 200 * time.Millisecond, RetryInterval: 50 * time.Millisecond}),
@@ -133,8 +132,16 @@ func newFixture(t testing.TB) *fixture {
 		Location: "eastus",
 		Now:      func() time.Time { return f.now },
 		Interval: 10 * time.Second,
-	}
+	})
 	return f
+}
+
+// reconfigure makes the fixture's Function again with change applied: its
+// gates are sized when it is made.
+func (f *fixture) reconfigure(change func(*poll.Config)) {
+	cfg := f.fn.Config
+	change(&cfg)
+	f.fn = poll.New(cfg)
 }
 
 func (f *fixture) count(call string) int {
@@ -262,21 +269,6 @@ func TestNothingToDoCallsNoOne(t *testing.T) {
 	require.Zero(t, f.cs.calls())
 	require.Zero(t, f.writes())
 	require.Zero(t, f.lockOps())
-}
-
-// BenchmarkUnchangedPoll is the handler's side of the common case, the
-// in-memory DBClient standing in for Cosmos: where its CPU and allocations
-// go (go test -bench UnchangedPoll -benchmem -cpuprofile cpu.out ./poll).
-func BenchmarkUnchangedPoll(b *testing.B) {
-	f := newFixture(b)
-	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
-	b.ReportAllocs()
-	for b.Loop() {
-		if got := f.poll(b, "op"); got != poll.OutcomeUnchanged {
-			b.Fatalf("outcome %s", got)
-		}
-	}
 }
 
 func TestUnchangedStatusCostsOneReadAndOneCall(t *testing.T) {
@@ -497,44 +489,59 @@ func TestConcurrentWriterIsReReadAndDecidedAgain(t *testing.T) {
 	require.Equal(t, "t2", op.TenantID, "the concurrent write is kept")
 }
 
-func TestChangeReadsOperationAndResourceTogether(t *testing.T) {
+// A change is written under the lock on the reads made before it, with
+// If-Match: the lock, which the frontend waits for, covers the writes
+// alone.
+func TestChangeWritesUnderTheLockWithoutReading(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
 	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
 		ActiveOperationID: "op", ProvisioningState: arm.ProvisioningStateAccepted})
 	f.cs.set(clusterCS, 200, clusterStatus("installing"))
-	// Under the lock, each read waits for the other to start: done one
-	// after the other, the first would time out and the poll fail.
 	var mu sync.Mutex
-	reads := 0
-	started := map[string]chan struct{}{"GetOperation": make(chan struct{}), "GetResource": make(chan struct{})}
+	var held bool
+	var underLock []string
 	f.db.Hook = func(call string) error {
 		mu.Lock()
-		if call == "GetOperation" {
-			reads++
+		defer mu.Unlock()
+		switch {
+		case call == "Lock.Create":
+			held = true
+		case call == "Lock.Delete":
+			held = false
+		case held:
+			underLock = append(underLock, call)
 		}
-		underLock := call == "GetResource" || call == "GetOperation" && reads == 2
-		mu.Unlock()
-		if !underLock {
-			return nil
-		}
-		close(started[call])
-		other := "GetOperation"
-		if call == other {
-			other = "GetResource"
-		}
-		select {
-		case <-started[other]:
-			return nil
-		case <-time.After(2 * time.Second):
-			return errors.New("the other read did not start")
-		}
+		return nil
 	}
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
-	f.db.Hook = nil
-	r, err := f.db.GetResource(context.Background(), sub, clusterKey)
-	require.NoError(t, err)
-	require.Equal(t, arm.ProvisioningStateProvisioning, r.ProvisioningState)
+	require.Equal(t, []string{"ReplaceResource", "ReplaceOperation"}, underLock)
+	require.Equal(t, arm.ProvisioningStateProvisioning, f.resource(t, clusterKey).ProvisioningState)
+	require.Equal(t, arm.ProvisioningStateProvisioning, f.op(t, "op").Status)
+}
+
+// A Resources item the frontend gives to another operation between the
+// read and the lock is not written: the If-Match fails, and the item read
+// again no longer follows this operation.
+func TestResourceTakenOverBeforeTheLockIsKept(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
+	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
+		ActiveOperationID: "op", ProvisioningState: arm.ProvisioningStateAccepted})
+	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	raced := false
+	f.db.Hook = func(call string) error {
+		if call == "ReplaceResource" && !raced {
+			raced = true
+			f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
+				ActiveOperationID: "next", ProvisioningState: arm.ProvisioningStateAccepted})
+		}
+		return nil
+	}
+	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
+	r := f.resource(t, clusterKey)
+	require.Equal(t, "next", r.ActiveOperationID)
+	require.Equal(t, arm.ProvisioningStateAccepted, r.ProvisioningState)
 	require.Equal(t, arm.ProvisioningStateProvisioning, f.op(t, "op").Status)
 }
 

@@ -9,7 +9,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/opstatus/opstatus/internal/clusterservice"
-	"github.com/opstatus/opstatus/internal/opkind"
 	"github.com/opstatus/opstatus/internal/queuemsg"
 	"github.com/opstatus/opstatus/internal/telemetry"
 )
@@ -60,35 +59,61 @@ func (it *item) within(ctx context.Context) context.Context {
 	return trace.ContextWithSpan(ctx, it.span)
 }
 
-// traceSaid puts the Cluster Service ids of an operation's object, and
-// the state Cluster Service gave it, on the operation's span.
-func traceSaid(ctx context.Context, kind opkind.Kind, id clusterservice.InternalID, s said) {
+// tracedCluster is a ClusterService that puts the Cluster Service ids of
+// each object it reads, and the state Cluster Service gave it, on the
+// operation's span (the caller's, when it is recording).
+type tracedCluster struct{ ClusterService }
+
+// traceObject sets the attributes of id, and of state when known, on ctx's
+// span.
+func traceObject(ctx context.Context, id clusterservice.InternalID, state string) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(telemetry.ClusterIDKey.String(id.ClusterID))
-	switch kind {
-	case opkind.Cluster:
-		if s.status.State != "" {
-			span.SetAttributes(telemetry.ClusterStateKey.String(s.status.State))
-		}
-	case opkind.NodePool:
-		span.SetAttributes(telemetry.NodePoolIDKey.String(id.NodePoolID))
-		if s.status.State != "" {
-			span.SetAttributes(telemetry.NodePoolStateKey.String(s.status.State))
-		}
-	case opkind.ExternalAuth:
-		span.SetAttributes(telemetry.ExternalAuthIDKey.String(id.ExternalAuthID))
-		if s.auth.State != "" {
-			span.SetAttributes(telemetry.ExternalAuthStateKey.String(s.auth.State))
-		}
-	case opkind.CredentialRequest:
-		span.SetAttributes(telemetry.CredentialIDKey.String(id.CredentialID))
-		if s.credential.Status != "" {
-			span.SetAttributes(telemetry.CredentialStatusKey.String(s.credential.Status))
-		}
+	attrs := []attribute.KeyValue{telemetry.ClusterIDKey.String(id.ClusterID)}
+	var stateKey attribute.Key
+	switch id.Kind {
+	case clusterservice.KindCluster:
+		stateKey = telemetry.ClusterStateKey
+	case clusterservice.KindNodePool:
+		attrs = append(attrs, telemetry.NodePoolIDKey.String(id.NodePoolID))
+		stateKey = telemetry.NodePoolStateKey
+	case clusterservice.KindExternalAuth:
+		attrs = append(attrs, telemetry.ExternalAuthIDKey.String(id.ExternalAuthID))
+		stateKey = telemetry.ExternalAuthStateKey
+	case clusterservice.KindBreakGlassCredential:
+		attrs = append(attrs, telemetry.CredentialIDKey.String(id.CredentialID))
+		stateKey = telemetry.CredentialStatusKey
 	}
+	if state != "" && stateKey != "" {
+		attrs = append(attrs, stateKey.String(state))
+	}
+	span.SetAttributes(attrs...)
+}
+
+func (c tracedCluster) Status(ctx context.Context, id clusterservice.InternalID) (clusterservice.Status, error) {
+	st, err := c.ClusterService.Status(ctx, id)
+	traceObject(ctx, id, st.State)
+	return st, err
+}
+
+func (c tracedCluster) ExternalAuth(ctx context.Context, id clusterservice.InternalID) (clusterservice.ExternalAuth, error) {
+	a, err := c.ClusterService.ExternalAuth(ctx, id)
+	traceObject(ctx, id, a.State)
+	return a, err
+}
+
+func (c tracedCluster) Credential(ctx context.Context, id clusterservice.InternalID) (clusterservice.Credential, error) {
+	cred, err := c.ClusterService.Credential(ctx, id)
+	traceObject(ctx, id, cred.Status)
+	return cred, err
+}
+
+func (c tracedCluster) Credentials(ctx context.Context, cluster clusterservice.InternalID) ([]clusterservice.Credential, error) {
+	creds, err := c.ClusterService.Credentials(ctx, cluster)
+	traceObject(ctx, cluster, "")
+	return creds, err
 }
 
 // finish counts the operation's outcome and ends its span.

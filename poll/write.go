@@ -11,7 +11,6 @@ import (
 
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/database"
-	"github.com/opstatus/opstatus/internal/queuemsg"
 )
 
 // maxAttempts bounds re-reads after 412s: each one means somebody else wrote
@@ -42,7 +41,7 @@ func (r *run) writeAll(ctx context.Context, items []*item) {
 // subscription, at most WritesPerHold items per hold, concurrently: the
 // frontend waits for the same lock on every customer request, so a hold
 // stays short whatever the message. Subscriptions are handled in parallel,
-// each in one of the process's hold places (Function.places), taken before
+// each in a place of the process's lockHolds gate (see New), taken before
 // its goroutine starts. fail gets each item whose step failed, or that a
 // hold could not run (the lock was held by someone else, or lost), with the
 // error.
@@ -57,10 +56,9 @@ func (r *run) underLock(ctx context.Context, items []*item, step func(context.Co
 		bySub[sub] = append(bySub[sub], it)
 	}
 	per := orDefault(r.f.WritesPerHold, defaultWritesPerHold)
-	_, _, holds, _ := r.f.places()
 	var wg sync.WaitGroup
 	for _, sub := range subs {
-		release, err := holds.take(ctx, "to take a subscription lock")
+		release, err := r.f.lockHolds.take(ctx, "to take a subscription lock")
 		if err != nil {
 			for _, it := range bySub[sub] {
 				fail(it, err)
@@ -108,26 +106,25 @@ func (r *run) holdOnce(ctx context.Context, sub string, chunk []*item, step func
 	}
 }
 
-// apply decides again on a fresh read and writes the decision; the caller
-// holds the subscription lock. The billing item, then the Resources item,
-// are written before the operation: if the process dies in between, the
-// operation is still pending and the next poll finishes the job.
+// apply writes the decision; the caller holds the subscription lock. Its
+// first attempt writes on the reads check made, without the lock, each
+// replace with If-Match on what was read: a write succeeds only if nobody
+// wrote the item since, which is what a fresh read under the lock would
+// have told, and the lock, which the frontend waits for, is held two round
+// trips instead of three. A 412 reads again and decides again. The billing
+// item, then the Resources item, are written before the operation: if the
+// process dies in between, the operation is still pending and the next
+// poll finishes the job.
 func (r *run) apply(ctx context.Context, it *item) (Outcome, error) {
 	c := it.change
 	return reread(func(attempt int) (Outcome, error) {
-		var op *database.Operation
-		var pre *resourceRead
-		var err error
-		if attempt == 0 && c.kind.WritesResources() {
-			op, pre, err = r.readTogether(ctx, it.msg, it.op.ExternalID)
-		} else {
-			op, err = r.f.DB.GetOperation(ctx, it.msg.SubscriptionID, it.msg.OperationID)
-		}
-		if errors.Is(err, database.ErrNotFound) {
-			return OutcomeGone, nil
-		}
-		if err != nil {
-			return "", err
+		op, pre := it.op, c.resource
+		if attempt > 0 {
+			var err error
+			if op, err = r.f.DB.GetOperation(ctx, it.msg.SubscriptionID, it.msg.OperationID); err != nil {
+				return outcomeOfRead(err)
+			}
+			pre = nil
 		}
 		d := decide(c.kind, r.facts(op), c.said)
 		if !d.Change || d.Problem != "" {
@@ -136,6 +133,7 @@ func (r *run) apply(ctx context.Context, it *item) (Outcome, error) {
 		if err := r.f.bill(ctx, it.log, op, c, d.Billing); err != nil {
 			return "", err
 		}
+		var err error
 		switch {
 		case !c.kind.WritesResources():
 		case d.DeleteResources:
@@ -153,7 +151,7 @@ func (r *run) apply(ctx context.Context, it *item) (Outcome, error) {
 		}
 		written, err := r.f.DB.ReplaceOperation(ctx, &next)
 		if err != nil {
-			return "", err
+			return outcomeOfRead(err)
 		}
 		it.log.Info("operation status changed", "from", op.Status, "to", written.Status)
 		it.overdue = d.Overdue > 0
@@ -165,6 +163,15 @@ func (r *run) apply(ctx context.Context, it *item) (Outcome, error) {
 		}
 		return OutcomeUpdated, nil
 	})
+}
+
+// outcomeOfRead is the outcome of a read or write of the operation that
+// failed with err: an operation deleted meanwhile is gone.
+func outcomeOfRead(err error) (Outcome, error) {
+	if errors.Is(err, database.ErrNotFound) {
+		return OutcomeGone, nil
+	}
+	return "", err
 }
 
 // errReadAgain asks reread for another read: what was read changed
@@ -186,28 +193,20 @@ func reread[T any](step func(attempt int) (T, error)) (T, error) {
 	return zero, errTooManyConflicts
 }
 
-// resourceRead is a read of the Resources item of key made together with the
-// operation's.
+// resourceRead is a read of the Resources item of key made before the lock
+// was taken.
 type resourceRead struct {
 	key string
 	r   *database.Resource
 	err error
 }
 
-// readTogether reads the operation and the Resources item of key at once: a
-// change needs both, and the lock is then held one round trip less.
-func (r *run) readTogether(ctx context.Context, msg queuemsg.Operation, key string) (*database.Operation, *resourceRead, error) {
-	pre := &resourceRead{key: key}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		safely(r.log.With("subscription_id", msg.SubscriptionID, "operation_id", msg.OperationID), func() {
-			pre.r, pre.err = r.f.DB.GetResource(ctx, msg.SubscriptionID, key)
-		}, func(err error) { pre.err = err })
-	}()
-	op, err := r.f.DB.GetOperation(ctx, msg.SubscriptionID, msg.OperationID)
-	<-done
-	return op, pre, err
+// readResource reads the Resources item of op's resource for a change
+// that moves it, without the lock (see apply).
+func (f *Function) readResource(ctx context.Context, op *database.Operation) *resourceRead {
+	pre := &resourceRead{key: op.ExternalID}
+	pre.r, pre.err = f.DB.GetResource(ctx, op.PartitionKey, op.ExternalID)
+	return pre
 }
 
 // getResource returns op's Resources item: pre's read when there is one for

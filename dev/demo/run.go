@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/opstatus/opstatus/dev/stack"
@@ -26,8 +27,9 @@ const Malformed = `{"subscriptionId":42,"operationId":"x"}`
 
 // Run seeds the demo into a running stack, queues one malformed message, has
 // the frontend hold one subscription's lock for LockHold, and watches Cosmos,
-// printing every transition to out, until every operation is terminal and the
-// malformed message is in the poison queue, or until timeout or ctx ends.
+// printing every transition and billing item to out, until every operation
+// is terminal and the malformed message is in the poison queue, or until
+// timeout or ctx ends. Summary then says whether each ended as scripted.
 // polls is the Outcomes the stack's host records into.
 func Run(ctx context.Context, s *stack.Stack, out io.Writer, timeout time.Duration, polls *Outcomes) (*Watcher, error) {
 	started := time.Now()
@@ -46,8 +48,8 @@ func Run(ctx context.Context, s *stack.Stack, out io.Writer, timeout time.Durati
 	}
 	unlockAt := time.Now().Add(LockHold)
 	renewAt := time.Now().Add(3 * time.Second)
-	fmt.Fprintf(out, "%d operations in %d subscriptions; the frontend holds the lock of %s for %s; one malformed message queued\n\n",
-		len(ops), len(Subscriptions), Short(LockedSubscription), LockHold)
+	fmt.Fprintf(out, "%d operations of %d kinds (%s) in %d subscriptions; the frontend holds the lock of %s for %s; one malformed message queued\n\n",
+		len(ops), len(Kinds), strings.Join(Kinds, ", "), len(Subscriptions), Short(LockedSubscription), LockHold)
 
 	w := NewWatcher(s, ops, out, started, polls)
 	deadline := time.Now().Add(timeout)

@@ -22,21 +22,26 @@ type Watcher struct {
 	started time.Time
 	status  map[string]string // op id -> status
 	gone    map[string]bool   // resource item id -> deleted
+	billing map[string]string // billing item id -> "open" or "closed"
 	polls   *Outcomes
 }
 
 // NewWatcher prints the live view's header and starts from the seeded states.
 func NewWatcher(s *stack.Stack, ops []Op, out io.Writer, started time.Time, polls *Outcomes) *Watcher {
-	w := &Watcher{s: s, ops: ops, out: out, started: started, status: map[string]string{}, gone: map[string]bool{}, polls: polls}
+	w := &Watcher{s: s, ops: ops, out: out, started: started, status: map[string]string{}, gone: map[string]bool{},
+		billing: map[string]string{}, polls: polls}
 	for _, d := range ops {
 		w.status[d.ID] = d.Start
+		if d.Kind == KindCluster && d.Request == "Delete" {
+			w.billing[seededBillingID(d.cluster)] = "open"
+		}
 	}
-	fmt.Fprintf(out, "%-8s %-11s %-28s %s\n", "time", "subscription", "resource", "change")
+	fmt.Fprintf(out, "%-8s %-11s %-13s %-34s %s\n", "time", "subscription", "kind", "resource", "change")
 	return w
 }
 
-func (w *Watcher) line(sub, resource, change string) {
-	fmt.Fprintf(w.out, "%7.1fs %-11s %-28s %s\n", time.Since(w.started).Seconds(), Short(sub), resource, change)
+func (w *Watcher) line(sub, kind, resource, change string) {
+	fmt.Fprintf(w.out, "%7.1fs %-11s %-13s %-34s %s\n", time.Since(w.started).Seconds(), Short(sub), kind, resource, change)
 }
 
 // Event prints a line of the live view.
@@ -44,7 +49,10 @@ func (w *Watcher) Event(msg string) {
 	fmt.Fprintf(w.out, "%7.1fs %s\n", time.Since(w.started).Seconds(), msg)
 }
 
-// Poll reads every demo operation and, for deletes, its resource items.
+// Poll reads every demo operation and, for deletes, its resource items,
+// then the billing items. Billing comes last: opstatus writes a cluster's
+// billing item before the operation's terminal status, so a terminal
+// status seen here has its billing item seen too.
 func (w *Watcher) Poll(ctx context.Context) error {
 	for _, d := range w.ops {
 		item, err := w.s.Frontend.Operation(ctx, d.Sub, d.ID)
@@ -60,7 +68,7 @@ func (w *Watcher) Poll(ctx context.Context) error {
 			if e, ok := item["error"].(map[string]any); ok && st == "Failed" {
 				change += fmt.Sprintf("  (%v: %v)", e["code"], e["message"])
 			}
-			w.line(d.Sub, d.Name(), change)
+			w.line(d.Sub, d.Kind, d.Name(), change)
 			w.status[d.ID] = st
 		}
 		if d.Request != "Delete" {
@@ -76,17 +84,49 @@ func (w *Watcher) Poll(ctx context.Context) error {
 			}
 			if r == nil {
 				w.gone[id] = true
-				w.line(d.Sub, d.Name(), "Resources item "+id+" deleted")
+				w.line(d.Sub, d.Kind, d.Name(), "Resources item "+id+" deleted")
 			}
+		}
+	}
+	return w.pollBilling(ctx)
+}
+
+// pollBilling reports billing items opened and closed since the last poll.
+func (w *Watcher) pollBilling(ctx context.Context) error {
+	names := clusterNames(w.ops)
+	for _, sub := range Subscriptions {
+		items, err := w.s.Frontend.BillingItems(ctx, sub)
+		if err != nil {
+			return err
+		}
+		for _, item := range items {
+			id, _ := item["id"].(string)
+			rid, _ := item["resourceId"].(string)
+			state, change := "open", fmt.Sprintf("billing item %s opened (creationTime %v)", id, item["creationTime"])
+			if t, ok := item["deletionTime"]; ok {
+				state, change = "closed", fmt.Sprintf("billing item %s closed (deletionTime %v)", id, t)
+			}
+			if w.billing[id] == state {
+				continue
+			}
+			w.billing[id] = state
+			name := names[strings.ToLower(rid)]
+			if name == "" {
+				name = rid
+			}
+			w.line(sub, "billing", name, change)
 		}
 	}
 	return nil
 }
 
 func (w *Watcher) resourceIDs(d Op) []string {
+	if !d.HasResource() {
+		return nil
+	}
 	ids := []string{"res-" + d.ID}
-	for i := range d.pools {
-		ids = append(ids, fmt.Sprintf("res-%s-np%d", d.ID, i))
+	for _, c := range d.children {
+		ids = append(ids, childItemID(d, c))
 	}
 	return ids
 }
@@ -108,18 +148,25 @@ func (w *Watcher) PoisonSettled(ctx context.Context) bool {
 	return err == nil && n > 0
 }
 
-// Summary prints every operation's final state and what else happened; it
-// reports whether every operation ended as its lifecycle implies.
+// Summary prints every operation's final state, kind by kind, each
+// cluster's billing items, and what else happened; it reports whether every
+// operation ended as its lifecycle implies and the billing items are as
+// BillingWants says.
 func (w *Watcher) Summary(ctx context.Context) bool {
 	fmt.Fprintf(w.out, "\nsummary after %.1fs\n", time.Since(w.started).Seconds())
-	fmt.Fprintf(w.out, "  %-11s %-8s %-28s %-10s %-10s\n", "subscription", "request", "resource", "final", "expected")
+	fmt.Fprintf(w.out, "  %-11s %-13s %-17s %-34s %-10s %-10s\n", "subscription", "kind", "request", "resource", "final", "expected")
 	ok := true
-	for _, d := range w.ops {
-		mark := "ok"
-		if w.status[d.ID] != d.Want {
-			mark, ok = "MISMATCH", false
+	for _, kind := range Kinds {
+		for _, d := range w.ops {
+			if d.Kind != kind {
+				continue
+			}
+			mark := "ok"
+			if w.status[d.ID] != d.Want {
+				mark, ok = "MISMATCH", false
+			}
+			fmt.Fprintf(w.out, "  %-11s %-13s %-17s %-34s %-10s %-10s %s\n", Short(d.Sub), d.Kind, d.Request, d.Name(), w.status[d.ID], d.Want, mark)
 		}
-		fmt.Fprintf(w.out, "  %-11s %-8s %-28s %-10s %-10s %s\n", Short(d.Sub), d.Request, d.Name(), w.status[d.ID], d.Want, mark)
 	}
 	var deleted []string
 	for id := range w.gone {
@@ -127,6 +174,27 @@ func (w *Watcher) Summary(ctx context.Context) bool {
 	}
 	slices.Sort(deleted)
 	fmt.Fprintf(w.out, "  Resources items deleted: %d (%s)\n", len(deleted), strings.Join(deleted, ", "))
+
+	held, problems, err := CheckBilling(ctx, w.s, w.ops, w.started)
+	if err != nil {
+		fmt.Fprintf(w.out, "  billing items: unknown (%v)\n", err)
+		ok = false
+	} else {
+		fmt.Fprintf(w.out, "  billing items (open: a cluster that exists; closed: deletionTime set)\n")
+		fmt.Fprintf(w.out, "    %-11s %-16s %-16s %-16s\n", "subscription", "cluster", "items", "expected")
+		for _, b := range BillingWants(w.ops) {
+			h := held[strings.ToLower(b.ResourceID)]
+			mark := "ok"
+			if h.Open != b.Open || h.Closed != b.Closed {
+				mark = "MISMATCH"
+			}
+			fmt.Fprintf(w.out, "    %-11s %-16s %-16s %-16s %s\n", Short(b.Sub), b.Cluster, h, b, mark)
+		}
+		for _, p := range problems {
+			fmt.Fprintf(w.out, "    MISMATCH %s\n", p)
+		}
+		ok = ok && len(problems) == 0
+	}
 	poison, err := w.s.QueueLength(ctx, "operations-poison")
 	if err != nil {
 		fmt.Fprintf(w.out, "  poison queue: unknown (%v)\n", err)

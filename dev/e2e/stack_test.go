@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +23,9 @@ func (w tWriter) Write(p []byte) (int, error) {
 }
 
 // TestStackDemo runs the whole system through real Azurite queues, the host
-// emulator and the built handler, on the demo of make run.
+// emulator and the built handler, on the demo of make run: every kind of
+// operation ends as scripted, and the billing items are as the clusters'
+// creates and deletes imply.
 func TestStackDemo(t *testing.T) {
 	testenv.NeedsServers(t)
 	ctx := context.Background()
@@ -31,12 +34,16 @@ func TestStackDemo(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
 
+	started := time.Now()
 	w, err := demo.Run(ctx, s, tWriter{t}, 3*time.Minute, polls)
 	require.NoError(t, err)
-	require.True(t, w.Summary(ctx))
+	summaryOK := w.Summary(ctx)
 
 	for _, op := range w.Ops() {
 		require.Equal(t, op.Want, w.Status(op.ID), "operation %s", op.ID)
+		if !op.HasResource() {
+			require.Empty(t, w.ResourceIDs(op), "a %s has no Resources item", op.Kind)
+		}
 		for _, id := range w.ResourceIDs(op) {
 			item, err := s.Frontend.Resource(ctx, op.Sub, id)
 			require.NoError(t, err)
@@ -50,6 +57,27 @@ func TestStackDemo(t *testing.T) {
 		}
 	}
 
+	// The clusters' own items, which credential, node pool and external
+	// auth operations never change.
+	for sub, ids := range demo.ParentItems(w.Ops()) {
+		for _, id := range ids {
+			item, err := s.Frontend.Resource(ctx, sub, id)
+			require.NoError(t, err)
+			require.NotNil(t, item, "%s must survive", id)
+			require.Equal(t, "Succeeded", item["provisioningState"], "resource %s", id)
+			require.NotContains(t, item, "activeOperationId")
+		}
+	}
+
+	held, problems, err := demo.CheckBilling(ctx, s, w.Ops(), started)
+	require.NoError(t, err)
+	require.Empty(t, problems)
+	for _, b := range demo.BillingWants(w.Ops()) {
+		h := held[strings.ToLower(b.ResourceID)]
+		require.Equal(t, b.Open, h.Open, "open billing items of %s", b.Cluster)
+		require.Equal(t, b.Closed, h.Closed, "closed billing items of %s", b.Cluster)
+	}
+
 	poison, err := s.QueueLength(ctx, "operations-poison")
 	require.NoError(t, err)
 	require.Equal(t, 1, poison, "only the malformed message is poisoned")
@@ -60,4 +88,5 @@ func TestStackDemo(t *testing.T) {
 	require.Positive(t, polls.Count("deferred"), "the frontend's lock made opstatus wait")
 	require.Len(t, s.ARM.Received(), len(w.Ops()), "every operation notified ARM once")
 	require.Zero(t, polls.Count("HTTP 500"))
+	require.True(t, summaryOK, "the summary found a mismatch")
 }

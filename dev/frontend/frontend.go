@@ -1,6 +1,7 @@
 // Package frontend writes Cosmos DB items the way the ARO-HCP frontend does:
-// operations, resources and subscription locks. Tests, the demo and the
-// benchmarks use it to give opstatus something to do. It never ships.
+// operations, resources and subscription locks, and billing items as
+// ARO-HCP's backend wrote them. Tests, the demo and the benchmarks use it to
+// give opstatus something to do and to read what it wrote. It never ships.
 package frontend
 
 import (
@@ -31,6 +32,7 @@ type Frontend struct {
 	operations *azcosmos.ContainerClient
 	resources  *azcosmos.ContainerClient
 	locks      *azcosmos.ContainerClient
+	billing    *azcosmos.ContainerClient
 }
 
 // New connects to database at endpoint (self-signed certificates accepted:
@@ -47,6 +49,7 @@ func New(endpoint, key, database string) (*Frontend, error) {
 	f := &Frontend{db: db}
 	for name, c := range map[string]**azcosmos.ContainerClient{
 		OperationsContainer: &f.operations, ResourcesContainer: &f.resources, LocksContainer: &f.locks,
+		BillingContainer: &f.billing,
 	} {
 		if *c, err = db.NewContainer(name); err != nil {
 			return nil, err
@@ -162,6 +165,55 @@ func read(ctx context.Context, c *azcosmos.ContainerClient, partition, id string
 	}
 	var m map[string]any
 	return m, json.Unmarshal(resp.Value, &m)
+}
+
+// Billing is a billing item as ARO-HCP's backend wrote it when a cluster
+// was created, for clusters that existed before opstatus wrote them.
+type Billing struct {
+	ID                   string         `json:"id"`
+	SubscriptionID       string         `json:"subscriptionId"`
+	ResourceID           string         `json:"resourceId"`
+	TenantID             string         `json:"tenantId,omitempty"`
+	Location             string         `json:"location,omitempty"`
+	CreationTime         time.Time      `json:"creationTime"`
+	ManagedResourceGroup string         `json:"managedResourceGroup,omitempty"`
+	DeletionTime         *time.Time     `json:"deletionTime,omitempty"`
+	Extra                map[string]any `json:"-"`
+}
+
+// PutBilling upserts a billing item; its partition is its subscriptionId,
+// lowercased as every partition is.
+func (f *Frontend) PutBilling(ctx context.Context, b Billing) error {
+	b.SubscriptionID = strings.ToLower(b.SubscriptionID)
+	body, err := withExtra(b, b.Extra)
+	if err != nil {
+		return err
+	}
+	_, err = f.billing.UpsertItem(ctx, azcosmos.NewPartitionKeyString(b.SubscriptionID), body, nil)
+	return err
+}
+
+// BillingItems lists every billing item of a subscription as generic maps,
+// open and closed, so that a check sees items it did not expect too.
+func (f *Frontend) BillingItems(ctx context.Context, subscriptionID string) ([]map[string]any, error) {
+	sub := strings.ToLower(subscriptionID)
+	pager := f.billing.NewQueryItemsPager("SELECT * FROM c WHERE c.subscriptionId = @sub", azcosmos.NewPartitionKeyString(sub),
+		&azcosmos.QueryOptions{QueryParameters: []azcosmos.QueryParameter{{Name: "@sub", Value: sub}}})
+	var items []map[string]any
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, raw := range page.Items {
+			var m map[string]any
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return nil, err
+			}
+			items = append(items, m)
+		}
+	}
+	return items, nil
 }
 
 // Lock is a lock the frontend holds.
