@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/database"
@@ -128,4 +129,58 @@ func (k *killer) run(ctx context.Context) {
 			return in.PID() != pid && in.PID() != 0 && in.Port() != 0
 		})
 	}
+}
+
+// bodyFaults turns on, for short windows, the simulator's faults that
+// change what Cluster Service answers about external auths and
+// credentials: a state it never sends, credentials without an expiration,
+// a credential list that never ends. Each only defers the operations it
+// touches, so none may change a terminal state. The external auth served
+// without a status is left out: it ends a Create at once, which would
+// overrule a scripted failure.
+type bodyFaults struct {
+	sim  *clustersim.Sim
+	base clustersim.Faults
+	// pause bounds the time between two windows, window how long one lasts.
+	minPause, maxPause, minWindow, maxWindow time.Duration
+	rng                                      *rand.Rand
+
+	windows, errors atomic.Int64
+	on              atomic.Int64 // nanoseconds with a window open
+}
+
+// run opens windows until ctx ends, then restores base.
+func (b *bodyFaults) run(ctx context.Context) {
+	defer func() {
+		if b.sim.SetFaults(b.base) != nil {
+			b.errors.Add(1)
+		}
+	}()
+	for testenv.Sleep(ctx, b.between(b.minPause, b.maxPause)) {
+		f := b.base
+		// A non-empty subset of the three faults.
+		for set := 0; set == 0; {
+			set = b.rng.IntN(8)
+			if set&1 != 0 {
+				f.UnknownState = "chaos_unknown"
+			}
+			f.CredentialNoExpiration = set&2 != 0
+			f.EndlessCredentialList = set&4 != 0
+		}
+		if b.sim.SetFaults(f) != nil {
+			b.errors.Add(1)
+			continue
+		}
+		b.windows.Add(1)
+		start := time.Now()
+		testenv.Sleep(ctx, b.between(b.minWindow, b.maxWindow))
+		b.on.Add(int64(time.Since(start)))
+		if b.sim.SetFaults(b.base) != nil {
+			b.errors.Add(1)
+		}
+	}
+}
+
+func (b *bodyFaults) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(b.rng.Int64N(int64(hi-lo)+1))
 }

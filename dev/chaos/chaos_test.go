@@ -95,7 +95,8 @@ func simFaults() clustersim.Faults {
 // TestChaos runs the whole system under Cosmos and Cluster Service faults,
 // handler kills and a frontend taking locks at random, then checks that
 // every operation ended as its script implies, that the Resources items
-// followed, that no write broke a subscription lock, that only malformed
+// followed, that the billing items follow the clusters' creates and
+// deletes, that no write broke a subscription lock, that only malformed
 // messages were poisoned, and that every operation was notified.
 func TestChaos(t *testing.T) {
 	testenv.NeedsServers(t)
@@ -115,6 +116,7 @@ func TestChaos(t *testing.T) {
 	e := startEnv(t, envOptions{lockTTL: lockTTL, seed: runSeed, instances: 2, invocationTimeout: 9 * time.Second})
 	subs := subscriptions(cfg.subs, "chaos")
 	ops := scenario(rng, subs, cfg.ops, cfg.minLife, cfg.maxLife, "x")
+	follow := newFollowUps(e, ops)
 
 	// Faults first, so that the very first scans and polls meet them.
 	e.proxy.SetFaults(proxyFaults())
@@ -127,14 +129,14 @@ func TestChaos(t *testing.T) {
 	// The first wave now, the others one scan interval apart.
 	perWave := (len(ops) + cfg.waves - 1) / cfg.waves
 	wave := func(i int) []op { return ops[min(i*perWave, len(ops)):min((i+1)*perWave, len(ops))] }
-	require.NoError(t, seedOps(ctx, e.s.Sim, e.s.Frontend, e.s.ARMURL, wave(0)))
+	require.NoError(t, seedOps(ctx, e, wave(0)))
 	t.Logf("seeded %d operations over %d subscriptions (%d waves) in %s: %v", len(wave(0)), len(subs), cfg.waves,
 		time.Since(seeded).Round(time.Millisecond), countKinds(ops))
 	allSeeded := make(chan error, 1)
 	go func() {
 		for i := 1; i < cfg.waves; i++ {
 			time.Sleep(time.Until(seeded.Add(time.Duration(i) * scanInterval)))
-			if err := seedOps(ctx, e.s.Sim, e.s.Frontend, e.s.ARMURL, wave(i)); err != nil {
+			if err := seedOps(ctx, e, wave(i)); err != nil {
 				allSeeded <- err
 				return
 			}
@@ -156,6 +158,10 @@ func TestChaos(t *testing.T) {
 	for range cfg.lockTakers {
 		actors.Go(func() { taker.run(chaosCtx) })
 	}
+	bodies := &bodyFaults{sim: e.s.Sim, base: simFaults(),
+		minPause: 5 * time.Second, maxPause: 15 * time.Second, minWindow: 2 * time.Second, maxWindow: 6 * time.Second,
+		rng: rand.New(rand.NewPCG(uint64(runSeed), 5))}
+	actors.Go(func() { bodies.run(chaosCtx) })
 
 	// settledNow reads every operation and the poison queue.
 	leftWhen := map[time.Duration]int{}
@@ -174,6 +180,9 @@ func TestChaos(t *testing.T) {
 		items, err := e.db.operations(ctx)
 		if err != nil {
 			return false
+		}
+		if seedErr = follow.seedReady(ctx, items); seedErr != nil {
+			return true // reported below
 		}
 		done, left := settled(items, ops)
 		leftWhen[time.Since(seeded).Truncate(10*time.Second)] = left
@@ -209,6 +218,9 @@ func TestChaos(t *testing.T) {
 	require.NoError(t, err)
 	resItems, err := e.db.resources(ctx)
 	require.NoError(t, err)
+	bills, err := e.db.bills(ctx)
+	require.NoError(t, err)
+	created := createdClusters(e.s.Sim, ops, follow.created)
 	poison, err := e.poisoned(ctx)
 	require.NoError(t, err)
 	// Stopping the host first completes the write log.
@@ -220,12 +232,13 @@ func TestChaos(t *testing.T) {
 
 	// The figures come first, so that a failing run still reports them.
 	rep := &report{cfg: cfg, seed: runSeed, ops: ops, elapsed: elapsed, chaosFor: chaosEnded.Sub(seeded),
-		settledInChaos: settledInChaos, env: e, kill: kill, taker: taker, writes: writes, leases: leases,
-		violations: violations, notified: notified, poison: poison, progress: leftWhen}
+		settledInChaos: settledInChaos, env: e, kill: kill, taker: taker, bodies: bodies, writes: writes, leases: leases,
+		violations: violations, notified: notified, poison: poison, progress: leftWhen, opItems: opItems, bills: bills}
 	t.Log("\n" + rep.String())
 
 	require.True(t, settledCalm, "every operation ends and is notified within %s of the end of the chaos", cfg.calmFor)
 	require.Empty(t, checkOutcome(ops, opItems, resItems), "final items match the scripted lifecycles")
+	require.Empty(t, checkBilling(ops, opItems, bills, created), "billing items follow the clusters' creates and deletes")
 	require.Empty(t, violations, "no write to a subscription's items while another owner held its lock, or while its writer held none")
 	require.Empty(t, writeLogProblems(ops, writes), "the write log holds only opstatus's data writes, and only the expected deletes")
 	require.Equal(t, sortedCopy(malformed), poison, "the poison queue holds only the malformed messages")
@@ -238,6 +251,27 @@ func TestChaos(t *testing.T) {
 	require.Positive(t, e.s.Host.Counters().Timeouts, "the host killed a handler on a function timeout")
 	require.Positive(t, taker.holds.Load(), "the frontend held locks")
 	require.Positive(t, rep.faultTotal(), "faults were injected")
+	require.Positive(t, bodies.windows.Load(), "external auths and credentials were answered with faulty bodies")
+	require.Zero(t, bodies.errors.Load(), "the body faults were set and cleared")
+}
+
+// createdClusters returns the creation_timestamp of every cluster a create
+// of ops made: from the simulator for those still there, from deleted (read
+// before their follow-up delete) for the others.
+func createdClusters(sim *clustersim.Sim, ops []op, deleted map[string]time.Time) map[string]time.Time {
+	out := maps.Clone(deleted)
+	for _, o := range ops {
+		if o.Kind != kindCreate {
+			continue
+		}
+		if _, ok := out[o.Cluster]; ok {
+			continue
+		}
+		if c, err := sim.Cluster(o.Cluster); err == nil {
+			out[o.Cluster] = c.CreationTimestamp
+		}
+	}
+	return out
 }
 
 // notifications groups the ARM notifications by operation (the last path

@@ -60,6 +60,8 @@ type envOptions struct {
 	lockTTL time.Duration
 	seed    int64
 	sim     clustersim.Faults
+	// recordCalls keeps the simulator's call log (Sim.Calls).
+	recordCalls bool
 	// instances is the number of host instances (default 1);
 	// invocationTimeout, when set, is the emulator's functionTimeout.
 	instances         int
@@ -90,7 +92,7 @@ func startEnv(t *testing.T, o envOptions) *env {
 	e := &env{t: t, inv: &invocations{}, lockTTL: o.lockTTL, started: time.Now()}
 	s, err := stack.Start(ctx, stack.Options{
 		LockTTL: o.lockTTL,
-		Sim:     clustersim.Options{Seed: o.seed, Faults: o.sim},
+		Sim:     clustersim.Options{Seed: o.seed, Faults: o.sim, RecordCalls: o.recordCalls},
 		Host: hostemu.Options{OnInvocation: e.inv.record, Instances: o.instances,
 			InvocationTimeout: o.invocationTimeout},
 		CosmosWrap: func(endpoint string) (string, error) {
@@ -242,7 +244,7 @@ func (r *invocations) outcomes(function string) map[string]int {
 // direct reads the Cosmos server without the proxy, for the tests' own
 // checks.
 type direct struct {
-	ops, res, locks *azcosmos.ContainerClient
+	ops, res, locks, billing *azcosmos.ContainerClient
 }
 
 func newDirect(endpoint, key string) (*direct, error) {
@@ -261,6 +263,7 @@ func newDirect(endpoint, key string) (*direct, error) {
 	d := &direct{}
 	for name, c := range map[string]**azcosmos.ContainerClient{
 		frontend.OperationsContainer: &d.ops, frontend.ResourcesContainer: &d.res, frontend.LocksContainer: &d.locks,
+		frontend.BillingContainer: &d.billing,
 	} {
 		if *c, err = client.NewContainer(stack.Database, name); err != nil {
 			return nil, err
@@ -300,6 +303,18 @@ func (d *direct) all(ctx context.Context, c *azcosmos.ContainerClient) (map[stri
 
 func (d *direct) operations(ctx context.Context) (map[string]item, error) { return d.all(ctx, d.ops) }
 func (d *direct) resources(ctx context.Context) (map[string]item, error)  { return d.all(ctx, d.res) }
+func (d *direct) bills(ctx context.Context) (map[string]item, error)      { return d.all(ctx, d.billing) }
+
+// putBilling writes a billing item as ARO-HCP's backend did, in its
+// subscription's partition.
+func (d *direct) putBilling(ctx context.Context, b item) error {
+	body, err := json.Marshal(b)
+	if err != nil {
+		return err
+	}
+	_, err = d.billing.UpsertItem(ctx, testenv.PK(b.str("subscriptionId")), body, nil)
+	return err
+}
 
 // lock returns subscription's lock item, nil when there is none.
 func (d *direct) lock(ctx context.Context, subscription string) (item, error) {

@@ -263,7 +263,7 @@ func TestLockLossAndExpiry(t *testing.T) {
 	lossOps := []op{installingOp(subDelayed, "delayed-1"), installingOp(subDelayed, "delayed-2"),
 		installingOp(subFailing, "failing-1"), installingOp(subFailing, "failing-2")}
 	frontendOps := []op{installingOp(subFrontend, "frontend-1")}
-	require.NoError(t, seedOps(ctx, e.s.Sim, e.s.Frontend, e.s.ARMURL, slices.Concat(lossOps, frontendOps)))
+	require.NoError(t, seedOps(ctx, e, slices.Concat(lossOps, frontendOps)))
 
 	// Each poll of a loss operation is one trial: wait for several losses
 	// in both subscriptions, or for an operation write that got through.
@@ -320,7 +320,7 @@ func TestLockLossAndExpiry(t *testing.T) {
 	// in the middle of a slow write.
 	slowKilled, unSlowKilled := slowRequests(e.proxy, frontend.OperationsContainer, faultproxy.KindReplace, subKilled, time.Minute)
 	killedOps := []op{installingOp(subKilled, "killed-1")}
-	require.NoError(t, seedOps(ctx, e.s.Sim, e.s.Frontend, e.s.ARMURL, killedOps))
+	require.NoError(t, seedOps(ctx, e, killedOps))
 	require.True(t, testenv.WaitFor(ctx, 3*scanInterval, 100*time.Millisecond, func() bool { return slowKilled.Load() > 0 }),
 		"the handler reaches the slow write under the lock")
 	held, err := e.db.lock(ctx, subKilled)

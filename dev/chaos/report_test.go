@@ -24,12 +24,15 @@ type report struct {
 	env            *env
 	kill           *killer
 	taker          *lockTaker
+	bodies         *bodyFaults
 	writes         []faultproxy.Write
 	leases         []faultproxy.Lease
 	violations     []faultproxy.Violation
 	notified       map[string][]map[string]any
 	poison         []string
 	progress       map[time.Duration]int
+	// opItems and bills are the Operations and Billing items at the end.
+	opItems, bills map[string]item
 }
 
 // faultTotal is the number of faults injected, of every kind.
@@ -37,7 +40,8 @@ func (r *report) faultTotal() int64 {
 	p := r.env.proxy.Stats()
 	n := p.Throttled + p.Unavailable + p.TimedOut + p.Dropped + p.DroppedAfterForward
 	sim := r.env.s.Sim.Stats()
-	for _, k := range []string{clustersim.FaultError, clustersim.FaultTimeout, clustersim.FaultSpike, clustersim.FaultOutage} {
+	for _, k := range []string{clustersim.FaultError, clustersim.FaultTimeout, clustersim.FaultSpike, clustersim.FaultOutage,
+		clustersim.FaultUnknownState, clustersim.FaultCredentialNoExpiration, clustersim.FaultEndlessCredentialList} {
 		n += sim.Faults[k]
 	}
 	return n
@@ -56,6 +60,7 @@ func (r *report) String() string {
 		parts = append(parts, fmt.Sprintf("%s %d", k, kinds[k]))
 	}
 	f("operations: %d over %d subscriptions (%s)", len(r.ops), r.cfg.subs, strings.Join(parts, ", "))
+	f("final status by kind: %s", r.finalByKind())
 	f("elapsed: %s from seeding to the final checks; chaos phase %s; settled under chaos: %v",
 		r.elapsed.Round(time.Second), r.chaosFor.Round(time.Second), r.settledInChaos)
 	var prog []string
@@ -79,6 +84,16 @@ func (r *report) String() string {
 	f("Cluster Service faults (simulator): %d status calls; 503 %d, timeout %d, spike %d, latency %d; answers %s",
 		calls, sim.Faults[clustersim.FaultError], sim.Faults[clustersim.FaultTimeout], sim.Faults[clustersim.FaultSpike],
 		sim.Faults[clustersim.FaultLatency], strings.Join(statuses, ", "))
+	var byPath []string
+	for _, k := range sortedKeys(sim.Requests) {
+		byPath = append(byPath, fmt.Sprintf("%s %d", k, sim.Requests[k]))
+	}
+	f("Cluster Service calls by path: %s", strings.Join(byPath, ", "))
+	if r.bodies != nil {
+		f("body faults: %d windows (%s in all); answers with an unknown state %d, credentials without expiration %d, endless credential list pages %d",
+			r.bodies.windows.Load(), time.Duration(r.bodies.on.Load()).Round(time.Second), sim.Faults[clustersim.FaultUnknownState],
+			sim.Faults[clustersim.FaultCredentialNoExpiration], sim.Faults[clustersim.FaultEndlessCredentialList])
+	}
 	c := e.s.Host.Counters()
 	f("handler kills (SIGKILL): %d by the test, %d by the host on a function timeout; handler restarts: %d; host restarts: %d",
 		r.kill.kills.Load(), c.Timeouts, c.HandlerRestarts, c.HostRestarts)
@@ -106,7 +121,7 @@ func (r *report) String() string {
 	f("notifications: %d for %d operations; %d operations notified more than once (%d duplicates) %s",
 		total, len(r.notified), dupOps, extra, strings.Join(dups, " "))
 
-	var opsW, resW, lockW, undelivered int
+	var opsW, resW, lockW, billW, undelivered int
 	for _, w := range r.writes {
 		switch w.Container {
 		case frontend.OperationsContainer:
@@ -115,6 +130,8 @@ func (r *report) String() string {
 			resW++
 		case frontend.LocksContainer:
 			lockW++
+		case frontend.BillingContainer:
+			billW++
 		}
 		if !w.Delivered {
 			undelivered++
@@ -128,8 +145,9 @@ func (r *report) String() string {
 			os_++
 		}
 	}
-	f("write log: %d writes (Operations %d, Resources %d, Locks %d), %d landed without the writer learning it; leases: opstatus %d, frontend %d; lock violations: %d",
-		len(r.writes), opsW, resW, lockW, undelivered, os_, fe, len(r.violations))
+	f("write log: %d writes (Operations %d, Resources %d, Locks %d, Billing %d), %d landed without the writer learning it; leases: opstatus %d, frontend %d; lock violations: %d",
+		len(r.writes), opsW, resW, lockW, billW, undelivered, os_, fe, len(r.violations))
+	f("billing: %s", r.billing())
 	for i, v := range r.violations {
 		if i == 10 {
 			f("  …")
@@ -146,6 +164,83 @@ func (r *report) String() string {
 	}
 	f("poison queue: %d messages (%d malformed queued on purpose)", len(r.poison), len(malformed))
 	return b.String()
+}
+
+// finalByKind prints each kind's operations by final status.
+func (r *report) finalByKind() string {
+	by := map[string]map[string]int{}
+	for _, o := range r.ops {
+		if by[o.Kind] == nil {
+			by[o.Kind] = map[string]int{}
+		}
+		st := r.opItems[o.ID].str("status")
+		if st == "" {
+			st = "missing"
+		}
+		by[o.Kind][st]++
+	}
+	var parts []string
+	for _, k := range sortedKeys(by) {
+		parts = append(parts, fmt.Sprintf("%s: %s", k, outcomeList(by[k])))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// billing prints the billing figures: items open and closed, who opened
+// and closed them, and where the deletionTimes fell between a delete's
+// start and its Succeeded.
+func (r *report) billing() string {
+	byCluster := billsByCluster(r.bills)
+	var open, closed, opened, closedByRun, seeded, seededClosed int
+	var afterStart, beforeDone []time.Duration
+	for _, o := range r.ops {
+		if !o.clusterOnly() {
+			continue
+		}
+		bs := byCluster[strings.ToLower(o.clusterKey())]
+		switch {
+		case o.Kind == kindCreate:
+			opened += len(bs)
+		case o.Kind == kindDelete && o.Billed:
+			seeded++
+		}
+		if o.Request != "Delete" || r.opItems[o.ID].str("status") != "Succeeded" {
+			continue
+		}
+		for _, b := range bs {
+			if b.open || !b.deleted.After(billedSince) {
+				continue
+			}
+			closedByRun++
+			if o.Kind == kindDelete {
+				seededClosed++
+			}
+			afterStart = append(afterStart, b.deleted.Sub(opTime(r.opItems[o.ID], "startTime")))
+			beforeDone = append(beforeDone, opTime(r.opItems[o.ID], "lastTransitionTime").Sub(b.deleted))
+		}
+	}
+	for _, bs := range byCluster {
+		for _, b := range bs {
+			if b.open {
+				open++
+			} else {
+				closed++
+			}
+		}
+	}
+	return fmt.Sprintf("%d items over %d clusters, %d open, %d closed; %d opened by cluster creates; %d closed by finished deletes "+
+		"(%d of the %d billed before the run); deletionTime after the delete's start %s, before its Succeeded %s",
+		len(r.bills), len(byCluster), open, closed, opened, closedByRun, seededClosed, seeded, spread(afterStart), spread(beforeDone))
+}
+
+// spread prints the least, median and greatest of ds.
+func spread(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "(none)"
+	}
+	slices.Sort(ds)
+	return fmt.Sprintf("min %s median %s max %s", ds[0].Round(time.Millisecond), ds[len(ds)/2].Round(time.Millisecond),
+		ds[len(ds)-1].Round(time.Millisecond))
 }
 
 // outcomeList prints counts by outcome.
