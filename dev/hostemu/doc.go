@@ -24,7 +24,7 @@
 //     the payload's ScheduleStatus is null; invocations never overlap; the
 //     timer is armed only after an invocation ends, so an overrun is
 //     followed at once by the next run; the listener is a singleton, run on
-//     instance 0.
+//     instance 0 (with Options.Flex, by a lease: see below).
 //   - Queue listeners (QueueListener, QueueProcessor,
 //     RandomizedExponentialBackoffStrategy, QueueListenerFactory): receives
 //     of batchSize messages hidden for 10 minutes (renewed halfway); after a
@@ -32,7 +32,8 @@
 //     than newBatchThreshold are in flight; an empty receive backs off
 //     (min + 2^(n-1) × min × [0.8, 1.2), from 100 ms up to
 //     maxPollingInterval); a write to the queue by this instance ends the
-//     back-off, but one from before the receive began is forgotten; a
+//     back-off, but one from before the receive began is forgotten, and
+//     one by another instance never does (SharedQueueWatcher); a
 //     failed message is released with visibilityTimeout, moved to
 //     <queue>-poison after maxDequeueCount, or left hidden when the queue
 //     has no poison queue; a message that does not decode goes to poison
@@ -43,7 +44,11 @@
 //     within the invocation after a 2xx, one request per message; an array
 //     is one message per element, an object is written as Newtonsoft's
 //     indented JSON, a string that is valid base64 is decoded unless the
-//     binding is binary (see outputMessages).
+//     binding is binary (see outputMessages); a JSON-object ReturnValue is
+//     merged over the outputs when no binding is "$return"
+//     (WorkerFunctionInvoker.HandleOutputDictionary, see bindingValues);
+//     a timeout fails the invocation but the writes it holds go on
+//     (FunctionExecutor.InvokeWithTimeoutAsync).
 //   - Invocation payloads (ScriptInvocationContextExtensions,
 //     Utility.ApplyBindingData, QueueTriggerBinding): {"Data":{binding:
 //     value},"Metadata":{...}}; a string queue message is serialized twice
@@ -56,19 +61,36 @@
 //     WebScriptHostExceptionHandler): GET / every 25 ms until any answer, for
 //     up to 30 s; every invocation goes to the instance's one handler, with
 //     a W3C traceparent header (HttpClient's DiagnosticsHandler, under the
-//     invocation's Activity) and no trace context in the payload; an
-//     invocation past functionTimeout fails and the handler is killed and
-//     started again; the third handler failure within 30 minutes of the one
-//     before stops the host (Options.Restart then starts it again, as the
-//     platform would).
+//     invocation's Activity) and no trace context in the payload; a 2xx
+//     answer with an empty body or the JSON null is no result, and the
+//     invocation waits until it times out (HttpContentExtensions.
+//     ReadAsAsync, DefaultHttpWorkerService.ProcessDefaultInvocation-
+//     Request); an invocation past functionTimeout fails and the handler is
+//     killed and started again; the third handler failure within 30
+//     minutes of the one before stops the host (Options.Restart then starts
+//     it again, as the platform would).
 //   - Logs (WorkerProcess.ParseErrorMessageAndLog, DefaultHttpWorkerService.
 //     ProcessLogsFromHttpResponse): stdout lines at Information, stderr lines
 //     at Error or, when they contain "warn", Warning; a response's Logs at
 //     Information, and only for a 2xx (see Options.OnLog).
+//   - The Flex Consumption plan, with Options.Flex (FlexOptions): one
+//     function per instance (FunctionGroupListenerDecorator,
+//     FUNCTIONS_TARGET_GROUP); the instances of a queue-triggered function
+//     set by a scale controller from the queue's length
+//     (QueueTargetScaler, QueueMetricsProvider; the step of four and the
+//     decision interval from Microsoft's documentation); an instance
+//     stopped by stopping its listeners, waiting for the invocations in
+//     flight (QueueListener.StopAsync, TimerListener.StopAsync), then
+//     killing the handler (WorkerProcess.Dispose), never with SIGTERM; the
+//     timer a singleton by a 60 s lease that a crashed holder keeps until
+//     it runs out, retried once a minute by the others (SingletonListener,
+//     SingletonManager, SingletonOptions).
 //
 // Options.StorageLatency adds a delay to every Storage request, standing in
 // for the round trip to a real account. The emulator's own choices, where
 // the host's source has nothing to follow, are marked as such: Run fails
-// when the first handler cannot start, and stops the handlers with SIGTERM
-// and a drain when its context ends.
+// when the first handler cannot start, and without Options.Flex stops the
+// handlers with SIGTERM and a drain when its context ends; with it, a
+// crashed instance is replaced at once, scale-in stops the newest
+// instances first, and FlexOptions.ScaleInDelay defaults to a minute.
 package hostemu

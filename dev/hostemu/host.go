@@ -38,7 +38,8 @@ const (
 type Options struct {
 	// Instances is the number of independent host instances, each with its
 	// own handler process and queue listeners, as when the app scales out.
-	// Timer triggers run on instance 0 only. Default 1.
+	// Timer triggers run on instance 0 only. With Flex it is the number of
+	// instances of each timer-triggered function. Default 1.
 	Instances int
 	// Restart makes a handler that exits on its own do what it does under
 	// the host: a new one starts unless it exited with status 0, and the
@@ -74,11 +75,12 @@ type Options struct {
 	// Default 30 s (HttpWorkerOptions.InitializationTimeout).
 	StartTimeout time.Duration
 	// StopTimeout is how long a handler has to exit after SIGTERM before it
-	// gets SIGKILL. Default 10 s.
+	// gets SIGKILL. Default 10 s. Unused with Flex, which sends no SIGTERM.
 	StopTimeout time.Duration
 	// DrainTimeout is how long Run waits, once its context ends, for
 	// invocations in flight to finish before it sends SIGTERM to the
 	// handlers. Default 0: SIGTERM at once, the handler drains them.
+	// Unused with Flex, which waits for them all.
 	DrainTimeout time.Duration
 	// InvocationTimeout bounds one invocation, its output bindings
 	// included; an invocation that runs out of it fails and its handler is
@@ -88,6 +90,13 @@ type Options struct {
 	// (receive, delete, update, put, each output message included), standing
 	// in for the round trip to a real account. Default 0.
 	StorageLatency time.Duration
+	// Flex runs the app the way the Flex Consumption plan does (see
+	// FlexOptions); nil keeps the quick local form, one kind of instance
+	// running every function.
+	Flex *FlexOptions
+	// OnScale is called after every decision of the scale controller (with
+	// Flex); it must be safe for concurrent use and return quickly.
+	OnScale func(ScaleDecision)
 }
 
 // Invocation describes one finished invocation, for Options.OnInvocation.
@@ -144,6 +153,14 @@ type Counters struct {
 	// HostRestarts counts the times a host stopped (three handler
 	// failures) and started again.
 	HostRestarts int64
+	// Wakeups counts the notifications a queue write gave the listeners of
+	// its own instance; writes never wake another instance's.
+	Wakeups int64
+	// InstancesStarted and InstancesStopped count the instances started
+	// and ended (scaled in, crashed or stopped with Run), the first ones
+	// included.
+	InstancesStarted int64
+	InstancesStopped int64
 }
 
 // Calls returns the number of invocations of function, whatever their
@@ -175,6 +192,17 @@ type Host struct {
 	instances []*Instance
 	opts      Options // Options with defaults, fixed by Run
 	log       *slog.Logger
+	out       *sharedWriter
+
+	// With Options.Flex: the groups of instances, their scale controllers,
+	// the timers' leases, the instances' runs and their errors.
+	nextIndex int
+	shutdown  bool
+	groups    []*group
+	scalers   []*scaler
+	leases    map[string]*timerLease
+	runs      sync.WaitGroup
+	fatal     chan error
 
 	stats stats
 }
@@ -195,6 +223,9 @@ type stats struct {
 	restarts    atomic.Int64
 	timeouts    atomic.Int64
 	hostRestart atomic.Int64
+	wakeups     atomic.Int64
+	started     atomic.Int64
+	stopped     atomic.Int64
 }
 
 // Load reads appDir/host.json and every appDir/<function>/function.json.
@@ -250,6 +281,9 @@ func (h *Host) Counters() Counters {
 		HandlerRestarts:   h.stats.restarts.Load(),
 		Timeouts:          h.stats.timeouts.Load(),
 		HostRestarts:      h.stats.hostRestart.Load(),
+		Wakeups:           h.stats.wakeups.Load(),
+		InstancesStarted:  h.stats.started.Load(),
+		InstancesStopped:  h.stats.stopped.Load(),
 	}
 }
 
@@ -313,16 +347,21 @@ func (h *Host) withDefaults(o Options) Options {
 	if o.InvocationTimeout <= 0 {
 		o.InvocationTimeout = h.config.FunctionTimeout
 	}
+	if o.Flex != nil {
+		f := o.Flex.withDefaults()
+		o.Flex = &f
+	}
 	return o
 }
 
 // Run starts the handlers, waits until each answers, then runs the timers
 // and queue listeners until ctx ends. Then it stops taking work, sends
 // SIGTERM to the handlers (after Options.DrainTimeout), waits for them and
-// for the message completions, and returns nil. It returns an error when a
-// handler cannot start, when a handler exits on its own without
-// Options.Restart, or when a host stops itself without Options.Restart. A
-// Host runs once.
+// for the message completions, and returns nil; with Options.Flex it
+// stops every instance the host's way instead (see FlexOptions). It
+// returns an error when a handler cannot start, when a handler exits on
+// its own without Options.Restart, or when a host stops itself without
+// Options.Restart. A Host runs once.
 func (h *Host) Run(ctx context.Context) error {
 	h.mu.Lock()
 	if h.started {
@@ -333,16 +372,24 @@ func (h *Host) Run(ctx context.Context) error {
 	h.opts = h.withDefaults(h.Options)
 	h.log = h.opts.Logger
 	h.queues.latency = h.opts.StorageLatency
-	out := newSharedWriter(h.opts.Output)
-	for i := range h.opts.Instances {
-		h.instances = append(h.instances, newInstance(h, i, out))
-	}
-	instances := append([]*Instance(nil), h.instances...)
+	h.out = newSharedWriter(h.opts.Output)
 	h.mu.Unlock()
 
 	if err := h.createQueues(ctx); err != nil {
 		return err
 	}
+	if h.opts.Flex != nil {
+		return h.runFlex(ctx)
+	}
+
+	h.mu.Lock()
+	for i := range h.opts.Instances {
+		h.instances = append(h.instances, newInstance(h, i, "", h.out))
+	}
+	instances := append([]*Instance(nil), h.instances...)
+	h.mu.Unlock()
+	h.stats.started.Add(int64(len(instances)))
+	defer h.stats.stopped.Add(int64(len(instances)))
 
 	// runCtx ends the instances: when ctx ends, or when one fails for good.
 	runCtx, stop := context.WithCancel(ctx)

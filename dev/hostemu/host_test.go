@@ -47,6 +47,7 @@ type echo struct {
 	Setting      string          `json:"setting"`
 	PID          int             `json:"pid"`
 	Overlap      bool            `json:"overlap"`
+	TargetGroup  string          `json:"targetGroup"`
 }
 
 func echoOf(t *testing.T, inv Invocation) echo {
@@ -118,6 +119,7 @@ func testEndToEnd(t *testing.T, instances int) {
 	require.EqualValues(t, 5, c.Calls("poll"))
 	require.GreaterOrEqual(t, c.MessagesReceived, c.Calls("poll"), "every invocation's message was received")
 	require.Positive(t, c.Receives)
+	require.Positive(t, c.Wakeups, "scan's writes wake the poll listener of its own process")
 	require.EqualValues(t, 3, c.Invocations[InvocationKey{Function: "poll", Status: 500}])
 	require.EqualValues(t, 2, c.Invocations[InvocationKey{Function: "poll", Status: 200}])
 	require.EqualValues(t, 3, c.Failures)

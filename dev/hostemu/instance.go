@@ -67,8 +67,18 @@ var (
 type Instance struct {
 	h      *Host
 	index  int
+	group  string // the function it runs with Options.Flex; "" for all
 	out    io.Writer
 	client *http.Client
+
+	// stopRun stops a Flex instance the host's way; crash, closed by
+	// Crash, ends it at once.
+	stopRun   context.CancelFunc
+	crash     chan struct{}
+	crashOnce sync.Once
+	// outputs holds the output writes that go on after their invocation
+	// timed out.
+	outputs sync.WaitGroup
 
 	mu      sync.Mutex
 	cur     *handlerProc  // the latest process, ready or not
@@ -91,9 +101,9 @@ type handlerProc struct {
 	waitErr error         // valid after exited is closed
 }
 
-func newInstance(h *Host, index int, out *sharedWriter) *Instance {
+func newInstance(h *Host, index int, group string, out *sharedWriter) *Instance {
 	var w io.Writer = out
-	if h.opts.Instances > 1 {
+	if h.opts.Instances > 1 || h.opts.Flex != nil {
 		w = out.prefixed(fmt.Sprintf("[%d] ", index))
 	}
 	// DefaultHttpWorkerService's HttpClient puts no limit on the
@@ -104,8 +114,10 @@ func newInstance(h *Host, index int, out *sharedWriter) *Instance {
 	return &Instance{
 		h:        h,
 		index:    index,
+		group:    group,
 		out:      w,
 		client:   &http.Client{Transport: transport},
+		crash:    make(chan struct{}),
 		changed:  make(chan struct{}),
 		restarts: make(chan string, 16),
 		watchers: map[string][]*poller{},
@@ -114,6 +126,11 @@ func newInstance(h *Host, index int, out *sharedWriter) *Instance {
 
 // Index returns the instance's number, from 0.
 func (in *Instance) Index() int { return in.index }
+
+// runs reports whether the instance runs fn's listener: with function
+// groups, only its own function's (FunctionGroupListenerDecorator gives
+// the others a listener that never starts).
+func (in *Instance) runs(fn *Function) bool { return in.group == "" || in.group == fn.Name }
 
 // Port returns the current handler's port, 0 when none runs.
 func (in *Instance) Port() int {
@@ -189,10 +206,12 @@ func (in *Instance) acquire(ctx context.Context) (*handlerProc, error) {
 const completionGrace = 30 * time.Second
 
 // run runs the instance until ctx ends: its handler, and its listeners
-// (the timers on instance 0 only: the timer listener is a singleton). It
-// reports on ready whether the first handler started. When ctx ends it
-// stops taking work, waits up to Options.DrainTimeout for the work in
-// flight, stops the handler, and waits for the message completions.
+// (the timer listener is a singleton: it runs on instance 0, or with
+// Options.Flex on the instance that holds its lease). It reports on ready
+// whether the first handler started. When ctx ends it stops taking work,
+// waits up to Options.DrainTimeout for the work in flight, stops the
+// handler, and waits for the message completions; with Options.Flex it
+// waits for all the work in flight, then kills the handler.
 //
 // When the host stops itself (three handler failures) the instance ends
 // with an error, or with Options.Restart starts again as a new host, as
@@ -200,6 +219,9 @@ const completionGrace = 30 * time.Second
 func (in *Instance) run(ctx context.Context, ready chan<- error) error {
 	for first := true; ; first = false {
 		err := in.runHost(ctx, first, ready)
+		if in.crashed() {
+			return nil
+		}
 		if !errors.Is(err, errHostStopped) || !in.h.opts.Restart || ctx.Err() != nil {
 			return err
 		}
@@ -232,7 +254,7 @@ func (in *Instance) runHost(ctx context.Context, first bool, ready chan<- error)
 	var pollers []*poller
 	for fi := range h.functions {
 		fn := &h.functions[fi]
-		if fn.Disabled || fn.Queue == nil {
+		if fn.Disabled || fn.Queue == nil || !in.runs(fn) {
 			continue
 		}
 		p, err := newPoller(h, in, fn)
@@ -268,27 +290,51 @@ func (in *Instance) runHost(ctx context.Context, first bool, ready chan<- error)
 	}
 
 	var wg sync.WaitGroup
-	if in.index == 0 {
-		for fi := range h.functions {
-			if fn := &h.functions[fi]; !fn.Disabled && fn.Timer != nil {
-				tr := &timerRunner{h: h, in: in, fn: fn}
-				wg.Go(func() { tr.run(intake, work) })
-			}
+	for fi := range h.functions {
+		fn := &h.functions[fi]
+		if fn.Disabled || fn.Timer == nil || !in.runs(fn) {
+			continue
+		}
+		tr := &timerRunner{h: h, in: in, fn: fn}
+		switch {
+		case h.opts.Flex != nil:
+			wg.Go(func() { tr.runSingleton(intake, work) })
+		case in.index == 0:
+			wg.Go(func() { tr.run(intake, work) })
 		}
 	}
 	for _, p := range pollers {
 		wg.Go(func() { p.run(intake, work, &wg) })
 	}
 
+	crashed := false
 	select {
 	case <-ctx.Done():
 	case err = <-superDone:
 		superDone = nil
+	case <-in.crash:
+		crashed = true
 	}
 	stopIntake()
 	allDone := make(chan struct{})
-	go func() { wg.Wait(); close(allDone) }()
-	if err == nil && h.opts.DrainTimeout > 0 {
+	go func() {
+		wg.Wait()
+		// Every invoke has returned, so no output write starts after this.
+		in.outputs.Wait()
+		close(allDone)
+	}()
+	switch {
+	case crashed:
+		// The invocations in flight die with the machine.
+		stopWork()
+	case err != nil:
+	case h.opts.Flex != nil:
+		// The host stops its listeners, which wait for the invocations in
+		// flight (QueueListener.StopAsync awaits its processing tasks,
+		// TimerListener.StopAsync its invocation lock), and only then
+		// disposes of the worker.
+		<-allDone
+	case h.opts.DrainTimeout > 0:
 		select {
 		case <-allDone:
 		case <-time.After(h.opts.DrainTimeout):
@@ -331,7 +377,8 @@ func (in *Instance) runHost(ctx context.Context, first bool, ready chan<- error)
 //
 // Without Options.Restart any exit ends supervise with an error. On ctx
 // end it stops the handler with SIGTERM (then SIGKILL after
-// Options.StopTimeout).
+// Options.StopTimeout); with Options.Flex, or after Crash, it kills it as
+// the host disposes of a worker.
 func (in *Instance) supervise(ctx context.Context, port int, report bool, started chan<- error) error {
 	h := in.h
 	log := h.log.With("instance", in.index)
@@ -415,10 +462,18 @@ func (in *Instance) supervise(ctx context.Context, port int, report bool, starte
 			in.setState(nil, false, false)
 			p.kill()
 		case <-ctx.Done():
-			// Stop taking invocations, then let the handler drain the ones
-			// in flight.
 			in.setState(p, false, true)
-			p.stop(h.opts.StopTimeout)
+			if h.opts.Flex != nil || in.crashed() {
+				// HttpFunctionInvocationDispatcher.Dispose disposes of the
+				// channel, whose WorkerProcess.Dispose kills the process; the
+				// host never signals it otherwise.
+				p.kill()
+				<-p.exited
+			} else {
+				// Stop taking invocations, then let the handler drain the
+				// ones in flight.
+				p.stop(h.opts.StopTimeout)
+			}
 			log.Info("hostemu: handler stopped", "exit", exitText(p.waitErr))
 			return stop(nil)
 		}
@@ -535,6 +590,11 @@ func (in *Instance) environment(port int) []string {
 		}
 	}) {
 		env = append(env, k+"="+h.settings[k])
+	}
+	if in.group != "" {
+		// The platform sets it in the host's environment
+		// (FunctionGroups.ForFunction), which the handler inherits.
+		env = append(env, targetGroupSetting+"=function:"+in.group)
 	}
 	id := newUUID()
 	p := strconv.Itoa(port)

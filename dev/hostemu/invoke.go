@@ -44,6 +44,10 @@ const (
 // functionTimeout.
 var errFunctionTimeout = errors.New("function timeout")
 
+// errNoResult is a 2xx answer whose body the host reads as no result at
+// all.
+var errNoResult = errors.New("the handler answered without a result")
+
 // invocationResult is the body a custom handler answers with.
 type invocationResult struct {
 	Outputs     map[string]json.RawMessage `json:"Outputs"`
@@ -62,7 +66,12 @@ type invocationResult struct {
 // the host kills the handler process and starts a new one
 // (WebScriptHostExceptionHandler.OnTimeoutExceptionAsync with the zero
 // grace period the script host configures, then HttpFunctionInvocation-
-// Dispatcher.RestartWorkerWithInvocationIdAsync).
+// Dispatcher.RestartWorkerWithInvocationIdAsync). The timeout stops only
+// the wait: outputs the host already holds are still written, all of them
+// (InvokeWithTimeoutAsync leaves the invocation's task running, and
+// FunctionBinding.BindAsyncCollectorAsync's AddAsync calls take no
+// cancellation token). A 2xx answer without a result leaves the
+// invocation waiting until it times out (see post).
 func (in *Instance) invoke(ctx context.Context, fn *Function, data map[string]any, metadata *bindingData, dequeueCount int64) bool {
 	h := in.h
 	start := time.Now()
@@ -82,6 +91,12 @@ func (in *Instance) invoke(ctx context.Context, fn *Function, data map[string]an
 	if result != nil {
 		inv.ReturnValue = result.ReturnValue
 	}
+	if errors.Is(err, errNoResult) {
+		// DefaultHttpWorkerService.ProcessDefaultInvocationRequest sets the
+		// invocation's result only when it read one.
+		<-ictx.Done()
+		err = fmt.Errorf("%w; waited for one until: %w", err, context.Cause(ictx))
+	}
 	if err == nil {
 		// DefaultHttpWorkerService.ProcessLogsFromHttpResponse: the Logs of a
 		// 2xx response whose body the host could read, each at Information.
@@ -89,7 +104,20 @@ func (in *Instance) invoke(ctx context.Context, fn *Function, data map[string]an
 			h.log.Info(line, "function", fn.Name, "invocation", inv.ID)
 			in.emitLog(LogLine{Level: slog.LevelInfo, Source: SourceLogs, Function: fn.Name, InvocationID: inv.ID, Text: line})
 		}
-		err = in.writeOutputs(ictx, fn, result)
+		written := make(chan error, 1)
+		in.outputs.Go(func() {
+			err := in.writeOutputs(ctx, fn, result)
+			written <- err
+			if errors.Is(context.Cause(ictx), errFunctionTimeout) {
+				h.log.Info("hostemu: outputs written after the invocation timed out", "function", fn.Name,
+					"instance", in.index, "invocation", inv.ID, "err", err)
+			}
+		})
+		select {
+		case err = <-written:
+		case <-ictx.Done():
+			err = context.Cause(ictx)
+		}
 	}
 	timedOut := err != nil && errors.Is(context.Cause(ictx), errFunctionTimeout)
 	cancel()
@@ -156,7 +184,8 @@ func (in *Instance) post(ctx context.Context, fn *Function, id, traceparent stri
 	}
 	var result *invocationResult
 	var parseErr error
-	if len(bytes.TrimSpace(raw)) > 0 {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) > 0 {
 		var r invocationResult
 		if parseErr = json.Unmarshal(raw, &r); parseErr == nil {
 			result = &r
@@ -166,9 +195,16 @@ func (in *Instance) post(ctx context.Context, fn *Function, id, traceparent stri
 		return resp.StatusCode, result, fmt.Errorf("handler answered %s: %s", resp.Status, snippet(raw))
 	}
 	// The host reads the body with ReadAsAsync, which knows JSON only by
-	// its media type.
+	// its media type, and which reads no result at all from an empty body
+	// (HttpContentExtensions.ReadAsAsync without a reader for the media
+	// type and BaseJsonMediaTypeFormatter.ReadFromStreamAsync both give
+	// null for Content-Length 0) or from a JSON body that is null.
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if mt != "application/json" && mt != "text/json" {
+	isJSON := mt == "application/json" || mt == "text/json"
+	if (len(raw) == 0 && resp.ContentLength == 0) || (isJSON && (len(trimmed) == 0 || string(trimmed) == "null")) {
+		return resp.StatusCode, nil, fmt.Errorf("%w (%s, body %q)", errNoResult, resp.Status, snippet(raw))
+	}
+	if !isJSON {
 		return resp.StatusCode, result, fmt.Errorf("response Content-Type %q is not JSON", resp.Header.Get("Content-Type"))
 	}
 	if parseErr != nil {
@@ -186,26 +222,81 @@ func (in *Instance) post(ctx context.Context, fn *Function, id, traceparent stri
 // awaits Task.WhenAll of the bindings; FunctionBinding.
 // BindAsyncCollectorAsync awaits one AddAsync per message).
 func (in *Instance) writeOutputs(ctx context.Context, fn *Function, result *invocationResult) error {
+	values := bindingValues(fn, result)
 	var wg sync.WaitGroup
 	errs := make([]error, len(fn.Outputs))
 	for i := range fn.Outputs {
 		o := &fn.Outputs[i]
-		raw, ok := result.Outputs[o.Binding]
+		v, ok := values[o.Binding]
 		if !ok {
 			continue
 		}
-		wg.Go(func() { errs[i] = in.writeBinding(ctx, o, raw) })
+		wg.Go(func() { errs[i] = in.writeBinding(ctx, o, v) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
+// outputValue is the value a response gives one output binding.
+type outputValue struct {
+	raw json.RawMessage
+	// fromReturn marks a value taken from ReturnValue, which the host does
+	// not base64-decode (only Outputs go through GetBindingValue).
+	fromReturn bool
+}
+
+// bindingValues returns the value of each output binding of a response,
+// as the host gathers them: the response's Outputs of the function's
+// output bindings (HttpScriptInvocationResultExtensions.
+// ToScriptInvocationResult); then, with a "$return" binding, ReturnValue
+// as its value (HandleReturnParameter), or else, when ReturnValue is a
+// JSON object, each of its properties over the output of the same name
+// (WorkerFunctionInvoker.HandleOutputDictionary). Nulls write nothing.
+func bindingValues(fn *Function, result *invocationResult) map[string]outputValue {
+	values := map[string]outputValue{}
+	hasReturn := false
+	for _, o := range fn.Outputs {
+		if o.Binding == returnBinding {
+			hasReturn = true
+			continue
+		}
+		if raw, ok := result.Outputs[o.Binding]; ok && !isJSONNull(raw) {
+			values[o.Binding] = outputValue{raw: raw}
+		}
+	}
+	rv := bytes.TrimSpace(result.ReturnValue)
+	switch {
+	case len(rv) == 0 || isJSONNull(rv):
+	case hasReturn:
+		values[returnBinding] = outputValue{raw: rv}
+	case rv[0] == '{':
+		var props map[string]json.RawMessage
+		if json.Unmarshal(rv, &props) != nil {
+			break
+		}
+		for name, raw := range props {
+			if isJSONNull(raw) {
+				delete(values, name)
+				continue
+			}
+			values[name] = outputValue{raw: raw, fromReturn: true}
+		}
+	}
+	return values
+}
+
+// returnBinding is the name of a binding that takes the function's return
+// value (ScriptConstants.SystemReturnParameterBindingName).
+const returnBinding = "$return"
+
+func isJSONNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
 // writeBinding writes one output binding's messages, each with a request of
 // its own (QueuesExtensionConfigProvider.QueueAsyncCollector.AddAsync: no
 // batching).
-func (in *Instance) writeBinding(ctx context.Context, o *QueueOutput, raw json.RawMessage) error {
+func (in *Instance) writeBinding(ctx context.Context, o *QueueOutput, v outputValue) error {
 	h := in.h
-	msgs, err := outputMessages(raw, o.DataType, h.opts.Location)
+	msgs, err := valueMessages(v.raw, o.DataType != "binary" && !v.fromReturn, h.opts.Location)
 	if err != nil {
 		return fmt.Errorf("output binding %q: %w", o.Binding, err)
 	}
@@ -244,6 +335,12 @@ func (in *Instance) writeBinding(ctx context.Context, o *QueueOutput, raw json.R
 // Newtonsoft.Json, so a string in the ISO date form is a DateTime by then
 // and is written back in Newtonsoft's date form.
 func outputMessages(raw json.RawMessage, dataType string, loc *time.Location) ([][]byte, error) {
+	return valueMessages(raw, dataType != "binary", loc)
+}
+
+// valueMessages is outputMessages for a value that the host base64-decodes
+// when it can (decodeBase64) or never does.
+func valueMessages(raw json.RawMessage, decodeBase64 bool, loc *time.Location) ([][]byte, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
@@ -255,7 +352,7 @@ func outputMessages(raw json.RawMessage, dataType string, loc *time.Location) ([
 		return nil, nil
 	}
 	if v.kind == jString {
-		if dataType != "binary" {
+		if decodeBase64 {
 			if b, ok := dotnetBase64(v.text); ok {
 				return [][]byte{b}, nil
 			}

@@ -3,6 +3,7 @@ package hostemu
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,4 +248,70 @@ func TestLineSplitter(t *testing.T) {
 	}
 	l.flush()
 	require.Equal(t, []string{"a", "b", "c", "d", "", "e"}, lines)
+}
+
+func TestBindingValues(t *testing.T) {
+	// What each output binding gets from a response: its Outputs entry;
+	// with a "$return" binding, ReturnValue; else a JSON-object ReturnValue
+	// merged over the outputs (WorkerFunctionInvoker.HandleOutputDictionary),
+	// whose values the host does not base64-decode.
+	queue := func(names ...string) *Function {
+		fn := &Function{Name: "scan"}
+		for _, n := range names {
+			fn.Outputs = append(fn.Outputs, QueueOutput{Binding: n, QueueName: "q"})
+		}
+		return fn
+	}
+	tests := []struct {
+		name string
+		fn   *Function
+		body string
+		want map[string]outputValue
+	}{
+		{name: "outputs only", fn: queue("operations"),
+			body: `{"Outputs":{"operations":[1],"other":[2]},"ReturnValue":3}`,
+			want: map[string]outputValue{"operations": {raw: json.RawMessage(`[1]`)}}},
+		{name: "object ReturnValue merged over the outputs", fn: queue("operations", "audit"),
+			body: `{"Outputs":{"operations":[1],"audit":"a"},"ReturnValue":{"operations":[2],"count":3}}`,
+			want: map[string]outputValue{
+				"operations": {raw: json.RawMessage(`[2]`), fromReturn: true},
+				"audit":      {raw: json.RawMessage(`"a"`)},
+				"count":      {raw: json.RawMessage(`3`), fromReturn: true},
+			}},
+		{name: "a null in ReturnValue takes the output away", fn: queue("operations"),
+			body: `{"Outputs":{"operations":[1]},"ReturnValue":{"operations":null}}`,
+			want: map[string]outputValue{}},
+		{name: "ReturnValue that is no object merges nothing", fn: queue("operations"),
+			body: `{"Outputs":{"operations":[1]},"ReturnValue":[{"operations":[2]}]}`,
+			want: map[string]outputValue{"operations": {raw: json.RawMessage(`[1]`)}}},
+		{name: "null outputs write nothing", fn: queue("operations"),
+			body: `{"Outputs":{"operations":null},"ReturnValue":null}`,
+			want: map[string]outputValue{}},
+		{name: "$return binding takes ReturnValue, not merged", fn: queue("$return", "operations"),
+			body: `{"Outputs":{"$return":[9],"operations":[1]},"ReturnValue":{"operations":[2]}}`,
+			want: map[string]outputValue{
+				"$return":    {raw: json.RawMessage(`{"operations":[2]}`)},
+				"operations": {raw: json.RawMessage(`[1]`)},
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var result invocationResult
+			require.NoError(t, json.Unmarshal([]byte(tt.body), &result))
+			got := bindingValues(tt.fn, &result)
+			for k, v := range got {
+				got[k] = outputValue{raw: json.RawMessage(strings.Join(strings.Fields(string(v.raw)), "")), fromReturn: v.fromReturn}
+			}
+			require.Equal(t, tt.want, got)
+		})
+	}
+
+	// A string from ReturnValue is written as it is, one from Outputs
+	// base64-decoded when it can be.
+	msgs, err := valueMessages(json.RawMessage(`"aGVsbG8="`), false, time.UTC)
+	require.NoError(t, err)
+	require.Equal(t, [][]byte{[]byte("aGVsbG8=")}, msgs)
+	msgs, err = valueMessages(json.RawMessage(`"aGVsbG8="`), true, time.UTC)
+	require.NoError(t, err)
+	require.Equal(t, [][]byte{[]byte("hello")}, msgs)
 }

@@ -281,3 +281,64 @@ func TestStorageLatency(t *testing.T) {
 	require.True(t, strings.HasPrefix(string(first), "{\n  \"operationId\": \"op-"), "%q", first)
 	require.NoError(t, r.stop())
 }
+
+func TestAnswerWithoutResultWaitsForTimeout(t *testing.T) {
+	// A 2xx answer the host reads as no result (an empty body, or the JSON
+	// null) never completes the invocation: it runs until functionTimeout,
+	// then fails like any timeout and the handler is killed.
+	for _, body := range []string{"empty", "null", "empty-text"} {
+		t.Run(body, func(t *testing.T) {
+			r := runHost(t, timerApp(t, ""), map[string]string{"SCAN_SCHEDULE": "*/1 * * * * *", "SCAN_BODY": body},
+				Options{InvocationTimeout: 500 * time.Millisecond})
+			require.Eventually(t, func() bool { return len(r.rec.of("scan")) >= 1 }, time.Minute, 20*time.Millisecond)
+			scan := r.rec.of("scan")[0]
+			require.Equal(t, 200, scan.Status)
+			require.ErrorIs(t, scan.Err, errNoResult)
+			require.ErrorContains(t, scan.Err, "timeout value of 500ms exceeded")
+			require.ErrorIs(t, scan.Err, errFunctionTimeout)
+			require.NoError(t, r.stop())
+			require.Positive(t, r.h.Counters().Timeouts)
+		})
+	}
+}
+
+func TestOutputsWrittenAfterTimeout(t *testing.T) {
+	// A timeout stops the host's wait, not the output writes it already
+	// holds: the invocation fails at functionTimeout and every message of
+	// the answer is still written.
+	az := testenv.SharedAzurite(t)
+	const queue, n, latency = "after-timeout", 10, 100 * time.Millisecond
+	app := newApp(t, `{"version":"2.0","customHandler":{"description":{"defaultExecutablePath":"fakehandler"}}}`,
+		map[string]string{"scan": `{"bindings":[
+			{"name":"timer","type":"timerTrigger","direction":"in","schedule":"0 0 0 1 1 *","runOnStartup":true},
+			{"name":"operations","type":"queue","direction":"out","queueName":"` + queue + `"}]}`})
+	q, err := azqueue.NewQueueClientFromConnectionString(az.ConnectionString, queue, nil)
+	require.NoError(t, err)
+	_, _ = q.Create(t.Context(), nil)
+	_, err = q.ClearMessages(t.Context(), nil)
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	enqueuedAtEnd := int64(-1)
+	var r *running
+	onInvocation := func(Invocation) {
+		mu.Lock()
+		defer mu.Unlock()
+		enqueuedAtEnd = r.h.Counters().MessagesEnqueued
+	}
+	r = runHost(t, app, map[string]string{"AzureWebJobsStorage": az.ConnectionString, "SCAN_MESSAGES": "10"},
+		Options{StorageLatency: latency, InvocationTimeout: 3 * latency, OnInvocation: onInvocation})
+	require.Eventually(t, func() bool { return len(r.rec.of("scan")) >= 1 }, time.Minute, 20*time.Millisecond)
+	scan := r.rec.of("scan")[0]
+	require.ErrorIs(t, scan.Err, errFunctionTimeout)
+	mu.Lock()
+	require.Less(t, enqueuedAtEnd, int64(n), "each write takes at least the latency: the invocation failed first")
+	mu.Unlock()
+
+	require.Eventually(t, func() bool { return r.h.Counters().MessagesEnqueued == n }, time.Minute, 20*time.Millisecond)
+	require.NoError(t, r.stop())
+	resp, err := q.PeekMessages(t.Context(), &azqueue.PeekMessagesOptions{NumberOfMessages: ptr(int32(32))})
+	require.NoError(t, err)
+	require.Len(t, resp.Messages, n)
+	require.Len(t, r.rec.of("scan"), 1, "runOnStartup with a yearly schedule: one scan")
+}

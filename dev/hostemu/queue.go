@@ -148,11 +148,13 @@ func poisonQueueName(name string) string {
 }
 
 // notify wakes this instance's listeners of the queue name
-// (SharedQueueWatcher.Notify, which goes by queue name).
+// (SharedQueueWatcher.Notify, which goes by queue name). The watcher
+// belongs to the host process: a write never wakes another instance.
 func (in *Instance) notify(name string) {
 	in.watchMu.Lock()
 	ps := in.watchers[name]
 	in.watchMu.Unlock()
+	in.h.stats.wakeups.Add(int64(len(ps)))
 	for _, p := range ps {
 		p.notify()
 	}
@@ -380,6 +382,11 @@ func (p *poller) process(ctx context.Context, m *azqueue.DequeuedMessage, conten
 	ok := p.in.invoke(ctx, p.fn, data, meta, dequeueCount)
 	stopRenew()
 	<-renewed
+	if p.in.crashed() {
+		// Nobody is left to complete it: it comes back when its
+		// visibility runs out.
+		return
+	}
 
 	// QueueProcessor.CompleteProcessingMessageAsync.
 	switch {

@@ -98,3 +98,60 @@ func dateTime(t time.Time) string {
 	}
 	return t.Format(layoutDateTime)
 }
+
+// runSingleton runs the timer while the instance holds the function's
+// lease, as the SingletonListener the timer listener is wrapped in
+// ([Singleton(Mode = SingletonMode.Listener)] on TimerListener): one
+// attempt to take the lease at start, then one every TimerLeaseRetry
+// until one succeeds (SingletonListener.StartAsync and its recovery
+// timer, ListenerLockRecoveryPollingInterval). The holder renews the lease
+// halfway through its period (SingletonManager.CreateLeaseRenewalTimer)
+// and releases it only when its listener stops (SingletonListener.
+// StopAsync), so a crashed holder keeps it until it expires.
+func (t *timerRunner) runSingleton(intake, work context.Context) {
+	f := t.h.opts.Flex
+	lease := t.h.leaseOf(t.fn.Name)
+	log := t.h.log.With("function", t.fn.Name, "instance", t.in.index)
+	if !lease.tryAcquire(t.in.index, time.Now(), f.TimerLease) {
+		log.Debug("hostemu: the timer's lease is held by another instance; retrying", "retry", f.TimerLeaseRetry)
+		retry := time.NewTicker(f.TimerLeaseRetry)
+		for acquired := false; !acquired; {
+			select {
+			case <-intake.Done():
+				retry.Stop()
+				return
+			case <-retry.C:
+			}
+			acquired = lease.tryAcquire(t.in.index, time.Now(), f.TimerLease)
+		}
+		retry.Stop()
+	}
+	log.Info("hostemu: the timer's lease is acquired")
+
+	renewing, stopRenewing := context.WithCancel(context.Background())
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		tick := time.NewTicker(f.TimerLease / 2)
+		defer tick.Stop()
+		for {
+			select {
+			case <-renewing.Done():
+				return
+			case <-t.in.crash:
+				return
+			case <-tick.C:
+			}
+			if !lease.renew(t.in.index, time.Now(), f.TimerLease) {
+				log.Warn("hostemu: renewing the timer's lease failed")
+			}
+		}
+	}()
+	t.run(intake, work)
+	stopRenewing()
+	<-renewed
+	if !t.in.crashed() {
+		lease.release(t.in.index)
+		log.Info("hostemu: the timer's lease is released")
+	}
+}

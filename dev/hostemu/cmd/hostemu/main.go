@@ -1,7 +1,12 @@
 // Command hostemu runs a function app under the local Functions host
 // stand-in (package hostemu) until SIGINT or SIGTERM:
 //
-//	hostemu --app /work/main --settings local.settings.json [--storage-latency 8ms]
+//	hostemu --app /work/main --settings local.settings.json [--storage-latency 8ms] [--flex]
+//
+// --flex runs the app as the Flex Consumption plan does (hostemu.FlexOptions):
+// scan and poll in instances of their own, poll's instances following the
+// queue, no SIGTERM, the timer a singleton by a lease; the other --flex-*
+// flags set its figures (0 takes the platform's).
 //
 // The settings file has the Core Tools shape
 // {"IsEncrypted":false,"Values":{"NAME":"value",...}}; a relative path is
@@ -37,6 +42,13 @@ func run() error {
 	restart := flag.Bool("restart", true, "when a handler exits, do what the host and the platform do (see Options.Restart); else stop")
 	verbose := flag.Bool("v", false, "log every invocation")
 	storageLatency := flag.Duration("storage-latency", 0, "delay every Storage queue request (receive, delete, update, each message written) by this much")
+	flex := flag.Bool("flex", false, "run the app as the Flex Consumption plan does: one function per instance, scale-out following the queue, no SIGTERM, the timer a singleton by a lease")
+	maxInstances := flag.Int("flex-max-instances", 0, "with --flex: maximumInstanceCount of each queue-triggered function (0: 100)")
+	alwaysReady := flag.Int("flex-always-ready", 0, "with --flex: instances each queue-triggered function keeps however short its queue")
+	scaleInterval := flag.Duration("flex-scale-interval", 0, "with --flex: how often the scale controller decides (0: 30s)")
+	scaleInDelay := flag.Duration("flex-scale-in-delay", 0, "with --flex: how long the target must stay below the instance count before instances go (0: 1m; negative: at once)")
+	timerLease := flag.Duration("flex-timer-lease", 0, "with --flex: the timer's singleton lease period (0: 60s)")
+	timerLeaseRetry := flag.Duration("flex-timer-lease-retry", 0, "with --flex: how often an instance without the timer's lease tries to take it (0: 1m)")
 	flag.Parse()
 
 	level := slog.LevelInfo
@@ -64,6 +76,16 @@ func run() error {
 		Logger:         logger,
 		StorageLatency: *storageLatency,
 	}
+	if *flex {
+		h.Options.Flex = &hostemu.FlexOptions{
+			MaximumInstanceCount: *maxInstances,
+			AlwaysReady:          *alwaysReady,
+			ScaleInterval:        *scaleInterval,
+			ScaleInDelay:         *scaleInDelay,
+			TimerLease:           *timerLease,
+			TimerLeaseRetry:      *timerLeaseRetry,
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -78,7 +100,8 @@ func run() error {
 		"enqueued", c.MessagesEnqueued, "deleted", c.MessagesDeleted,
 		"retried", c.MessagesRetried, "poisoned", c.MessagesPoisoned,
 		"ticksRun", c.TimerTicksRun, "ticksSkipped", c.TimerTicksSkipped,
-		"restarts", c.HandlerRestarts, "timeouts", c.Timeouts, "hostRestarts", c.HostRestarts)
+		"restarts", c.HandlerRestarts, "timeouts", c.Timeouts, "hostRestarts", c.HostRestarts,
+		"instancesStarted", c.InstancesStarted, "wakeups", c.Wakeups)
 	return err
 }
 

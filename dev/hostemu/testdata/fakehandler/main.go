@@ -5,11 +5,15 @@
 // other kinds in Outputs.audit on its first call, and empty arrays after
 // that; it sleeps SCAN_SLEEP first. With SCAN_LOG set, every scan writes
 // lines to stdout and stderr; with SCAN_EXIT set, the first scan exits the
-// process with that status. POST /poll answers 500 when the message's
-// operationId starts with "fail", sleeps first when it is "sleep:<duration>",
-// and answers 200. Every response's ReturnValue echoes the request, so that
-// tests see what the host sent. On SIGTERM it prints "fakehandler:
-// SIGTERM", drains and exits 0.
+// process with that status; with SCAN_BODY set to "empty", "null" or
+// "empty-text", every scan answers 200 with no result (an empty JSON body,
+// the JSON null, an empty text/plain body). POST /poll answers 500 when
+// the message's operationId starts with "fail", sleeps first when it is
+// "sleep:<duration>", prints "fakehandler: poll gate" and waits until the
+// file POLL_GATE exists when it is "gate", and answers 200. Every
+// response's ReturnValue echoes the request, so that tests see what the
+// host sent. On SIGTERM it prints "fakehandler: SIGTERM", drains and exits
+// 0.
 package main
 
 import (
@@ -61,6 +65,18 @@ func main() {
 			os.Exit(n)
 		}
 		time.Sleep(sleep)
+		switch os.Getenv("SCAN_BODY") {
+		case "empty":
+			w.Header().Set("Content-Type", "application/json")
+			return
+		case "null":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, "null")
+			return
+		case "empty-text":
+			w.Header().Set("Content-Type", "text/plain")
+			return
+		}
 		ops, audit := []any{}, []any{}
 		if first {
 			ops = []any{
@@ -91,6 +107,14 @@ func main() {
 		} else if d, ok := strings.CutPrefix(id, "sleep:"); ok {
 			if d, err := time.ParseDuration(d); err == nil {
 				time.Sleep(d)
+			}
+		} else if id == "gate" {
+			fmt.Println("fakehandler: poll gate")
+			for {
+				if _, err := os.Stat(os.Getenv("POLL_GATE")); err == nil {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
 		}
 		reply(w, status, map[string]any{}, r, body, false)
@@ -129,6 +153,7 @@ func reply(w http.ResponseWriter, status int, outputs map[string]any, r *http.Re
 			"setting":      os.Getenv("FAKE_SETTING"),
 			"pid":          os.Getpid(),
 			"overlap":      overlap,
+			"targetGroup":  os.Getenv("FUNCTIONS_TARGET_GROUP"),
 		},
 	})
 }
