@@ -108,9 +108,6 @@ func (d Op) Name() string {
 	return d.cluster
 }
 
-// Cluster is the simulator id of the operation's cluster.
-func (d Op) Cluster() string { return d.cluster }
-
 // HasResource reports whether the operation has a Resources item of its
 // own: credentials have none, so their operations write the operation
 // alone.

@@ -217,6 +217,7 @@ func addFile(zw *zip.Writer, file, name string, executable bool) error {
 	}
 	// CreateRaw writes the MS-DOS time fields as given and, unlike setting
 	// Modified, adds no extended-timestamp field, which .NET does not write.
+	//lint:ignore SA1019 the deprecated fields are the only way to write no extended timestamp
 	fh.ModifiedDate, fh.ModifiedTime = msDosTime(info.ModTime())
 	body := data
 	if len(data) > 0 {
