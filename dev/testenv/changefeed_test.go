@@ -299,6 +299,7 @@ func TestChangeFeedOfOnePartition(t *testing.T) {
 func TestChangeFeedStartTime(t *testing.T) {
 	t.Parallel()
 	c := SharedCosmos(t).NewDatabase(t, operations).Containers["Operations"]
+	write(t, c, "untouched", "Accepted")
 	write(t, c, "before", "Accepted")
 	// If-Modified-Since has whole seconds, and the start is exclusive.
 	start := time.Now().Truncate(time.Second).Add(time.Second)
