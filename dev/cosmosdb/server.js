@@ -2,7 +2,7 @@
 "use strict";
 
 // A local Cosmos DB server for opstatus tests: @vercel/cosmosdb-server with
-// the fixes in ./lib (see handlers.js and query.js for the list), counting
+// the fixes in ./lib (see handlers.js, query.js and changefeed.js), counting
 // the requests it answers (counts.js).
 //
 // Usage: node dev/cosmosdb/server.js [--port N] [--host 127.0.0.1] [--no-ssl]
@@ -11,6 +11,7 @@
 // "ready <scheme>://<host>:<port>", on stdout. SIGTERM or SIGINT stop it.
 
 const counts = require("./lib/counts");
+const changefeed = require("./lib/changefeed");
 const handlers = require("./lib/handlers");
 const query = require("./lib/query");
 const { stockModule } = require("./lib/stock");
@@ -57,9 +58,10 @@ function parseArgs(argv) {
 function main() {
   const args = parseArgs(process.argv.slice(2));
 
-  // Both must be in place before the stock server module loads its routes.
+  // All must be in place before the stock server module loads its routes.
   query.install();
   handlers.install();
+  changefeed.install();
   const { createHttpServer, createHttpsServer } = stockModule("lib/index");
 
   // keepAlive: the stock server otherwise closes every connection.

@@ -527,8 +527,7 @@ function withStringRangeIds(stockHandler) {
   };
 }
 
-// The feed of all items (also the change feed) and batches must not see
-// expired items.
+// The feed of all items and batches must not see expired items.
 function withoutExpired(stockHandler) {
   return handler((account, req, res, params) => {
     containerOf(account, params);
@@ -609,4 +608,13 @@ function install() {
   replace("replace-collection", stockHandler => withValidTtl(keepingItems(stockHandler)));
 }
 
-module.exports = { install };
+module.exports = {
+  install,
+  // For the change feed (changefeed.js), which answers in the same terms.
+  handler,
+  RequestError,
+  badRequest,
+  readJSON,
+  containerOf,
+  headerPartition
+};
