@@ -35,6 +35,10 @@ type snap struct {
 	HandlerCPU time.Duration
 	NodeCPU    map[string]time.Duration
 	SelfCPU    time.Duration
+	// Host is the host emulator's counters and Lines the lines it has
+	// logged for the handlers, for the cost estimate.
+	Host  hostemu.Counters
+	Lines int64
 }
 
 // hostRun is opstatus under the host emulator on one fixture.
@@ -44,6 +48,7 @@ type hostRun struct {
 	paths []string
 	host  *hostemu.Host
 	rec   *recorder
+	meter *meter
 	node  map[string][]int
 	// progress, when set, receives a line per settled pass.
 	progress io.Writer
@@ -102,6 +107,8 @@ func (h *hostRun) snap(ctx context.Context) (snap, error) {
 		HandlerCPU: cpuOf(h.pids()),
 		NodeCPU:    map[string]time.Duration{},
 		SelfCPU:    cpuOf([]int{os.Getpid()}),
+		Host:       h.host.Counters(),
+		Lines:      h.meter.loggedLines(),
 	}
 	for name, pids := range h.node {
 		s.NodeCPU[name] = cpuOf(pids)
@@ -251,6 +258,8 @@ type hostResult struct {
 	Elapsed           time.Duration
 	SeedTime          time.Duration
 	WallStart         time.Time
+	// Usage is what the measured pass used, for the cost estimate.
+	Usage *usage `json:",omitempty"`
 }
 
 // scanHost is the median scan under the host, queue writes included.
@@ -290,6 +299,7 @@ func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int
 		OnInvocation:   h.rec.record,
 		StorageLatency: cfg.storageLatency,
 	}
+	h.meter = attachMeter(host)
 	hostCtx, stopHost := context.WithCancel(context.WithoutCancel(ctx))
 	hostDone := make(chan error, 1)
 	go func() { hostDone <- host.Run(hostCtx) }()
@@ -368,6 +378,10 @@ func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int
 		res.NodeCPU[k] = v - a.NodeCPU[k]
 	}
 
+	scans, _, _, _ := h.rec.snapshot()
+	u := h.meter.measure(a, b, scans)
+	res.Usage = &u
+
 	res.UnchangedHWM = h.hwm()
 	if flip {
 		if err := h.changed(ctx, cfg, &res, b); err != nil {
@@ -377,7 +391,7 @@ func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int
 	res.HWM = h.hwm()
 	// The scans of every pending operation: those after the flip's updates
 	// list fewer.
-	scans, _, _, _ := h.rec.snapshot()
+	scans, _, _, _ = h.rec.snapshot()
 	for _, s := range scans {
 		if s.Err == nil && s.Operations == n {
 			res.Scans = append(res.Scans, s.End.Sub(s.Start))
@@ -426,6 +440,7 @@ func (h *hostRun) changed(ctx context.Context, cfg config, res *hostResult, b sn
 	res.Changed.LockOps -= probeReq
 	res.Changed.LockConflicts -= probeConflicts
 	res.ChangedOut = diffOutcomes(c.Outcomes, b.Outcomes)
+	res.Usage.ChangedLines = c.Lines - b.Lines
 	res.Updated = res.ChangedOut["updated"]
 	res.ChangedCPU = map[string]time.Duration{"handler": c.HandlerCPU - b.HandlerCPU, "harness": c.SelfCPU - b.SelfCPU}
 	for k, v := range c.NodeCPU {

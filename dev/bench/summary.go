@@ -300,6 +300,8 @@ func (r *results) report(w io.Writer) {
 		}
 	}
 
+	r.costs(w)
+
 	r.headlines()
 	r.targets()
 	fmt.Fprintf(w, "\ntargets\n")
@@ -425,6 +427,7 @@ func (r *results) headlines() {
 		r.add(fmt.Sprintf("scan_ms_n%d", s.N), f2(msf(median(s.Durations))))
 		r.add(fmt.Sprintf("scan_hwm_mib_n%d", s.N), f2(float64(s.HWM)/(1<<20)))
 	}
+	r.costHeadlines()
 	if bl := r.Backlog; bl != nil {
 		r.add("backlog_max_cs_calls_per_op_per_interval", strconv.Itoa(bl.MaxCalls))
 		r.add("backlog_queue_max", strconv.Itoa(bl.QueueMax))
