@@ -1,6 +1,6 @@
 // Command handler is opstatus's Azure Functions custom handler: an HTTP
-// server on 127.0.0.1 that the Functions host calls for the scan (timer) and
-// poll (queue) functions.
+// server on 127.0.0.1 that the Functions host calls for the scan (timer),
+// poll (queue) and pickup (Cosmos DB change feed) functions.
 package main
 
 import (
@@ -21,6 +21,7 @@ import (
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/lock"
 	"github.com/opstatus/opstatus/internal/telemetry"
+	"github.com/opstatus/opstatus/pickup"
 	"github.com/opstatus/opstatus/poll"
 	"github.com/opstatus/opstatus/scan"
 )
@@ -135,10 +136,13 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	})
 	// The host writes scan's messages after its answer, within the same
 	// functionTimeout: the listing takes at most a quarter of it.
-	scanFn := &scan.Function{DB: db, Deadline: timeout / 4, Interval: pollFn.Interval}
+	scanFn := &scan.Function{DB: db, Deadline: timeout / 4, Interval: pollFn.Interval, PickupRuns: cfg.PickupRuns}
+	// pickup polls in its own invocation, within poll's bound.
+	pickupFn := &pickup.Function{Poll: pollFn.Handle, Interval: pollFn.Interval, Deadline: timeout / 2}
 	srv := functions.NewServer(logger, map[string]functions.Handler{
-		"scan": scanFn.Handle,
-		"poll": pollFn.Handle,
+		"scan":   scanFn.Handle,
+		"poll":   pollFn.Handle,
+		"pickup": pickupFn.Handle,
 	})
 
 	addr, err := functions.ListenAddr(cfg.Port)
@@ -149,7 +153,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	logger.Info("opstatus listening", "addr", ln.Addr().String())
+	logger.Info("opstatus listening", "addr", ln.Addr().String(), "pickup_runs", cfg.PickupRuns)
 	// The containers and the TTL are checked while the server starts, not
 	// before: the host waits for GET / to answer, and a missing container
 	// or a bad TTL still stops the process.
@@ -178,15 +182,21 @@ type cosmosContainer struct {
 	setting, name string
 }
 
-// cosmosContainers lists the containers the handler uses, for the check at
-// start.
+// cosmosContainers lists the containers the handler and its functions use,
+// for the check at start: the lease container too when pickup runs, since
+// without it the host never starts pickup's trigger and new operations
+// wait an interval for scan.
 func cosmosContainers(cfg config.Config) []cosmosContainer {
-	return []cosmosContainer{
+	containers := []cosmosContainer{
 		{"COSMOS_OPERATIONS_CONTAINER", cfg.OperationsContainer},
 		{"COSMOS_RESOURCES_CONTAINER", cfg.ResourcesContainer},
 		{"COSMOS_LOCKS_CONTAINER", cfg.LocksContainer},
 		{"COSMOS_BILLING_CONTAINER", cfg.BillingContainer},
 	}
+	if cfg.PickupRuns {
+		containers = append(containers, cosmosContainer{"COSMOS_LEASES_CONTAINER", cfg.LeasesContainer})
+	}
+	return containers
 }
 
 // missingContainerError says that a setting names a container that does not

@@ -134,6 +134,8 @@ func TestCheckContainers(t *testing.T) {
 			"COSMOS_RESOURCES_CONTAINER=Resourcez: no such container in Cosmos DB database " + name},
 		{"Locks", func(cfg *config.Config) { cfg.LocksContainer = "Lockz" },
 			"COSMOS_LOCKS_CONTAINER=Lockz: no such container in Cosmos DB database " + name},
+		{"Leases, when pickup runs", func(cfg *config.Config) { cfg.PickupRuns, cfg.LeasesContainer = true, "Leasez" },
+			"COSMOS_LEASES_CONTAINER=Leasez: no such container in Cosmos DB database " + name},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := settings
@@ -143,6 +145,14 @@ func TestCheckContainers(t *testing.T) {
 			require.EqualError(t, err, tc.want)
 		})
 	}
+
+	t.Run("Leases, when pickup does not run", func(t *testing.T) {
+		cfg := settings
+		cfg.LeasesContainer = "Leasez"
+		require.NoError(t, checkContainers(ctx, db, name, cosmosContainers(cfg), 5*time.Second, logger))
+		cfg.PickupRuns, cfg.LeasesContainer = true, frontend.LeasesContainer
+		require.NoError(t, checkContainers(ctx, db, name, cosmosContainers(cfg), 5*time.Second, logger))
+	})
 
 	t.Run("database", func(t *testing.T) {
 		err := checkContainers(ctx, client(t, cosmos.Endpoint, name+"-missing"), name+"-missing",

@@ -108,6 +108,17 @@ func lookup(m map[string]json.RawMessage, key string) (json.RawMessage, bool) {
 // base64 of any of those. It returns the object's JSON text, which is valid
 // JSON and nests at most maxDepth levels.
 func unwrapObject(raw []byte) ([]byte, error) {
+	return unwrap(raw, '{', "JSON object")
+}
+
+// unwrapArray is unwrapObject for a JSON array.
+func unwrapArray(raw []byte) ([]byte, error) {
+	return unwrap(raw, '[', "JSON array")
+}
+
+// unwrap peels quoting and base64 off raw until a JSON value that starts
+// with open, a want.
+func unwrap(raw []byte, open byte, want string) ([]byte, error) {
 	b := raw
 	for level := 0; ; level++ {
 		if level > maxWrapLevels {
@@ -116,17 +127,17 @@ func unwrapObject(raw []byte) ([]byte, error) {
 		b = trimSpace(b)
 		if len(b) == 0 {
 			if level == 0 {
-				return nil, errors.New("is empty, want a JSON object")
+				return nil, fmt.Errorf("is empty, want a %s", want)
 			}
-			return nil, errors.New("holds an empty string, want a JSON object")
+			return nil, fmt.Errorf("holds an empty string, want a %s", want)
 		}
 		switch b[0] {
-		case '{':
+		case open:
 			if err := checkDepth(b); err != nil {
 				return nil, err
 			}
 			if !json.Valid(b) {
-				return nil, fmt.Errorf("is not a valid JSON object: %w", syntaxError(b))
+				return nil, fmt.Errorf("is not a valid %s: %w", want, syntaxError(b))
 			}
 			return b, nil
 		case '"':
@@ -137,13 +148,14 @@ func unwrapObject(raw []byte) ([]byte, error) {
 			b = []byte(s)
 			continue
 		}
-		// Base64 of an object or of a quoted string starts with a letter and
-		// is never valid JSON, so valid JSON here is the wrong kind of value.
+		// Base64 of an object, an array or a quoted string starts with a
+		// letter and is never valid JSON, so valid JSON here is the wrong
+		// kind of value.
 		if json.Valid(b) {
 			if level == 0 {
-				return nil, fmt.Errorf("is %s, want a JSON object", kindOf(b))
+				return nil, fmt.Errorf("is %s, want a %s", kindOf(b), want)
 			}
-			return nil, fmt.Errorf("holds %s, want a JSON object", kindOf(b))
+			return nil, fmt.Errorf("holds %s, want a %s", kindOf(b), want)
 		}
 		decoded, err := decodeBase64(b)
 		if err != nil {

@@ -43,6 +43,10 @@ type Function struct {
 	// Interval is the scan schedule's interval: a scan's metrics stand for
 	// two of them; zero keeps them until the next scan of the process.
 	Interval time.Duration
+	// PickupRuns says that the pickup function checks new operations from
+	// the change feed: scan then leaves them to it for an interval
+	// (ForPickup), so that no operation is checked twice in one.
+	PickupRuns bool
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 
@@ -60,7 +64,8 @@ func (f *Function) now() time.Time {
 // sorts them by subscription, so that a message's operations share few
 // subscription locks, and answers them as batch messages stamped with the
 // scan's start, from a message chosen at random and around. An operation
-// poll could not act on is skipped, counted and logged (once an hour). A
+// poll could not act on is skipped, counted and logged (once an hour); one
+// that is pickup's to check (ForPickup) is left to it while PickupRuns. A
 // listing that fails, or does not finish by the deadline, fails the
 // invocation (500): the host sends none of its messages, and the next
 // timer tick tries again.
@@ -82,6 +87,7 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 	defer cancel()
 
 	var ops []queuemsg.Operation
+	leftToPickup := 0
 	skips := map[string]int{}
 	tally := telemetry.NewScanTally()
 	for p, err := range f.DB.PendingOperations(ctx) {
@@ -110,10 +116,14 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 			skips[opkind.Reason(err)]++
 			continue
 		}
-		ops = append(ops, op)
 		if tally != nil {
 			tally.Add(p.Status, p.Request, resourceType(p.InternalID), p.StartTime, !arm.ProvisioningState(p.Status).IsTerminal())
 		}
+		if f.PickupRuns && ForPickup(p.Status, p.LastWrite, started, f.Interval) {
+			leftToPickup++
+			continue
+		}
+		ops = append(ops, op)
 	}
 	f.untoldSkips(inv.Log)
 	skipped := 0
@@ -134,7 +144,7 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		msgs = append(msgs[start:], msgs[:start]...)
 	}
 	inv.Log.Info("scanned", "pending", len(ops), "messages", len(msgs), "skipped", skipped,
-		"duration_ms", f.now().Sub(started).Milliseconds())
+		"left_to_pickup", leftToPickup, "duration_ms", f.now().Sub(started).Milliseconds())
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(attribute.Int("opstatus.scan.pending", len(ops)), attribute.Int("opstatus.scan.messages", len(msgs)))
 	}

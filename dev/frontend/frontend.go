@@ -24,6 +24,9 @@ var (
 	ResourcesContainer  = "Resources"
 	LocksContainer      = "Locks"
 	BillingContainer    = "Billing"
+	// LeasesContainer is the lease container of pickup's change-feed
+	// trigger; the trigger requires the partition key path /id.
+	LeasesContainer = "Leases"
 )
 
 // Frontend is a client of one database.
@@ -67,6 +70,7 @@ func CreateSchema(ctx context.Context, endpoint, key, database string, lockTTL t
 		testenv.ContainerSpec{Name: ResourcesContainer, PartitionKeyPath: "/partitionKey"},
 		testenv.ContainerSpec{Name: LocksContainer, PartitionKeyPath: "/id", DefaultTTL: &ttl},
 		testenv.ContainerSpec{Name: BillingContainer, PartitionKeyPath: "/subscriptionId"},
+		testenv.ContainerSpec{Name: LeasesContainer, PartitionKeyPath: "/id"},
 	)
 }
 

@@ -25,6 +25,15 @@ type Config struct {
 	ResourcesContainer       string
 	LocksContainer           string
 	BillingContainer         string
+	// LeasesContainer is the lease container of the pickup function's
+	// change-feed trigger (COSMOS_LEASES_CONTAINER); empty when not set.
+	LeasesContainer string
+	// PickupRuns says that the host runs the pickup function: every
+	// %SETTING% of pickup/function.json resolves, its Cosmos connection
+	// (COSMOS or COSMOS__accountEndpoint) is set, and
+	// AzureWebJobs.pickup.Disabled is not true. Only then does scan leave
+	// new operations to it.
+	PickupRuns bool
 	// Location is the Azure region of the resource provider (AZURE_LOCATION),
 	// written into billing items.
 	Location string
@@ -107,6 +116,7 @@ func Load(getenv func(string) string) (Config, error) {
 		ResourcesContainer:               r.or("COSMOS_RESOURCES_CONTAINER", "Resources"),
 		LocksContainer:                   r.or("COSMOS_LOCKS_CONTAINER", "Locks"),
 		BillingContainer:                 r.or("COSMOS_BILLING_CONTAINER", DefaultBillingContainer),
+		LeasesContainer:                  strings.TrimSpace(getenv("COSMOS_LEASES_CONTAINER")),
 		Location:                         r.location("AZURE_LOCATION"),
 		ClusterServiceURL:                r.url("CLUSTER_SERVICE_URL", true),
 		ClusterServiceInsecureSkipVerify: r.bool("CLUSTER_SERVICE_INSECURE_SKIP_VERIFY"),
@@ -127,6 +137,7 @@ func Load(getenv func(string) string) (Config, error) {
 	if r.err != nil {
 		return Config{}, r.err
 	}
+	c.PickupRuns = pickupRuns(getenv)
 	if port, err := strconv.Atoi(c.Port); err != nil || port < 1 || port > 65535 {
 		return Config{}, fmt.Errorf("FUNCTIONS_CUSTOMHANDLER_PORT: %q is not a port number", c.Port)
 	}
@@ -144,6 +155,26 @@ func Load(getenv func(string) string) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// PickupSettings are the settings pickup/function.json names as %SETTING%:
+// the host does not run a function one of which does not resolve, whatever
+// default the handler has for it.
+var PickupSettings = []string{"COSMOS_DATABASE", "COSMOS_OPERATIONS_CONTAINER", "COSMOS_LEASES_CONTAINER"}
+
+// pickupRuns tells from the app's settings whether the host runs the
+// pickup function.
+func pickupRuns(getenv func(string) string) bool {
+	for _, name := range PickupSettings {
+		if strings.TrimSpace(getenv(name)) == "" {
+			return false
+		}
+	}
+	if strings.TrimSpace(getenv("COSMOS")) == "" && strings.TrimSpace(getenv("COSMOS__accountEndpoint")) == "" {
+		return false
+	}
+	disabled := strings.TrimSpace(getenv("AzureWebJobs.pickup.Disabled"))
+	return !strings.EqualFold(disabled, "true") && disabled != "1"
 }
 
 // budget sets the per-process Cluster Service cap within the app-wide

@@ -338,3 +338,38 @@ func TestClusterServiceBudget(t *testing.T) {
 		})
 	}
 }
+
+// The handler tells that the host runs pickup as the host decides it: every
+// %SETTING% of pickup/function.json set, the trigger's connection set, and
+// the function not disabled.
+func TestPickupRuns(t *testing.T) {
+	pickup := []string{"COSMOS_OPERATIONS_CONTAINER", "Operations", "COSMOS_LEASES_CONTAINER", " Leases ",
+		"COSMOS__accountEndpoint", "https://account.documents.azure.com:443/"}
+	tests := []struct {
+		name   string
+		env    map[string]string
+		want   bool
+		leases string
+	}{
+		{"every setting", with(pickup...), true, "Leases"},
+		{"a connection string", with(append(pickup, "COSMOS__accountEndpoint", "", "COSMOS", "AccountEndpoint=https://x/;AccountKey=a2V5")...), true, "Leases"},
+		{"none of them", validEnv(), false, ""},
+		{"no lease container", with(append(pickup, "COSMOS_LEASES_CONTAINER", "")...), false, ""},
+		{"a blank lease container", with(append(pickup, "COSMOS_LEASES_CONTAINER", "  ")...), false, ""},
+		{"no operations container: the handler's default does not resolve %COSMOS_OPERATIONS_CONTAINER%",
+			with(append(pickup, "COSMOS_OPERATIONS_CONTAINER", "")...), false, "Leases"},
+		{"no connection", with(append(pickup, "COSMOS__accountEndpoint", "")...), false, "Leases"},
+		{"disabled", with(append(pickup, "AzureWebJobs.pickup.Disabled", "True")...), false, "Leases"},
+		{"disabled by 1", with(append(pickup, "AzureWebJobs.pickup.Disabled", "1")...), false, "Leases"},
+		{"not disabled", with(append(pickup, "AzureWebJobs.pickup.Disabled", "false")...), true, "Leases"},
+		{"another function disabled", with(append(pickup, "AzureWebJobs.poll.Disabled", "true")...), true, "Leases"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(getenv(tt.env))
+			require.NoError(t, err)
+			require.Equal(t, tt.want, c.PickupRuns)
+			require.Equal(t, tt.leases, c.LeasesContainer)
+		})
+	}
+}

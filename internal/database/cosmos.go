@@ -137,9 +137,9 @@ func (c *CosmosClient) ReadContainer(ctx context.Context, name string) error {
 }
 
 // pendingQuery keeps the filter on the server and projects only what a queue
-// message needs, what scan decides by whether poll can act on an operation,
-// and what scan's metrics count.
-var pendingQuery = "SELECT c.id, c.partitionKey, c.status, c.request, c.startTime, c.internalId FROM c WHERE c.status NOT IN (" +
+// message needs, what scan decides by whether poll can act on an operation
+// and whether pickup has just checked it, and what scan's metrics count.
+var pendingQuery = "SELECT c.id, c.partitionKey, c.status, c.request, c.startTime, c.internalId, c._ts FROM c WHERE c.status NOT IN (" +
 	quoted(arm.TerminalStates) + ")" + " OR (IS_STRING(c.notificationUri) AND LENGTH(c.notificationUri) > 0)"
 
 // quoted lists states as SQL string literals: 'Succeeded','Failed',...

@@ -206,16 +206,21 @@ type PendingOperation struct {
 	Request      string    `json:"-"`
 	StartTime    time.Time `json:"-"`
 	InternalID   string    `json:"-"`
+	// LastWrite is the item's _ts, its last write to the second, by which
+	// scan tells an operation the pickup function has just checked; zero
+	// when the item has none.
+	LastWrite time.Time `json:"-"`
 }
 
-// ReadDetails sets Status, Request, StartTime and InternalID from the item
-// raw, each left zero when it is missing or ill-typed.
+// ReadDetails sets Status, Request, StartTime, InternalID and LastWrite
+// from the item raw, each left zero when it is missing or ill-typed.
 func (p *PendingOperation) ReadDetails(raw []byte) {
 	var v struct {
 		Status     any `json:"status"`
 		Request    any `json:"request"`
 		StartTime  any `json:"startTime"`
 		InternalID any `json:"internalId"`
+		TS         any `json:"_ts"`
 	}
 	_ = json.Unmarshal(raw, &v) // the ids were read from raw: it is JSON
 	p.Status, _ = v.Status.(string)
@@ -225,7 +230,15 @@ func (p *PendingOperation) ReadDetails(raw []byte) {
 	if s, ok := v.StartTime.(string); ok {
 		p.StartTime, _ = time.Parse(time.RFC3339Nano, s)
 	}
+	p.LastWrite = time.Time{}
+	if ts, ok := v.TS.(float64); ok && ts > 0 && ts < maxTS {
+		p.LastWrite = time.Unix(int64(ts), 0).UTC()
+	}
 }
+
+// maxTS bounds the _ts taken as a time: the year 9999, past which a Unix
+// time in seconds is no date Cosmos DB writes.
+const maxTS = 253402300800
 
 // marshalOver marshals v, a struct, over raw, the item it was read as: the
 // fields the frontend wrote and opstatus does not declare survive a replace,

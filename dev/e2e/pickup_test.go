@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/dev/clustersim"
+	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/testenv"
+)
+
+// pickupEnv is what makes the handler know that the host runs pickup: the
+// settings of pickup/function.json and its connection.
+func pickupEnv(cosmosEndpoint string) []string {
+	return []string{
+		"COSMOS_OPERATIONS_CONTAINER=" + frontend.OperationsContainer,
+		"COSMOS_LEASES_CONTAINER=" + frontend.LeasesContainer,
+		"COSMOS__accountEndpoint=" + cosmosEndpoint,
+	}
+}
+
+// pickupBody is a pickup invocation as the host sends it: the feed's
+// documents as the compact text of a JSON array, serialized as a string
+// once more, and no trigger metadata beside the host's own.
+func pickupBody(t *testing.T, docs ...map[string]any) []byte {
+	t.Helper()
+	arr, err := json.Marshal(docs)
+	require.NoError(t, err)
+	once, err := json.Marshal(string(arr))
+	require.NoError(t, err)
+	twice, err := json.Marshal(string(once))
+	require.NoError(t, err)
+	return []byte(`{"Data":{"operations":` + string(twice) + `},"Metadata":{"sys":{"MethodName":"pickup","UtcNow":"` +
+		time.Now().UTC().Format(time.RFC3339Nano) + `","RandGuid":"0f8fad5b-d9cb-469f-a165-70867728950e"}}}`)
+}
+
+// A new operation is checked once by pickup, from the documents of a
+// change-feed batch as the host delivers them, in the invocation; what the
+// batch holds besides (opstatus's own write) is not. scan leaves the
+// operation, still Accepted, to pickup until an interval has passed since
+// its write, and sends it after that.
+func TestPickupThroughTheHandler(t *testing.T) {
+	s := startStack(t, append(pickupEnv(testenv.SharedCosmos(t).Endpoint), "SCAN_SCHEDULE=*/4 * * * * *")...)
+	ctx := context.Background()
+	hour := clustersim.Duration(time.Hour)
+	require.NoError(t, s.sim.AddCluster("pending", clustersim.Script{Pending: hour}))
+	require.NoError(t, s.sim.AddCluster("installing", clustersim.Script{Installing: hour}))
+	require.NoError(t, s.sim.AddCluster("mine", clustersim.Script{Installing: hour}))
+	s.seed(subA, "op-pending", "Create", "Accepted", clusterKey(subA, "pending"), "/api/aro_hcp/v1alpha1/clusters/pending")
+	s.seed(subA, "op-installing", "Create", "Accepted", clusterKey(subA, "installing"), "/api/aro_hcp/v1alpha1/clusters/installing")
+	s.seed(subB, "op-mine", "Create", "Provisioning", clusterKey(subB, "mine"), "/api/aro_hcp/v1alpha1/clusters/mine")
+	var docs []map[string]any
+	for _, ref := range [][2]string{{subA, "op-pending"}, {subA, "op-installing"}, {subB, "op-mine"}} {
+		doc, err := s.fe.Operation(ctx, ref[0], ref[1])
+		require.NoError(t, err)
+		require.Contains(t, doc, "_ts", "the feed's documents carry their system fields")
+		docs = append(docs, doc)
+	}
+
+	r, raw := s.post("pickup", pickupBody(t, docs...))
+	require.Equal(t, http.StatusOK, r.Status, string(raw))
+	require.JSONEq(t, `{"unchanged":1,"updated":1}`, string(r.ReturnValue))
+	require.Equal(t, int64(2), s.sim.Stats().Requests[clustersim.PathKindAROHCPCluster], "one call for each new operation, none for opstatus's own write")
+	require.Equal(t, "Accepted", s.opStatus(subA, "op-pending"))
+	require.Equal(t, "Provisioning", s.opStatus(subA, "op-installing"))
+	s.requireLog(t, r, anyLevel, "picked up", "documents=3", "operations=2", "ignored=1")
+
+	listed := func() []string {
+		var out []string
+		for _, m := range s.scan() {
+			out = append(out, m["subscriptionId"]+"/"+m["operationId"])
+		}
+		return out
+	}
+	require.ElementsMatch(t, []string{subA + "/op-installing", subB + "/op-mine"}, listed(),
+		"the new operation pickup checked is not sent again within the interval")
+	require.Eventually(t, func() bool {
+		return slices.Contains(listed(), subA+"/op-pending")
+	}, 20*time.Second, 500*time.Millisecond, "an interval after its write, scan sends it")
+	require.Equal(t, int64(2), s.sim.Stats().Requests[clustersim.PathKindAROHCPCluster], "scan itself calls no one")
+
+	r, raw = s.post("pickup", []byte(`{"Data":{"operations":"{\"id\":\"x\"}"},"Metadata":{}}`))
+	require.Equal(t, http.StatusBadRequest, r.Status, string(raw))
+}

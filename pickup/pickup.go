@@ -1,0 +1,192 @@
+// Package pickup is the Cosmos DB trigger on the Operations container: it
+// checks each operation the frontend has just created as soon as the change
+// feed brings it, rather than at the next scan, and leaves everything else
+// the feed carries (opstatus's own writes, ended operations) to scan.
+package pickup
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/opstatus/opstatus/functions"
+	"github.com/opstatus/opstatus/internal/arm"
+	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/opkind"
+	"github.com/opstatus/opstatus/internal/queuemsg"
+	"github.com/opstatus/opstatus/poll"
+	"github.com/opstatus/opstatus/scan"
+)
+
+// Binding is the trigger's binding name in pickup/function.json.
+const Binding = "operations"
+
+// defaultDeadline bounds an invocation's work when Function.Deadline is
+// zero, as poll's does.
+const defaultDeadline = 2 * time.Minute
+
+// maxLogged bounds the documents one invocation logs one by one as unusable;
+// the rest are counted in one line, so that a batch of odd documents cannot
+// flood the log.
+const maxLogged = 10
+
+// Function checks new operations from the change feed.
+type Function struct {
+	// Poll is poll's handler. The operations pickup takes are handed to it
+	// as the queue messages scan would write, in this invocation: a queue
+	// hop would add a write and poll's receive back-off to every pickup.
+	Poll functions.Handler
+	// Interval is the scan schedule's interval: an operation is pickup's
+	// while its last write is younger than that (scan.ForPickup).
+	Interval time.Duration
+	// Deadline bounds an invocation's work, well inside the host's
+	// functionTimeout; default 2 minutes. What it leaves is deferred, and
+	// scan sends it an interval after its write.
+	Deadline time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+func (f *Function) now() time.Time {
+	if f.Now != nil {
+		return f.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// Handle is the functions.Handler of pickup. It takes from the batch the
+// operations scan.ForPickup gives it (Accepted, written less than an
+// interval ago) that poll can act on, and polls them; every other document
+// is left to scan, and one that is not an operation at all is logged (a
+// bounded number a batch). Only a batch that is not a JSON array answers
+// 400. The extension checkpoints the feed whatever the answer, so an
+// operation left deferred or unchecked here is scan's an interval after
+// its write. The ReturnValue counts the operations polled by outcome, as
+// poll's does.
+func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*functions.Result, error) {
+	docs, err := inv.Documents(Binding)
+	if err != nil {
+		inv.Log.Error("unreadable change feed batch; scan checks its operations an interval after their write", "error", err)
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(f.Deadline, defaultDeadline))
+	defer cancel()
+	now := f.now()
+	b := batch{log: inv.Log, seen: map[queuemsg.Operation]bool{}}
+	for i, raw := range docs {
+		b.take(i, raw, now, f.Interval)
+	}
+	if b.unlogged > 0 {
+		inv.Log.Warn("more change feed documents unusable than are logged one by one", "documents", b.unlogged)
+	}
+	tally := poll.Tally{}
+	if len(b.ops) > 0 {
+		slices.SortFunc(b.ops, func(a, b queuemsg.Operation) int {
+			return cmp.Or(cmp.Compare(a.SubscriptionID, b.SubscriptionID), cmp.Compare(a.OperationID, b.OperationID))
+		})
+		// Stamped with the oldest write: poll drops what it reaches only
+		// after an interval from it (queuemsg.Superseded), when scan sends
+		// it instead.
+		for _, m := range queuemsg.Batches(b.ops, b.oldest) {
+			f.poll(ctx, inv, m, tally)
+		}
+	}
+	inv.Log.Info("picked up", "documents", len(docs), "operations", len(b.ops), "ignored", b.ignored,
+		"left_to_scan", b.leftToScan, "unusable", b.unusable, "outcomes", tally)
+	return &functions.Result{ReturnValue: tally}, nil
+}
+
+// poll polls the operations of m through Poll, adding their outcomes to
+// tally.
+func (f *Function) poll(ctx context.Context, inv *functions.Invocation, m queuemsg.Message, tally poll.Tally) {
+	body, err := json.Marshal(m)
+	if err != nil {
+		inv.Log.Error("picked up operations not polled", "operations", len(m.Operations), "error", err)
+		return
+	}
+	msg := &functions.Invocation{
+		ID: inv.ID, Function: inv.Function,
+		Data:     map[string]json.RawMessage{poll.Binding: body},
+		Metadata: map[string]json.RawMessage{},
+		Log:      inv.Log,
+	}
+	res, err := f.Poll(ctx, msg)
+	if err != nil {
+		// poll refuses only a message malformed as a whole, which this is not.
+		inv.Log.Error("picked up operations not polled", "operations", len(m.Operations), "error", err)
+		return
+	}
+	if t, ok := res.ReturnValue.(poll.Tally); ok {
+		for o, n := range t {
+			tally[o] += n
+		}
+	}
+}
+
+// batch is what one invocation takes from its documents.
+type batch struct {
+	log    *slog.Logger
+	ops    []queuemsg.Operation
+	seen   map[queuemsg.Operation]bool
+	oldest time.Time // the oldest last write of ops
+
+	ignored    int // not Accepted: written by opstatus, or ended
+	leftToScan int // Accepted, but written too long ago (or not said when) to be pickup's
+	unusable   int // not an operation, or one poll could not act on
+	unlogged   int // unusable documents past maxLogged
+}
+
+// take judges document i of the batch at now and keeps it as an operation
+// to poll if it is pickup's.
+func (b *batch) take(i int, raw json.RawMessage, now time.Time, interval time.Duration) {
+	var p database.PendingOperation
+	if err := json.Unmarshal(raw, &p); err != nil || p.ID == "" || p.PartitionKey == "" {
+		b.unusable++
+		b.warn("change feed document is not an operation item; ignored", "index", i, "document", fmt.Sprintf("%.200s", raw))
+		return
+	}
+	p.ReadDetails(raw)
+	switch {
+	case p.Status != string(arm.ProvisioningStateAccepted):
+		b.ignored++
+		return
+	case !scan.ForPickup(p.Status, p.LastWrite, now, interval):
+		b.leftToScan++
+		return
+	}
+	op := queuemsg.Operation{SubscriptionID: p.PartitionKey, OperationID: p.ID}
+	// By scan's and poll's rules: scan skips it and logs it hourly, poll
+	// would call it invalid.
+	if err := op.Check(); err != nil { // its text quotes the ids, bounded
+		b.unusable++
+		b.warn("new operation poll could not act on; left to scan", "index", i, "error", err)
+		return
+	}
+	if _, _, err := opkind.Check(arm.ProvisioningState(p.Status), arm.Request(p.Request), p.InternalID); err != nil {
+		b.unusable++
+		b.warn("new operation poll could not act on; left to scan", "subscription_id", p.PartitionKey, "operation_id", p.ID,
+			"internal_id", p.InternalID, "reason", opkind.Reason(err), "error", err)
+		return
+	}
+	if b.seen[op] {
+		return
+	}
+	b.seen[op] = true
+	b.ops = append(b.ops, op)
+	if b.oldest.IsZero() || p.LastWrite.Before(b.oldest) {
+		b.oldest = p.LastWrite
+	}
+}
+
+// warn logs an unusable document, up to maxLogged a batch.
+func (b *batch) warn(msg string, attrs ...any) {
+	if b.unusable > maxLogged {
+		b.unlogged++
+		return
+	}
+	b.log.Warn(msg, attrs...)
+}
