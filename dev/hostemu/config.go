@@ -75,9 +75,10 @@ type Function struct {
 	// Disabled is function.json's "disabled" or the app setting
 	// AzureWebJobs.<Name>.Disabled=true. A disabled function never runs.
 	Disabled bool
-	// Exactly one of Timer and Queue is set.
+	// Exactly one of Timer, Queue and Cosmos is set.
 	Timer   *TimerTrigger
 	Queue   *QueueTrigger
+	Cosmos  *CosmosTrigger
 	Outputs []QueueOutput
 }
 
@@ -140,6 +141,7 @@ type hostJSON struct {
 type functionJSON struct {
 	Disabled json.RawMessage `json:"disabled"`
 	Bindings []bindingJSON   `json:"bindings"`
+	Retry    json.RawMessage `json:"retry"`
 }
 
 type bindingJSON struct {
@@ -152,6 +154,22 @@ type bindingJSON struct {
 	QueueName    string          `json:"queueName"`
 	Connection   string          `json:"connection"`
 	DataType     string          `json:"dataType"`
+
+	// cosmosDBTrigger (extension 4.x: CosmosDBTriggerAttribute).
+	DatabaseName                    string          `json:"databaseName"`
+	ContainerName                   string          `json:"containerName"`
+	LeaseConnection                 string          `json:"leaseConnection"`
+	LeaseDatabaseName               string          `json:"leaseDatabaseName"`
+	LeaseContainerName              string          `json:"leaseContainerName"`
+	LeaseContainerPrefix            string          `json:"leaseContainerPrefix"`
+	CreateLeaseContainerIfNotExists json.RawMessage `json:"createLeaseContainerIfNotExists"`
+	FeedPollDelay                   json.RawMessage `json:"feedPollDelay"`
+	LeaseAcquireInterval            json.RawMessage `json:"leaseAcquireInterval"`
+	LeaseExpirationInterval         json.RawMessage `json:"leaseExpirationInterval"`
+	LeaseRenewInterval              json.RawMessage `json:"leaseRenewInterval"`
+	MaxItemsPerInvocation           json.RawMessage `json:"maxItemsPerInvocation"`
+	StartFromBeginning              json.RawMessage `json:"startFromBeginning"`
+	StartFromTime                   string          `json:"startFromTime"`
 }
 
 // loadHostConfig reads appDir/host.json. settings are the app settings,
@@ -324,7 +342,7 @@ func parseFunction(name string, data []byte, settings map[string]string) (Functi
 			if err != nil {
 				return Function{}, fmt.Errorf("binding %q: %w", b.Name, err)
 			}
-			if fn.Timer != nil || fn.Queue != nil {
+			if fn.hasTrigger() {
 				return Function{}, fmt.Errorf("binding %q: a function has exactly one trigger", b.Name)
 			}
 			fn.Timer = t
@@ -336,10 +354,22 @@ func parseFunction(name string, data []byte, settings map[string]string) (Functi
 			if err != nil {
 				return Function{}, fmt.Errorf("binding %q: %w", b.Name, err)
 			}
-			if fn.Timer != nil || fn.Queue != nil {
+			if fn.hasTrigger() {
 				return Function{}, fmt.Errorf("binding %q: a function has exactly one trigger", b.Name)
 			}
 			fn.Queue = &QueueTrigger{Binding: b.Name, QueueName: queue, Connection: conn, DataType: strings.ToLower(b.DataType), connectionString: cs}
+		case "cosmosdbtrigger":
+			if dir != "in" {
+				return Function{}, fmt.Errorf("binding %q: cosmosDBTrigger must have direction \"in\"", b.Name)
+			}
+			c, err := parseCosmosTrigger(b, settings)
+			if err != nil {
+				return Function{}, fmt.Errorf("binding %q: %w", b.Name, err)
+			}
+			if fn.hasTrigger() {
+				return Function{}, fmt.Errorf("binding %q: a function has exactly one trigger", b.Name)
+			}
+			fn.Cosmos = c
 		case "queue":
 			if dir != "out" {
 				return Function{}, fmt.Errorf("binding %q: only queue output bindings (direction \"out\") are supported", b.Name)
@@ -353,11 +383,19 @@ func parseFunction(name string, data []byte, settings map[string]string) (Functi
 			return Function{}, fmt.Errorf("binding %q: unsupported binding type %q", b.Name, b.Type)
 		}
 	}
-	if fn.Timer == nil && fn.Queue == nil {
+	if !fn.hasTrigger() {
 		return Function{}, errors.New("no trigger binding")
+	}
+	if fn.Cosmos != nil && len(fj.Retry) > 0 && string(fj.Retry) != "null" {
+		// The host runs a retry policy for this trigger (CosmosDBTriggerBinding
+		// is [SupportsRetry]): ignoring it would show batches lost where the
+		// host invokes them again.
+		return Function{}, errors.New("retry: the emulator does not model retry policies")
 	}
 	return fn, nil
 }
+
+func (fn *Function) hasTrigger() bool { return fn.Timer != nil || fn.Queue != nil || fn.Cosmos != nil }
 
 func parseTimer(b bindingJSON, settings map[string]string) (*TimerTrigger, error) {
 	expr, err := resolveSettings(b.Schedule, settings)

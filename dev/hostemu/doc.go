@@ -49,6 +49,36 @@
 //     (WorkerFunctionInvoker.HandleOutputDictionary, see bindingValues);
 //     a timeout fails the invocation but the writes it holds go on
 //     (FunctionExecutor.InvokeWithTimeoutAsync).
+//   - Cosmos DB triggers (extension 4.x: CosmosDBTriggerAttribute-
+//     BindingProvider, CosmosDBTriggerListener, CosmosDBTriggerValueBinder,
+//     and the change feed processor of Microsoft.Azure.Cosmos 3.41 it
+//     runs: BootstrapperCore, PartitionLoadBalancerCore,
+//     EqualPartitionsBalancingStrategy, PartitionSupervisorCore,
+//     FeedProcessorCore, LeaseRenewerCore, AutoCheckpointer,
+//     DocumentServiceLeaseManagerCosmos): every instance runs a listener
+//     (with Options.Flex, the function's own instances), its owner name a
+//     new GUID; a missing monitored or lease container keeps it from
+//     starting, logged as an error and retried after 2 s, doubling up to
+//     2 minutes (FunctionListener), unless createLeaseContainerIfNotExists
+//     made the host create it (/id, time to live on); the first listener
+//     creates one lease document per partition key range, id
+//     "<prefix><host>_<database rid>_<container rid>..<range>", under a
+//     ".lock" document, and marks the store with ".info"; every
+//     leaseAcquireInterval (13 s) a listener takes free or expired leases
+//     up to its share (a lease expires leaseExpirationInterval, 60 s,
+//     after its owner last wrote it), and it renews its own every
+//     leaseRenewInterval (17 s, the first after half); the owner reads the
+//     range's feed from the lease's continuation, else from now, the
+//     beginning or startFromTime, maxItemsPerInvocation documents at most
+//     a read; a page is one invocation (Data: the documents' compact JSON
+//     array as a string, serialized once more; Metadata: "sys" only), and
+//     its continuation is checkpointed after the invocation whether it
+//     succeeded or not; a read that finds nothing waits feedPollDelay
+//     (5 s); a batch in flight when the listener stops is not
+//     checkpointed, outside drain mode, and the lease is released; a
+//     crashed instance keeps its lease until it expires, and the next
+//     owner reads on from the last checkpoint. A function retry policy is
+//     refused: it is not modelled.
 //   - Invocation payloads (ScriptInvocationContextExtensions,
 //     Utility.ApplyBindingData, QueueTriggerBinding): {"Data":{binding:
 //     value},"Metadata":{...}}; a string queue message is serialized twice

@@ -37,9 +37,10 @@ const (
 // Options configures Run. The zero value is usable.
 type Options struct {
 	// Instances is the number of independent host instances, each with its
-	// own handler process and queue listeners, as when the app scales out.
-	// Timer triggers run on instance 0 only. With Flex it is the number of
-	// instances of each timer-triggered function. Default 1.
+	// own handler process and queue and Cosmos DB listeners, as when the
+	// app scales out. Timer triggers run on instance 0 only. With Flex it is
+	// the number of instances of each timer- or Cosmos DB-triggered
+	// function. Default 1.
 	Instances int
 	// Restart makes a handler that exits on its own do what it does under
 	// the host: a new one starts unless it exited with status 0, and the
@@ -97,6 +98,9 @@ type Options struct {
 	// OnScale is called after every decision of the scale controller (with
 	// Flex); it must be safe for concurrent use and return quickly.
 	OnScale func(ScaleDecision)
+	// CosmosTrigger shortens the intervals of cosmosDBTrigger listeners;
+	// nil keeps function.json's values and the extension's defaults.
+	CosmosTrigger *CosmosTriggerOptions
 }
 
 // Invocation describes one finished invocation, for Options.OnInvocation.
@@ -117,7 +121,7 @@ type Invocation struct {
 	// ReturnValue is the response's ReturnValue, when the body was JSON.
 	ReturnValue json.RawMessage
 	// DequeueCount is the message's dequeue count for queue triggers, 0
-	// for timers.
+	// for timers and Cosmos DB triggers.
 	DequeueCount int64
 	// TraceParent is the W3C traceparent header sent to the handler.
 	TraceParent string
@@ -161,6 +165,16 @@ type Counters struct {
 	// included.
 	InstancesStarted int64
 	InstancesStopped int64
+	// ChangeFeedReads counts the cosmosDBTrigger listeners' reads of the
+	// change feed, those that found nothing new included;
+	// DocumentsDelivered the documents they handed to invocations;
+	// Checkpoints the continuations written into leases; LeasesAcquired
+	// the leases they took; ListenerStartFailures their failed starts.
+	ChangeFeedReads       int64
+	DocumentsDelivered    int64
+	Checkpoints           int64
+	LeasesAcquired        int64
+	ListenerStartFailures int64
 }
 
 // Calls returns the number of invocations of function, whatever their
@@ -186,6 +200,7 @@ type Host struct {
 	functions []Function
 
 	queues queueClients
+	cosmos cosmosClients
 
 	mu        sync.Mutex
 	started   bool
@@ -226,6 +241,12 @@ type stats struct {
 	wakeups     atomic.Int64
 	started     atomic.Int64
 	stopped     atomic.Int64
+
+	feedReads        atomic.Int64
+	documents        atomic.Int64
+	checkpoints      atomic.Int64
+	leasesAcquired   atomic.Int64
+	listenerFailures atomic.Int64
 }
 
 // Load reads appDir/host.json and every appDir/<function>/function.json.
@@ -284,6 +305,12 @@ func (h *Host) Counters() Counters {
 		Wakeups:           h.stats.wakeups.Load(),
 		InstancesStarted:  h.stats.started.Load(),
 		InstancesStopped:  h.stats.stopped.Load(),
+
+		ChangeFeedReads:       h.stats.feedReads.Load(),
+		DocumentsDelivered:    h.stats.documents.Load(),
+		Checkpoints:           h.stats.checkpoints.Load(),
+		LeasesAcquired:        h.stats.leasesAcquired.Load(),
+		ListenerStartFailures: h.stats.listenerFailures.Load(),
 	}
 }
 
@@ -378,6 +405,9 @@ func (h *Host) Run(ctx context.Context) error {
 	if err := h.createQueues(ctx); err != nil {
 		return err
 	}
+	if err := h.createLeaseContainers(ctx); err != nil {
+		return err
+	}
 	if h.opts.Flex != nil {
 		return h.runFlex(ctx)
 	}
@@ -442,6 +472,27 @@ func (h *Host) createQueues(ctx context.Context) error {
 			if err := h.queues.ensure(ctx, o.connectionString, o.QueueName); err != nil {
 				return fmt.Errorf("function %s: %w", fn.Name, err)
 			}
+		}
+	}
+	return nil
+}
+
+// createLeaseContainers creates the lease container of every
+// cosmosDBTrigger with createLeaseContainerIfNotExists, as the extension
+// does when it binds the trigger (CosmosDBTriggerAttributeBindingProvider.
+// TryCreateAsync), before any listener starts.
+func (h *Host) createLeaseContainers(ctx context.Context) error {
+	for _, fn := range h.functions {
+		c := fn.Cosmos
+		if fn.Disabled || c == nil || !c.CreateLeaseContainerIfNotExists {
+			continue
+		}
+		cl, err := h.cosmos.get(c.leaseAccount)
+		if err != nil {
+			return fmt.Errorf("function %s: %w", fn.Name, err)
+		}
+		if err := cl.ensureLeaseContainer(ctx, c.LeaseDatabaseName, c.LeaseContainerName); err != nil {
+			return fmt.Errorf("function %s: %w", fn.Name, err)
 		}
 	}
 	return nil

@@ -306,6 +306,16 @@ func (in *Instance) runHost(ctx context.Context, first bool, ready chan<- error)
 	for _, p := range pollers {
 		wg.Go(func() { p.run(intake, work, &wg) })
 	}
+	// Every instance runs a listener of each cosmosDBTrigger function; their
+	// change feed processors share the leases.
+	for fi := range h.functions {
+		fn := &h.functions[fi]
+		if fn.Disabled || fn.Cosmos == nil || !in.runs(fn) {
+			continue
+		}
+		cl := newCosmosListener(h, in, fn)
+		wg.Go(func() { cl.run(intake, work) })
+	}
 
 	crashed := false
 	select {

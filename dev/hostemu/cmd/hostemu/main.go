@@ -6,7 +6,8 @@
 // --flex runs the app as the Flex Consumption plan does (hostemu.FlexOptions):
 // scan and poll in instances of their own, poll's instances following the
 // queue, no SIGTERM, the timer a singleton by a lease; the other --flex-*
-// flags set its figures (0 takes the platform's).
+// flags set its figures (0 takes the platform's). The --cosmos-* flags
+// shorten the intervals of Cosmos DB triggers (hostemu.CosmosTriggerOptions).
 //
 // The settings file has the Core Tools shape
 // {"IsEncrypted":false,"Values":{"NAME":"value",...}}; a relative path is
@@ -49,6 +50,10 @@ func run() error {
 	scaleInDelay := flag.Duration("flex-scale-in-delay", 0, "with --flex: how long the target must stay below the instance count before instances go (0: 1m; negative: at once)")
 	timerLease := flag.Duration("flex-timer-lease", 0, "with --flex: the timer's singleton lease period (0: 60s)")
 	timerLeaseRetry := flag.Duration("flex-timer-lease-retry", 0, "with --flex: how often an instance without the timer's lease tries to take it (0: 1m)")
+	feedPollDelay := flag.Duration("cosmos-feed-poll-delay", 0, "Cosmos DB triggers: the wait after a read of the change feed found nothing (0: function.json's feedPollDelay, else 5s)")
+	leaseAcquire := flag.Duration("cosmos-lease-acquire", 0, "Cosmos DB triggers: how often a listener looks for leases to take (0: function.json's leaseAcquireInterval, else 13s)")
+	leaseExpiration := flag.Duration("cosmos-lease-expiration", 0, "Cosmos DB triggers: how long a lease stays its owner's without renewal (0: function.json's leaseExpirationInterval, else 60s)")
+	leaseRenew := flag.Duration("cosmos-lease-renew", 0, "Cosmos DB triggers: how often the owner renews a lease (0: function.json's leaseRenewInterval, else 17s)")
 	flag.Parse()
 
 	level := slog.LevelInfo
@@ -75,6 +80,12 @@ func run() error {
 		Output:         os.Stdout,
 		Logger:         logger,
 		StorageLatency: *storageLatency,
+		CosmosTrigger: &hostemu.CosmosTriggerOptions{
+			FeedPollDelay:           *feedPollDelay,
+			LeaseAcquireInterval:    *leaseAcquire,
+			LeaseExpirationInterval: *leaseExpiration,
+			LeaseRenewInterval:      *leaseRenew,
+		},
 	}
 	if *flex {
 		h.Options.Flex = &hostemu.FlexOptions{
@@ -101,7 +112,9 @@ func run() error {
 		"retried", c.MessagesRetried, "poisoned", c.MessagesPoisoned,
 		"ticksRun", c.TimerTicksRun, "ticksSkipped", c.TimerTicksSkipped,
 		"restarts", c.HandlerRestarts, "timeouts", c.Timeouts, "hostRestarts", c.HostRestarts,
-		"instancesStarted", c.InstancesStarted, "wakeups", c.Wakeups)
+		"instancesStarted", c.InstancesStarted, "wakeups", c.Wakeups,
+		"changeFeedReads", c.ChangeFeedReads, "documentsDelivered", c.DocumentsDelivered,
+		"checkpoints", c.Checkpoints, "leasesAcquired", c.LeasesAcquired)
 	return err
 }
 

@@ -10,9 +10,11 @@
 // the JSON null, an empty text/plain body). POST /poll answers 500 when
 // the message's operationId starts with "fail", sleeps first when it is
 // "sleep:<duration>", prints "fakehandler: poll gate" and waits until the
-// file POLL_GATE exists when it is "gate", and answers 200. Every
-// response's ReturnValue echoes the request, so that tests see what the
-// host sent. On SIGTERM it prints "fakehandler: SIGTERM", drains and exits
+// file POLL_GATE exists when it is "gate", and answers 200. POST /pickup
+// (a Cosmos DB trigger) answers 500 when a document's id starts with
+// "fail", prints "fakehandler: pickup gate" and waits for POLL_GATE when
+// one is "gate", and answers 200. Every response's ReturnValue echoes the
+// request, so that tests see what the host sent. On SIGTERM it prints "fakehandler: SIGTERM", drains and exits
 // 0.
 package main
 
@@ -120,6 +122,34 @@ func main() {
 		reply(w, status, map[string]any{}, r, body, false)
 	})
 
+	mux.HandleFunc("POST /pickup", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			Data map[string]json.RawMessage
+		}
+		status := http.StatusOK
+		if err := json.Unmarshal(body, &req); err != nil {
+			status = http.StatusBadRequest
+		}
+		for _, raw := range req.Data {
+			for _, id := range documentIDs(raw) {
+				switch {
+				case strings.HasPrefix(id, "fail"):
+					status = http.StatusInternalServerError
+				case id == "gate":
+					fmt.Println("fakehandler: pickup gate")
+					for {
+						if _, err := os.Stat(os.Getenv("POLL_GATE")); err == nil {
+							break
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+				}
+			}
+		}
+		reply(w, status, map[string]any{}, r, body, false)
+	})
+
 	srv := &http.Server{Addr: "127.0.0.1:" + port, Handler: mux}
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -171,4 +201,23 @@ func operationID(raw json.RawMessage) string {
 	var m struct{ OperationID string }
 	_ = json.Unmarshal(raw, &m)
 	return m.OperationID
+}
+
+// documentIDs digs the ids of the documents out of a Cosmos DB trigger's
+// value, a JSON array that may be quoted several times.
+func documentIDs(raw json.RawMessage) []string {
+	for range 4 {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			break
+		}
+		raw = json.RawMessage(s)
+	}
+	var docs []struct{ ID string }
+	_ = json.Unmarshal(raw, &docs)
+	ids := make([]string, len(docs))
+	for i, d := range docs {
+		ids[i] = d.ID
+	}
+	return ids
 }
