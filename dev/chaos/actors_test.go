@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,8 +126,10 @@ func (k *killer) run(ctx context.Context) {
 		k.mu.Lock()
 		k.at = append(k.at, time.Now())
 		k.mu.Unlock()
+		// An instance the platform stopped or replaced meanwhile gets no
+		// new handler.
 		testenv.WaitFor(ctx, time.Minute, 50*time.Millisecond, func() bool {
-			return in.PID() != pid && in.PID() != 0 && in.Port() != 0
+			return in.PID() != pid && in.PID() != 0 && in.Port() != 0 || !slices.Contains(k.e.s.Host.Instances(), in)
 		})
 	}
 }

@@ -92,12 +92,16 @@ func simFaults() clustersim.Faults {
 	}
 }
 
-// TestChaos runs the whole system under Cosmos and Cluster Service faults,
-// handler kills and a frontend taking locks at random, then checks that
+// TestChaos runs the whole system as Flex Consumption runs it, under
+// Cosmos and Cluster Service faults, handler kills, poll instances added
+// and removed as the queue grows and shrinks, crashes of the scan
+// instance and a frontend taking locks at random, then checks that
 // every operation ended as its script implies, that the Resources items
 // followed, that the billing items follow the clusters' creates and
 // deletes, that no write broke a subscription lock, that only malformed
-// messages were poisoned, and that every operation was notified.
+// messages were poisoned, that every operation was notified, that scans
+// resumed within the timer lease's bound after each crash, and that
+// Cluster Service never had more requests in flight than the budget.
 func TestChaos(t *testing.T) {
 	testenv.NeedsServers(t)
 	cfg := configFromEnv(t)
@@ -107,13 +111,15 @@ func TestChaos(t *testing.T) {
 	ctx := context.Background()
 	lockTTL := 5 * time.Second
 
-	// Two host instances, each its own handler process, as when the app
-	// scales out. The emulator's functionTimeout is below what a poll takes
-	// when a Cluster Service call hangs past the client's timeout, so that
-	// the host's kill on timeout (the handler process and every invocation
-	// in it) happens under chaos too; production's functionTimeout leaves
-	// poll's own deadline to end such a poll first.
-	e := startEnv(t, envOptions{lockTTL: lockTTL, seed: runSeed, instances: 2, invocationTimeout: 9 * time.Second})
+	// The host runs the app as Flex Consumption does: scan in an instance
+	// of its own, poll in instances that follow the queue, each its own
+	// handler process. The emulator's functionTimeout is below what a poll
+	// takes when a Cluster Service call hangs past the client's timeout, so
+	// that the host's kill on timeout (the handler process and every
+	// invocation in it) happens under chaos too; production's
+	// functionTimeout leaves poll's own deadline to end such a poll first.
+	fx := newFlexRun()
+	e := startEnv(t, fx.options(envOptions{lockTTL: lockTTL, seed: runSeed, invocationTimeout: 9 * time.Second}))
 	subs := subscriptions(cfg.subs, "chaos")
 	ops := scenario(rng, subs, cfg.ops, cfg.minLife, cfg.maxLife, "x")
 	follow := newFollowUps(e, ops)
@@ -162,6 +168,7 @@ func TestChaos(t *testing.T) {
 		minPause: 5 * time.Second, maxPause: 15 * time.Second, minWindow: 2 * time.Second, maxWindow: 6 * time.Second,
 		rng: rand.New(rand.NewPCG(uint64(runSeed), 5))}
 	actors.Go(func() { bodies.run(chaosCtx) })
+	fx.run(chaosCtx, &actors, e, ops, runSeed)
 
 	// settledNow reads every operation and the poison queue.
 	leftWhen := map[time.Duration]int{}
@@ -191,7 +198,11 @@ func TestChaos(t *testing.T) {
 		// each behind whatever backlog the queue holds.
 		return done && err == nil && len(poison) >= len(malformed)
 	}
-	settledInChaos := testenv.WaitFor(ctx, cfg.chaosFor, 2*time.Second, settledNow)
+	// The chaos goes on until the scan instance has crashed and scans
+	// resumed elsewhere.
+	settledInChaos := testenv.WaitFor(ctx, cfg.chaosFor, 2*time.Second, func() bool {
+		return settledNow() && fx.crasher.failedOver()
+	})
 	chaosEnded := time.Now()
 	stopChaos()
 	actors.Wait()
@@ -202,9 +213,10 @@ func TestChaos(t *testing.T) {
 
 	settledCalm := settledInChaos || testenv.WaitFor(ctx, cfg.calmFor, 2*time.Second, settledNow)
 	settledAt := time.Now()
-	// A last scan after everything settled must find nothing pending.
+	// A last scan after everything settled must find nothing pending; a
+	// crash of the scan instance may delay it.
 	lastScan := invocation{Pending: -1}
-	scanned := testenv.WaitFor(ctx, 2*scanInterval, 500*time.Millisecond, func() bool {
+	scanned := testenv.WaitFor(ctx, failoverBound+2*scanInterval, 500*time.Millisecond, func() bool {
 		for _, inv := range e.inv.all() {
 			if inv.Function == "scan" && inv.At.After(settledAt) && inv.Pending >= 0 {
 				lastScan = inv
@@ -233,7 +245,8 @@ func TestChaos(t *testing.T) {
 	// The figures come first, so that a failing run still reports them.
 	rep := &report{cfg: cfg, seed: runSeed, ops: ops, elapsed: elapsed, chaosFor: chaosEnded.Sub(seeded),
 		settledInChaos: settledInChaos, env: e, kill: kill, taker: taker, bodies: bodies, writes: writes, leases: leases,
-		violations: violations, notified: notified, poison: poison, progress: leftWhen, opItems: opItems, bills: bills}
+		violations: violations, notified: notified, poison: poison, progress: leftWhen, opItems: opItems, bills: bills,
+		flex: fx, seeded: seeded}
 	t.Log("\n" + rep.String())
 
 	require.True(t, settledCalm, "every operation ends and is notified within %s of the end of the chaos", cfg.calmFor)
@@ -253,6 +266,27 @@ func TestChaos(t *testing.T) {
 	require.Positive(t, rep.faultTotal(), "faults were injected")
 	require.Positive(t, bodies.windows.Load(), "external auths and credentials were answered with faulty bodies")
 	require.Zero(t, bodies.errors.Load(), "the body faults were set and cleared")
+
+	// The platform's side: poll instances added as the queue grew and
+	// removed (drained, then killed) as it shrank; the scan instance's
+	// crash stopped scans only until its lease ran out; Cluster Service
+	// never saw more than the budget.
+	scale := summarizeScale(fx.scale.all(), seeded)
+	require.Positive(t, scale.outs, "poll instances were added as the queue grew")
+	require.GreaterOrEqual(t, scale.most, 2, "the queue grew past what one instance takes")
+	require.Positive(t, scale.ins, "poll instances were removed as the queue shrank")
+	drainedOK, _ := drained(e.inv.all(), scaleInStops(e.handlerLog()))
+	require.Positive(t, drainedOK, "a scale-in waited for invocations in flight to finish before the kill")
+	require.Positive(t, fx.backlog.bursts.Load(), "the queue grew in bursts")
+	require.Zero(t, fx.backlog.errors.Load(), "every burst was queued")
+	crashes := fx.crasher.all()
+	require.NotEmpty(t, crashes, "the scan instance crashed")
+	invs := e.inv.all()
+	require.Empty(t, failoverProblems(failovers(crashes, invs), failoverBound+failoverSlack),
+		"after each crash of the scan instance, scans resumed on another within lease + retry + interval")
+	require.Empty(t, overlappingScans(invs), "no two scans ran at once")
+	inFlight, _ := fx.cs.peak()
+	require.LessOrEqual(t, inFlight, fx.budget, "Cluster Service never had more requests in flight than the budget")
 }
 
 // createdClusters returns the creation_timestamp of every cluster a create

@@ -66,6 +66,14 @@ type envOptions struct {
 	// invocationTimeout, when set, is the emulator's functionTimeout.
 	instances         int
 	invocationTimeout time.Duration
+	// flex runs the host as Flex Consumption does, calling onScale after
+	// every scale decision.
+	flex    *hostemu.FlexOptions
+	onScale func(hostemu.ScaleDecision)
+	// settings are extra app settings for the handler.
+	settings map[string]string
+	// simHandler wraps the simulator's HTTP handler.
+	simHandler func(http.Handler) http.Handler
 }
 
 // env is a running stack whose handler reaches Cosmos through a fault proxy,
@@ -91,10 +99,12 @@ func startEnv(t *testing.T, o envOptions) *env {
 	ctx := context.Background()
 	e := &env{t: t, inv: &invocations{}, lockTTL: o.lockTTL, started: time.Now()}
 	s, err := stack.Start(ctx, stack.Options{
-		LockTTL: o.lockTTL,
-		Sim:     clustersim.Options{Seed: o.seed, Faults: o.sim, RecordCalls: o.recordCalls},
+		LockTTL:    o.lockTTL,
+		Sim:        clustersim.Options{Seed: o.seed, Faults: o.sim, RecordCalls: o.recordCalls},
+		SimHandler: o.simHandler,
+		Settings:   o.settings,
 		Host: hostemu.Options{OnInvocation: e.inv.record, Instances: o.instances,
-			InvocationTimeout: o.invocationTimeout},
+			InvocationTimeout: o.invocationTimeout, Flex: o.flex, OnScale: o.onScale},
 		CosmosWrap: func(endpoint string) (string, error) {
 			p, err := faultproxy.New(endpoint, faultproxy.Options{TLS: true, Seed: o.seed, Name: "handler"})
 			if err != nil {
@@ -179,6 +189,8 @@ func (e *env) handlerLog() string {
 type invocation struct {
 	Function string
 	ID       string
+	Instance int       // the host instance that ran it
+	Start    time.Time // when it began
 	At       time.Time // when it finished
 	Duration time.Duration
 	Status   int
@@ -199,7 +211,8 @@ type invocations struct {
 }
 
 func (r *invocations) record(inv hostemu.Invocation) {
-	rec := invocation{Function: inv.Function, ID: inv.ID, At: time.Now(), Duration: inv.Duration, Status: inv.Status, Pending: -1}
+	rec := invocation{Function: inv.Function, ID: inv.ID, Instance: inv.Instance, Start: inv.Start, At: time.Now(),
+		Duration: inv.Duration, Status: inv.Status, Pending: -1}
 	switch {
 	case inv.Err == nil && inv.Status/100 == 2:
 		rec.Outcomes = map[string]int{"ok": 1}

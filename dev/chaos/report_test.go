@@ -33,6 +33,9 @@ type report struct {
 	progress       map[time.Duration]int
 	// opItems and bills are the Operations and Billing items at the end.
 	opItems, bills map[string]item
+	// flex is the run's Flex Consumption side; seeded when the run began.
+	flex   *flexRun
+	seeded time.Time
 }
 
 // faultTotal is the number of faults injected, of every kind.
@@ -163,6 +166,10 @@ func (r *report) String() string {
 			strings.Count(s, "renewing the subscription lock failed"))
 	}
 	f("poison queue: %d messages (%d malformed queued on purpose)", len(r.poison), len(malformed))
+	if r.flex != nil {
+		log, _ := os.ReadFile(e.s.LogPath)
+		r.flex.report(f, e.inv.all(), string(log), r.seeded)
+	}
 	return b.String()
 }
 

@@ -40,6 +40,10 @@ type Options struct {
 	LockTTL time.Duration
 	// Sim configures the Cluster Service simulator.
 	Sim clustersim.Options
+	// SimHandler, when set, wraps the simulator's HTTP handler, so that a
+	// test can watch what reaches Cluster Service (its requests in flight,
+	// say). Default none.
+	SimHandler func(http.Handler) http.Handler
 	// Host configures the host emulator (Output defaults to HandlerLog).
 	Host hostemu.Options
 	// HandlerLog receives the handler's and the host's logs; default a
@@ -132,7 +136,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 
 	s.Sim = clustersim.New(opts.Sim)
-	if s.SimURL, err = s.serve(s.Sim); err != nil {
+	var sim http.Handler = s.Sim
+	if opts.SimHandler != nil {
+		sim = opts.SimHandler(sim)
+	}
+	if s.SimURL, err = s.serve(sim); err != nil {
 		return nil, err
 	}
 	s.ARM = &testenv.ARM{}
