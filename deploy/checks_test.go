@@ -175,9 +175,23 @@ func checkGrants(d *deployment) error {
 		return fmt.Errorf("APPLICATIONINSIGHTS_CONNECTION_STRING is not the connection string of a component of the template")
 	}
 	insights = strings.TrimSuffix(insights, ")")
-	cosmos, err := cosmosAccount(d, settings["COSMOS_ENDPOINT"])
+	cosmos, err := cosmosAccount(d, "COSMOS_ENDPOINT", settings["COSMOS_ENDPOINT"])
 	if err != nil {
 		return err
+	}
+	// The host's Cosmos DB connections (pickup's change feed and its
+	// leases) are on the same account: its role covers them.
+	for name, v := range settings {
+		if !strings.HasSuffix(name, "__accountEndpoint") {
+			continue
+		}
+		account, err := cosmosAccount(d, name, v)
+		if err != nil {
+			return err
+		}
+		if account != cosmos {
+			return fmt.Errorf("%s is the endpoint of %s, not of COSMOS_ENDPOINT's account %s", name, account, cosmos)
+		}
 	}
 	principal := "principalId(" + id + ")"
 	want := []grant{
@@ -206,9 +220,9 @@ func checkGrants(d *deployment) error {
 	return nil
 }
 
-// cosmosAccount returns the ID of the Cosmos DB account whose endpoint
-// COSMOS_ENDPOINT is: the account the data-plane role is on.
-func cosmosAccount(d *deployment, endpoint string) (string, error) {
+// cosmosAccount returns the ID of the Cosmos DB account whose endpoint the
+// setting name holds: the account the data-plane role is on.
+func cosmosAccount(d *deployment, name, endpoint string) (string, error) {
 	for _, r := range d.byType("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments") {
 		account := r.ID[:strings.Index(r.ID, "/sqlRoleAssignments/")]
 		_, name := resourceType(account)
@@ -216,12 +230,14 @@ func cosmosAccount(d *deployment, endpoint string) (string, error) {
 			return account, nil
 		}
 	}
-	return "", fmt.Errorf("COSMOS_ENDPOINT %q is not the endpoint of an account the identity is given a role on", endpoint)
+	return "", fmt.Errorf("%s %q is not the endpoint of an account the identity is given a role on", name, endpoint)
 }
 
 // checkIdentity checks that every connection uses the identity the roles are
-// given to: the host's storage, the deployment package, Application
-// Insights, and the handler's own Azure SDK credential (AZURE_CLIENT_ID).
+// given to: the host's storage and every other identity-based connection
+// (<name>__credential, <name>__clientId), the deployment package,
+// Application Insights, and the handler's own Azure SDK credential
+// (AZURE_CLIENT_ID).
 func checkIdentity(d *deployment) error {
 	id, err := identity(d)
 	if err != nil {
@@ -232,12 +248,21 @@ func checkIdentity(d *deployment) error {
 		return err
 	}
 	clientID := "clientId(" + id + ")"
-	for name, want := range map[string]string{
+	wants := map[string]string{
 		"AZURE_CLIENT_ID":                           clientID,
 		"AzureWebJobsStorage__clientId":             clientID,
 		"AzureWebJobsStorage__credential":           "managedidentity",
 		"APPLICATIONINSIGHTS_AUTHENTICATION_STRING": "Authorization=AAD;ClientId=" + clientID,
-	} {
+	}
+	for name := range settings {
+		switch {
+		case strings.HasSuffix(name, "__clientId"):
+			wants[name] = clientID
+		case strings.HasSuffix(name, "__credential"):
+			wants[name] = "managedidentity"
+		}
+	}
+	for name, want := range wants {
 		if got := settings[name]; got != want {
 			return fmt.Errorf("%s is %q, want %q: the identity the roles are given to", name, got, want)
 		}
@@ -315,8 +340,9 @@ var settingRef = regexp.MustCompile(`%([A-Za-z0-9_]+)%`)
 // checkSettings checks that the app has every setting the handler and its
 // bindings need: the handler's own configuration loads from them as it
 // would at start; every %SETTING% a function.json names is set; each
-// binding's connection is identity-based; nothing the Flex plan replaces
-// is set.
+// binding's connection is identity-based (a storage account by
+// __accountName, a Cosmos DB account by __accountEndpoint); nothing the
+// Flex plan replaces is set.
 func checkSettings(d *deployment, fns []function) error {
 	settings, err := d.appSettings()
 	if err != nil {
@@ -345,11 +371,15 @@ func checkSettings(d *deployment, fns []function) error {
 			if !ok {
 				continue
 			}
-			if _, plain := settings[conn]; plain {
-				return fmt.Errorf("%s: setting %s is a connection string; use %s__accountName with an identity", fn.name, conn, conn)
+			account := "__accountName"
+			if typ, _ := b["type"].(string); strings.EqualFold(typ, "cosmosDBTrigger") {
+				account = "__accountEndpoint"
 			}
-			if settings[conn+"__accountName"] == "" || settings[conn+"__credential"] != "managedidentity" || settings[conn+"__clientId"] == "" {
-				return fmt.Errorf("%s: connection %s needs %s__accountName, %s__credential=managedidentity and %s__clientId", fn.name, conn, conn, conn, conn)
+			if _, plain := settings[conn]; plain {
+				return fmt.Errorf("%s: setting %s is a connection string; use %s%s with an identity", fn.name, conn, conn, account)
+			}
+			if settings[conn+account] == "" || settings[conn+"__credential"] != "managedidentity" || settings[conn+"__clientId"] == "" {
+				return fmt.Errorf("%s: connection %s needs %s%s, %s__credential=managedidentity and %s__clientId", fn.name, conn, conn, account, conn, conn)
 			}
 		}
 	}

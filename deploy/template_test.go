@@ -229,6 +229,28 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			want: "AZURE_CLIENT_ID is",
 		},
 		{
+			name:  "pickup's Cosmos DB connection as another identity",
+			check: "identity",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "COSMOS__clientId", "[reference(resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', 'other-id'), '2023-01-31').clientId]")
+			},
+			want: "COSMOS__clientId is",
+		},
+		{
+			name:  "pickup's Cosmos DB connection with another credential",
+			check: "identity",
+			edit:  func(t *testing.T, tmpl map[string]any) { setSetting(t, tmpl, "COSMOS__credential", "azurecli") },
+			want:  "COSMOS__credential is",
+		},
+		{
+			name:  "pickup's Cosmos DB connection to another account than the role's",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "COSMOS__accountEndpoint", "[reference(resourceId(parameters('cosmosResourceGroup'), 'Microsoft.DocumentDB/databaseAccounts', 'other'), '2024-11-15').documentEndpoint]")
+			},
+			want: "COSMOS__accountEndpoint",
+		},
+		{
 			name:  "a role given to another principal",
 			check: "identity",
 			edit: func(t *testing.T, tmpl map[string]any) {
@@ -285,6 +307,26 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 				addSetting(t, tmpl, "AzureWebJobsStorage", "[parameters('storageAccountName')]")
 			},
 			want: "setting AzureWebJobsStorage is a connection string",
+		},
+		{
+			name:  "COSMOS_LEASES_CONTAINER missing",
+			check: "settings",
+			edit:  func(t *testing.T, tmpl map[string]any) { removeSetting(t, tmpl, "COSMOS_LEASES_CONTAINER") },
+			want:  "pickup/function.json reads %COSMOS_LEASES_CONTAINER%",
+		},
+		{
+			name:  "pickup's Cosmos DB connection without its endpoint",
+			check: "settings",
+			edit:  func(t *testing.T, tmpl map[string]any) { removeSetting(t, tmpl, "COSMOS__accountEndpoint") },
+			want:  "connection COSMOS needs COSMOS__accountEndpoint",
+		},
+		{
+			name:  "pickup's Cosmos DB connection as a connection string setting",
+			check: "settings",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				addSetting(t, tmpl, "COSMOS", "[parameters('cosmosAccountName')]")
+			},
+			want: "setting COSMOS is a connection string; use COSMOS__accountEndpoint",
 		},
 		{
 			name:  "FUNCTIONS_WORKER_RUNTIME, which Flex replaces",

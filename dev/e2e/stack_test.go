@@ -3,12 +3,15 @@ package e2e
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/demo"
+	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/stack"
 	"github.com/opstatus/opstatus/dev/testenv"
@@ -89,4 +92,71 @@ func TestStackDemo(t *testing.T) {
 	require.Len(t, s.ARM.Received(), len(w.Ops()), "every operation notified ARM once")
 	require.Zero(t, polls.Count("HTTP 500"))
 	require.True(t, summaryOK, "the summary found a mismatch")
+}
+
+// TestStackPickup runs make run's stack: once pickup's listener reads the
+// Operations change feed, an operation the frontend writes is first checked
+// by Cluster Service in a pickup invocation, not by scan, which leaves it
+// for an interval. The figure is the time from the write to that first
+// call, at the simulator; the target is 2 s.
+func TestStackPickup(t *testing.T) {
+	testenv.NeedsServers(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var pickups []hostemu.Invocation
+	s, err := stack.Start(ctx, stack.Options{
+		Sim: clustersim.Options{RecordCalls: true},
+		Host: hostemu.Options{OnInvocation: func(inv hostemu.Invocation) {
+			if inv.Function == "pickup" {
+				mu.Lock()
+				pickups = append(pickups, inv)
+				mu.Unlock()
+			}
+		}},
+	})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Close()) }()
+
+	require.Eventually(t, func() bool {
+		c := s.Host.Counters()
+		return c.LeasesAcquired > 0 && c.ChangeFeedReads > 0
+	}, time.Minute, 50*time.Millisecond, "pickup's listener reads the feed")
+
+	const sub = "6b690bec-0c16-4ecb-8f67-781caf40bba7"
+	internalID := "/api/aro_hcp/v1alpha1/clusters/fresh"
+	require.NoError(t, s.Sim.AddCluster("fresh", clustersim.Script{Installing: clustersim.Duration(time.Hour)}))
+	key := "/subscriptions/" + sub + "/resourceGroups/rg/providers/Microsoft.RedHatOpenShift/hcpOpenShiftClusters/fresh"
+	written := time.Now()
+	require.NoError(t, s.Frontend.PutOperation(ctx, frontend.Operation{
+		ID: "op-fresh", PartitionKey: sub, Request: "Create", Status: "Accepted",
+		ExternalID: key, InternalID: internalID, StartTime: written.UTC(), LastTransitionTime: written.UTC(),
+	}))
+	require.NoError(t, s.Frontend.PutResource(ctx, frontend.Resource{
+		ID: "res-fresh", PartitionKey: sub, Key: key, InternalID: internalID,
+		ActiveOperationID: "op-fresh", ProvisioningState: "Accepted",
+	}))
+
+	var first time.Time
+	require.Eventually(t, func() bool {
+		calls := s.Sim.Calls()[internalID]
+		if len(calls) == 0 {
+			return false
+		}
+		first = calls[0]
+		return true
+	}, time.Minute, 20*time.Millisecond)
+	t.Logf("pickup: first Cluster Service call %v after the frontend's write (target 2s)", first.Sub(written).Round(time.Millisecond))
+
+	// The first call was made inside a pickup invocation: the feed brought
+	// the operation, not a scan's message.
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, inv := range pickups {
+			if inv.Err == nil && !first.Before(inv.Start) && !first.After(inv.Start.Add(inv.Duration)) {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 20*time.Millisecond, "no pickup invocation made the first call")
 }

@@ -73,8 +73,16 @@ type Function struct {
 	// Name is the folder name; the host POSTs to /<Name>.
 	Name string
 	// Disabled is function.json's "disabled" or the app setting
-	// AzureWebJobs.<Name>.Disabled=true. A disabled function never runs.
+	// AzureWebJobs.<Name>.Disabled=true, or Error is set. A disabled
+	// function never runs.
 	Disabled bool
+	// Error is why the host put the function in error when it loaded the
+	// app: a %SETTING% or a connection of a binding that is not an app
+	// setting. The host logs it at Error and runs the other functions
+	// (ScriptHost's FunctionErrors, logged by FunctionError as "The
+	// '<name>' function is in error"), so an app can ship a function that
+	// only some deployments configure. Its trigger fields are nil.
+	Error error
 	// Exactly one of Timer, Queue and Cosmos is set.
 	Timer   *TimerTrigger
 	Queue   *QueueTrigger
@@ -306,7 +314,10 @@ func loadFunctions(appDir string, settings map[string]string) ([]Function, error
 			return nil, fmt.Errorf("reading %s: %w", path, err)
 		}
 		fn, err := parseFunction(e.Name(), data, settings)
-		if err != nil {
+		var unresolved unresolvedError
+		if errors.As(err, &unresolved) {
+			fn = Function{Name: e.Name(), Disabled: true, Error: fmt.Errorf("%s: %w", path, err)}
+		} else if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		fns = append(fns, fn)
@@ -517,6 +528,13 @@ func parseQueueBinding(b bindingJSON, settings map[string]string) (queue, conn, 
 	return queue, conn, connString, nil
 }
 
+// unresolvedError is a binding value that needs an app setting that is
+// not set. It puts only its function in error; any other mistake in
+// function.json fails the whole load, so that it is found at once.
+type unresolvedError struct{ error }
+
+func (e unresolvedError) Unwrap() error { return e.error }
+
 // resolveConnection finds a connection string setting the way the host
 // does: the name itself, then AzureWebJobs<name>.
 func resolveConnection(name string, settings map[string]string) (string, error) {
@@ -525,7 +543,7 @@ func resolveConnection(name string, settings map[string]string) (string, error) 
 		v, ok = settings["AzureWebJobs"+name]
 	}
 	if !ok || v == "" {
-		return "", fmt.Errorf("connection setting %q is missing", name)
+		return "", unresolvedError{fmt.Errorf("connection setting %q is missing", name)}
 	}
 	if strings.EqualFold(strings.TrimRight(strings.TrimSpace(v), ";"), "UseDevelopmentStorage=true") {
 		return AzuriteConnectionString, nil
@@ -549,7 +567,7 @@ func resolveSettings(s string, settings map[string]string) (string, error) {
 		name := s[start+1 : start+1+end]
 		v, ok := settings[name]
 		if !ok {
-			return "", fmt.Errorf("setting %q (from %%%s%%) is missing", name, name)
+			return "", unresolvedError{fmt.Errorf("setting %q (from %%%s%%) is missing", name, name)}
 		}
 		out.WriteString(s[:start])
 		out.WriteString(v)

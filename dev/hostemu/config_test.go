@@ -47,8 +47,15 @@ func TestLoadProjectApp(t *testing.T) {
 	require.Equal(t, root, cfg.Handler.WorkingDirectory)
 
 	fns := h.Functions()
-	require.Len(t, fns, 2)
-	poll, scan := fns[0], fns[1]
+	require.Len(t, fns, 3)
+	pickup, poll, scan := fns[0], fns[1], fns[2]
+
+	// Without its settings pickup is in error and the others run, as a
+	// stack that does not configure it needs.
+	require.Equal(t, "pickup", pickup.Name)
+	require.True(t, pickup.Disabled)
+	require.ErrorContains(t, pickup.Error, "%COSMOS_DATABASE%")
+	require.Nil(t, pickup.Cosmos)
 
 	require.Equal(t, "poll", poll.Name)
 	require.Nil(t, poll.Timer)
@@ -69,6 +76,22 @@ func TestLoadProjectApp(t *testing.T) {
 	require.Len(t, scan.Outputs, 1)
 	require.Equal(t, "operations", scan.Outputs[0].Binding)
 	require.Equal(t, "operations", scan.Outputs[0].QueueName)
+
+	// With them, pickup runs on the feed at function.json's intervals.
+	h, err = Load("../..", map[string]string{
+		"AzureWebJobsStorage": "UseDevelopmentStorage=true", "SCAN_SCHEDULE": "*/10 * * * * *",
+		"COSMOS_DATABASE": "opstatus", "COSMOS_OPERATIONS_CONTAINER": "Operations", "COSMOS_LEASES_CONTAINER": "Leases",
+		"COSMOS": "AccountEndpoint=https://127.0.0.1:8081/;AccountKey=" + testCosmosKey + ";",
+	})
+	require.NoError(t, err)
+	pickup = h.Functions()[0]
+	require.False(t, pickup.Disabled)
+	require.NoError(t, pickup.Error)
+	require.NotNil(t, pickup.Cosmos)
+	require.Equal(t, "Operations", pickup.Cosmos.ContainerName)
+	require.Equal(t, "Leases", pickup.Cosmos.LeaseContainerName)
+	require.Equal(t, 500*time.Millisecond, pickup.Cosmos.FeedPollDelay)
+	require.Equal(t, 100, pickup.Cosmos.MaxItemsPerInvocation)
 }
 
 func TestLoadHostJSON(t *testing.T) {
@@ -210,10 +233,17 @@ func TestLoadFunctions(t *testing.T) {
 				require.True(t, fn.Disabled)
 			},
 		},
-		{name: "missing schedule setting", function: `{"bindings":[{"name":"t","type":"timerTrigger","direction":"in","schedule":"%NOPE%"}]}`, wantErr: `setting "NOPE" (from %NOPE%) is missing`},
-		{name: "missing queue setting", function: `{"bindings":[{"name":"m","type":"queueTrigger","direction":"in","queueName":"%NOPE%"}]}`, wantErr: `setting "NOPE"`},
+		// A setting that does not resolve puts only its function in error:
+		// the host logs it and runs the others.
+		{name: "missing schedule setting", function: `{"bindings":[{"name":"t","type":"timerTrigger","direction":"in","schedule":"%NOPE%"}]}`, check: inError(`setting "NOPE" (from %NOPE%) is missing`)},
+		{name: "missing queue setting", function: `{"bindings":[{"name":"m","type":"queueTrigger","direction":"in","queueName":"%NOPE%"}]}`, check: inError(`setting "NOPE"`)},
+		{name: "missing output queue setting", function: `{"bindings":[{"name":"t","type":"timerTrigger","direction":"in","schedule":"* * * * * *"},{"name":"out","type":"queue","direction":"out","queueName":"%NOPE%"}]}`, check: inError(`setting "NOPE"`)},
+		{name: "missing cosmos setting", function: `{"bindings":[{"name":"d","type":"cosmosDBTrigger","direction":"in","connection":"COSMOS","databaseName":"db","containerName":"c","leaseContainerName":"%NOPE%"}]}`, check: inError(`setting "NOPE"`)},
+		{name: "missing cosmos connection", function: `{"bindings":[{"name":"d","type":"cosmosDBTrigger","direction":"in","connection":"COSMOS","databaseName":"db","containerName":"c"}]}`, check: inError(`configuration "COSMOS" does not exist`)},
 		{name: "unterminated expression", function: `{"bindings":[{"name":"m","type":"queueTrigger","direction":"in","queueName":"%QUEUE"}]}`, wantErr: "unterminated"},
-		{name: "missing connection", function: `{"bindings":[{"name":"m","type":"queueTrigger","direction":"in","queueName":"q","connection":"Other"}]}`, wantErr: `connection setting "Other" is missing`},
+		{name: "missing connection", function: `{"bindings":[{"name":"m","type":"queueTrigger","direction":"in","queueName":"q","connection":"Other"}]}`, check: inError(`connection setting "Other" is missing`)},
+		{name: "identity-based cosmos connection", function: `{"bindings":[{"name":"d","type":"cosmosDBTrigger","direction":"in","connection":"ID","databaseName":"db","containerName":"c"}]}`,
+			settings: map[string]string{"ID__accountEndpoint": "https://x.documents.azure.com/"}, wantErr: "the emulator needs a connection string"},
 		{name: "unknown binding type", function: `{"bindings":[{"name":"m","type":"queueTrigger","direction":"in","queueName":"q"},{"name":"doc","type":"cosmosDB","direction":"out"}]}`, wantErr: `unsupported binding type "cosmosDB"`},
 		{name: "no trigger", function: `{"bindings":[{"name":"out","type":"queue","direction":"out","queueName":"q"}]}`, wantErr: "no trigger binding"},
 		{name: "two triggers", function: `{"bindings":[{"name":"a","type":"queueTrigger","direction":"in","queueName":"q"},{"name":"b","type":"timerTrigger","direction":"in","schedule":"* * * * * *"}]}`, wantErr: "exactly one trigger"},
@@ -246,6 +276,19 @@ func TestLoadFunctions(t *testing.T) {
 			require.Equal(t, "fn", fns[0].Name)
 			tt.check(t, fns[0])
 		})
+	}
+}
+
+// inError checks that a function is in error for a binding value that
+// does not resolve, and so never runs.
+func inError(want string) func(t *testing.T, fn Function) {
+	return func(t *testing.T, fn Function) {
+		require.True(t, fn.Disabled)
+		require.ErrorContains(t, fn.Error, want)
+		require.ErrorContains(t, fn.Error, filepath.Join("fn", "function.json"), "the error names the file")
+		require.Nil(t, fn.Timer)
+		require.Nil(t, fn.Queue)
+		require.Nil(t, fn.Cosmos)
 	}
 }
 

@@ -229,7 +229,7 @@ func resolveCosmosAccount(name string, settings map[string]string) (cosmosAccoun
 			return cosmosAccount{}, fmt.Errorf("connection %q is identity-based (%s__accountEndpoint): the emulator needs a connection string", name, n)
 		}
 	}
-	return cosmosAccount{}, fmt.Errorf("cosmos DB connection configuration %q does not exist: make sure that it is a defined app setting", name)
+	return cosmosAccount{}, unresolvedError{fmt.Errorf("cosmos DB connection configuration %q does not exist: make sure that it is a defined app setting", name)}
 }
 
 // parseCosmosConnectionString reads "AccountEndpoint=…;AccountKey=…;" with

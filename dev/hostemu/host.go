@@ -402,6 +402,11 @@ func (h *Host) Run(ctx context.Context) error {
 	h.out = newSharedWriter(h.opts.Output)
 	h.mu.Unlock()
 
+	for _, fn := range h.functions {
+		if fn.Error != nil {
+			h.log.Error(fmt.Sprintf("hostemu: the '%s' function is in error", fn.Name), "err", fn.Error)
+		}
+	}
 	if err := h.createQueues(ctx); err != nil {
 		return err
 	}

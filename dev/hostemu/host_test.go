@@ -330,3 +330,25 @@ func TestHandlerThatCannotStart(t *testing.T) {
 	require.Contains(t, r.out.String(), "cannot start", "the handler's stderr is forwarded")
 	require.False(t, errors.Is(r.runErr, errHandlerStopped))
 }
+
+// A function whose settings do not resolve is in error: the host logs it
+// at Error and runs the others, so an app can ship pickup to a stack that
+// does not configure it.
+func TestFunctionInErrorLeavesTheOthersRunning(t *testing.T) {
+	app := newApp(t, `{"version":"2.0","customHandler":{"description":{"defaultExecutablePath":"fakehandler"}}}`,
+		map[string]string{
+			"scan":   `{"bindings":[{"name":"timer","type":"timerTrigger","direction":"in","schedule":"*/1 * * * * *"}]}`,
+			"pickup": pickupJSON(""),
+		})
+	r := runHost(t, app, nil, Options{})
+	require.Eventually(t, func() bool { return r.h.Counters().Calls("scan") >= 1 }, time.Minute, 100*time.Millisecond)
+	require.NoError(t, r.stop())
+
+	fns := r.h.Functions()
+	require.Equal(t, "pickup", fns[0].Name)
+	require.True(t, fns[0].Disabled)
+	require.ErrorContains(t, fns[0].Error, "%COSMOS_DATABASE%")
+	require.Zero(t, r.h.Counters().Calls("pickup"))
+	require.Zero(t, r.h.Counters().ListenerStartFailures, "no listener is started for it")
+	require.Equal(t, 1, strings.Count(r.out.String(), `level=ERROR msg="hostemu: the 'pickup' function is in error"`), r.out.String())
+}

@@ -19,7 +19,7 @@ import (
 
 // shipped is what the package of this repository holds, in Core Tools'
 // order: the root's files, then each folder's.
-var shipped = []string{"handler", "host.json", "poll/function.json", "scan/function.json"}
+var shipped = []string{"handler", "host.json", "pickup/function.json", "poll/function.json", "scan/function.json"}
 
 // coreToolsIgnore is the .funcignore of Core Tools' own GitIgnoreParserTests.
 const coreToolsIgnore = `# This is a comment in a .gitignore file!
@@ -110,6 +110,8 @@ func TestFuncignoreShipsOnlyTheApp(t *testing.T) {
 		{"host.json", true},
 		{"scan/function.json", true},
 		{"poll/function.json", true},
+		{"pickup/function.json", true},
+		{"pickup/pickup.go", false},
 		{"poll/poll.go", false},
 		{"poll/poll_test.go", false},
 		{"scan/scan.go", false},
@@ -232,7 +234,7 @@ func requireCoreToolsEntry(t *testing.T, f *zip.File, executable bool) {
 // and what goes in keeps its bytes, its modification time and its mode.
 func TestPackageOfAnApp(t *testing.T) {
 	dir := t.TempDir()
-	copyFromRepo(t, dir, ".funcignore", "host.json", "scan/function.json", "poll/function.json")
+	copyFromRepo(t, dir, ".funcignore", "host.json", "scan/function.json", "poll/function.json", "pickup/function.json")
 	writeTree(t, dir, "handler", "main.go", "go.mod", "README.md", "local.settings.json",
 		"poll/poll.go", "poll/testdata/x.json", "scan/scan.go", "scan/.funcignore",
 		"dev/node_modules/azurite/package.json", "deploy/azuredeploy.json", "docs/index.md",

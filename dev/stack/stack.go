@@ -162,6 +162,12 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		"CLUSTER_SERVICE_URL":         s.SimURL,
 		"NOTIFICATIONS_ALLOW_HTTP":    "true",
 		"SCAN_SCHEDULE":               config.DefaultScanSchedule,
+		// pickup runs as in production: the host reads the Operations
+		// change feed through its own connection, straight to the server.
+		"COSMOS_OPERATIONS_CONTAINER": frontend.OperationsContainer,
+		"COSMOS_LEASES_CONTAINER":     frontend.LeasesContainer,
+		"COSMOS": fmt.Sprintf("AccountEndpoint=%s;AccountKey=%s;DisableServerCertificateValidation=True;",
+			s.Cosmos.Endpoint, s.Cosmos.Key),
 	}
 	for k, v := range opts.Settings {
 		settings[k] = v
