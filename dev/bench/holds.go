@@ -18,7 +18,9 @@ import (
 // pass write thousands of changes to one single-threaded Cosmos server on
 // cores shared with the handlers, and each round trip of a hold waits in
 // that queue; here each pass writes a few subscriptions' changes among its
-// unchanged checks, as changes come in production.
+// unchanged checks, as changes come in production. The holds of one pass
+// run at once, and the server answers their requests one at a time, so
+// the figure grows with the subscriptions changed per pass.
 type holdsResult struct {
 	N, Instances int
 	// Subs subscriptions' clusters turn ready before each of Rounds passes.
@@ -31,12 +33,58 @@ type holdsResult struct {
 	// RequestsPerHold is the Cosmos requests made under the lock (see
 	// underLock) per hold.
 	RequestsPerHold float64
-	// RoundCores is how busy the machine was in each round, from its
-	// first hold's start to its last hold's end, and BusiestCores the
-	// busiest of them.
-	RoundCores   []cores
-	BusiestCores cores
-	Elapsed      time.Duration
+	// PerRound is each round's holds and how busy the machine was while
+	// they ran. Unsaturated are the holds of the UnsaturatedRounds rounds
+	// in which the machine had cores to spare, and UnsaturatedCores the
+	// busiest of those rounds.
+	PerRound          []holdRound
+	Unsaturated       dist
+	UnsaturatedRounds int
+	UnsaturatedCores  cores
+	Elapsed           time.Duration
+}
+
+// holdRound is one round of the holds scenario.
+type holdRound struct {
+	Holds dist
+	// Cores is how busy the machine was from the round's first hold's
+	// start to its last hold's end.
+	Cores cores
+}
+
+// byRound splits opstatus's holds into the rounds that began at flips (in
+// order), and keeps those of the rounds in which the machine was not
+// saturated, from the CPU samples.
+func byRound(holds []lockHold, flips []time.Time, samples []cpuSample) (rounds []holdRound, unsaturated dist, unsaturatedRounds int, busiest cores) {
+	var spare []time.Duration
+	for i, flip := range flips {
+		var lo, hi time.Time
+		var d []time.Duration
+		for _, hd := range holds {
+			st, end := msTime(hd.Start), msTime(hd.End)
+			if !strings.HasPrefix(hd.Owner, opstatusLock) || st.Before(flip) || i+1 < len(flips) && !st.Before(flips[i+1]) {
+				continue
+			}
+			if lo.IsZero() || st.Before(lo) {
+				lo = st
+			}
+			hi = maxTime(hi, end)
+			d = append(d, hd.Duration())
+		}
+		if len(d) == 0 {
+			continue
+		}
+		r := holdRound{Holds: summarize(d), Cores: coresIn(samples, lo, hi)}
+		rounds = append(rounds, r)
+		if !r.Cores.saturated() {
+			spare = append(spare, d...)
+			unsaturatedRounds++
+			if r.Cores.Machine >= busiest.Machine {
+				busiest = r.Cores
+			}
+		}
+	}
+	return rounds, summarize(spare), unsaturatedRounds, busiest
 }
 
 // cpuSample is the machine's CPU time and this benchmark's processes' at
@@ -169,28 +217,8 @@ func runHolds(ctx context.Context, e *env, cfg config) (res holdsResult, err err
 		res.RequestsPerHold = float64(after.UnderLock-before.UnderLock) / float64(res.Holds.N)
 	}
 	mu.Lock()
-	defer mu.Unlock()
-	for round, flip := range flips {
-		var lo, hi time.Time
-		for _, hd := range holds {
-			st, end := msTime(hd.Start), msTime(hd.End)
-			if !strings.HasPrefix(hd.Owner, opstatusLock) || st.Before(flip) || round+1 < len(flips) && !st.Before(flips[round+1]) {
-				continue
-			}
-			if lo.IsZero() || st.Before(lo) {
-				lo = st
-			}
-			hi = maxTime(hi, end)
-		}
-		if lo.IsZero() {
-			continue
-		}
-		c := coresIn(samples, lo, hi)
-		res.RoundCores = append(res.RoundCores, c)
-		if c.Machine >= res.BusiestCores.Machine {
-			res.BusiestCores = c
-		}
-	}
+	res.PerRound, res.Unsaturated, res.UnsaturatedRounds, res.UnsaturatedCores = byRound(holds, flips, samples)
+	mu.Unlock()
 	res.Elapsed = time.Since(start)
 	return res, nil
 }
@@ -207,12 +235,13 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 func printHolds(w io.Writer, r holdsResult) {
-	var rounds []string
-	for _, c := range r.RoundCores {
-		rounds = append(rounds, fmt.Sprintf("%.2f", c.Machine))
-	}
 	fmt.Fprintf(w, "  %d updates · lock holds %d, p50 %s, p99 %s, max %s, %d expired · Cosmos requests under the lock per hold %.2f\n",
 		r.Updated, r.Holds.N, ms(r.Holds.P50), ms(r.Holds.P99), ms(r.Holds.Max), r.Expired, r.RequestsPerHold)
-	fmt.Fprintf(w, "  cores busy while each round's holds ran (machine): %s; the busiest: %s · run took %s\n",
-		strings.Join(rounds, ", "), r.BusiestCores, secs(r.Elapsed))
+	var rounds []string
+	for _, rd := range r.PerRound {
+		rounds = append(rounds, fmt.Sprintf("%s at %.2f", ms(rd.Holds.P99), rd.Cores.Machine))
+	}
+	fmt.Fprintf(w, "  each round's hold p99 at the machine's cores busy meanwhile: %s\n", strings.Join(rounds, ", "))
+	fmt.Fprintf(w, "  the %d rounds with cores to spare: %d holds, p50 %s, p99 %s, max %s; the busiest of them %s · run took %s\n",
+		r.UnsaturatedRounds, r.Unsaturated.N, ms(r.Unsaturated.P50), ms(r.Unsaturated.P99), ms(r.Unsaturated.Max), r.UnsaturatedCores, secs(r.Elapsed))
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -293,11 +294,12 @@ func (r *results) report(w io.Writer) {
 			if h.Flipped {
 				fresh = " · freshness p99 " + f3(ratio(h.Freshness.P99, b.Freshness.P99))
 			}
+			design := strings.TrimPrefix(r.design(k), "opstatus ")
 			if h.PassAtLeast {
-				fmt.Fprintf(w, "N=%-6d ×%d: pass not complete (%d of %d operations checked in %s)%s\n", n, k, h.Checked, h.N, secs(h.Pass), star)
+				fmt.Fprintf(w, "N=%-6d %s: pass not complete (%d of %d operations checked in %s)%s\n", n, design, h.Checked, h.N, secs(h.Pass), star)
 				continue
 			}
-			fmt.Fprintf(w, "N=%-6d ×%d: pass time %s (speed-up %.1f×)%s%s\n", n, k, f3(ratio(h.Pass, b.Pass)), ratio(b.Pass, h.Pass), fresh, star)
+			fmt.Fprintf(w, "N=%-6d %s: pass time %s (speed-up %.1f×)%s%s\n", n, design, f3(ratio(h.Pass, b.Pass)), ratio(b.Pass, h.Pass), fresh, star)
 		}
 	}
 
