@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/testenv"
 	opconfig "github.com/opstatus/opstatus/internal/config"
@@ -249,4 +250,23 @@ func TestByRound(t *testing.T) {
 	require.Equal(t, 2, spare.N, "the saturated round's hold is left out")
 	require.Equal(t, 200*time.Millisecond, spare.P99)
 	require.InDelta(t, rounds[0].Cores.Machine, busiest.Machine, 1e-9)
+}
+
+// The cold starts' handler finds every container it checks while it
+// starts: it stops when one is missing, and a cold start would then fail
+// or not depending on which came first.
+func TestColdStartDatabaseHasTheContainers(t *testing.T) {
+	ctx := t.Context()
+	cosmos := testenv.SharedCosmos(t)
+	e := &env{cosmos: cosmos}
+	db, err := e.coldStartDatabase(ctx)
+	require.NoError(t, err)
+	client, err := testenv.NewCosmosClient(cosmos.Endpoint, cosmos.Key)
+	require.NoError(t, err)
+	for _, name := range []string{frontend.OperationsContainer, frontend.ResourcesContainer, frontend.LocksContainer, frontend.BillingContainer} {
+		c, err := client.NewContainer(db, name)
+		require.NoError(t, err)
+		_, err = c.Read(ctx, nil)
+		require.NoError(t, err, "container %s of database %s", name, db)
+	}
 }
