@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/opstatus/opstatus/dev/clustersim"
@@ -43,6 +42,9 @@ type backlogResult struct {
 	MaxCalls, Over1, Pairs             int
 	SlowMaxCalls, SlowOver1, SlowPairs int
 	RecMaxCalls, RecOver1, RecPairs    int
+	// CSInFlightMax is the most Cluster Service requests in flight at
+	// once, at the simulator.
+	CSInFlightMax int64
 }
 
 // runBacklog runs opstatus with Cluster Service at cfg.backlogLatency for
@@ -63,18 +65,13 @@ func runBacklog(ctx context.Context, e *env, cfg config) (res backlogResult, err
 	if err := e.clearQueues(ctx); err != nil {
 		return res, err
 	}
-	host, err := hostemu.Load(e.app, e.handlerSettings(fx.db))
+	host, err := hostemu.Load(e.app, e.flexHandlerSettings(cfg, fx.db, instances))
 	if err != nil {
 		return res, err
 	}
 	rec := newRecorder(func() int64 { return host.Counters().MessagesEnqueued })
-	host.Options = hostemu.Options{
-		Instances:      instances,
-		Output:         e.log,
-		Logger:         slog.New(slog.NewJSONHandler(e.log, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		OnInvocation:   rec.record,
-		StorageLatency: cfg.storageLatency,
-	}
+	host.Options = e.hostOptions(cfg, instances, rec.record, &scaleLog{})
+	e.inFlight.ResetMax()
 	hostCtx, stopHost := context.WithCancel(context.WithoutCancel(ctx))
 	hostDone := make(chan error, 1)
 	go func() { hostDone <- host.Run(hostCtx) }()
@@ -135,6 +132,7 @@ func runBacklog(ctx context.Context, e *env, cfg config) (res backlogResult, err
 		res.Messages += s.Messages
 	}
 	res.CSCalls = simCalls(sim)
+	res.CSInFlightMax = e.inFlight.Max()
 	var bounds, slowBounds, recBounds []time.Time
 	for _, s := range scans {
 		bounds = append(bounds, s.Start)

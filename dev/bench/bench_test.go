@@ -213,7 +213,10 @@ func TestParseFlags(t *testing.T) {
 	cfg, err := parseFlags(nil)
 	require.NoError(t, err)
 	require.Equal(t, []int{1000, 10000, 50000}, cfg.ns)
-	require.Equal(t, []int{1, 4}, cfg.instances)
+	require.Equal(t, []int{4}, cfg.instances, "the template's maximumInstanceCount")
+	require.Equal(t, 1, cfg.alwaysReady)
+	require.Equal(t, 30*time.Second, cfg.scaleInterval, "the platform's")
+	require.Equal(t, 256, cfg.budget, "the template's")
 	require.Equal(t, []int{1000}, cfg.baselineNs)
 	require.Equal(t, 50*time.Millisecond, cfg.latency)
 	require.Equal(t, 8*time.Millisecond, cfg.storageLatency, "the production regime")
@@ -253,7 +256,8 @@ func TestParseFlags(t *testing.T) {
 	for _, bad := range [][]string{
 		{"-only", "nothing"}, {"-only", "ideal"}, {"-n", "0"}, {"-n", ""}, {"-instances", "two"}, {"-latency", "-1s"},
 		{"-storage-latency", "-1ms"}, {"extra"}, {"-repeat", "2"}, {"-repeat", "0"}, {"-setting", "novalue"},
-		{"-only", "opstatus", "-record"},
+		{"-only", "opstatus", "-record"}, {"-budget", "3"}, {"-budget", "3", "-instances", "1", "-backlog-instances", "4"},
+		{"-always-ready", "-1"}, {"-scale-interval", "0s"}, {"-holds-subs", "101"}, {"-holds-rounds", "0"},
 	} {
 		_, err := parseFlags(bad)
 		require.Error(t, err, "%q", bad)
@@ -374,7 +378,7 @@ func TestRepeatsAreJudgedOnTheirMedian(t *testing.T) {
 		"cpu_ms_per_unchanged_poll=0.500\n", "cpu_ms_per_unchanged_poll_max=0.600\n", "runs_n1000=3\n",
 		"unchanged_cosmos_reads_per_poll=1.000\n",
 		"[MISSED] pass over 1000 operations ≥ 30× faster than the serial baseline: 20.0× with one instance (3.00 s against 60.0 s) (median of 3 runs; 15.0× to 30.0×)",
-		"[met] handler CPU ≤ 0.5 ms per unchanged operation (N=1000, one instance): 0.500 ms (median of 3 runs; 0.400 ms to 0.600 ms)",
+		"[met] handler CPU ≤ 0.5 ms per unchanged operation (N=1000, the fewest instances): 0.500 ms (median of 3 runs; 0.400 ms to 0.600 ms)",
 		"[met] an unchanged operation costs exactly 1 Cluster Service call, 1 point read, 0 writes, 0 lock operations",
 	} {
 		require.Contains(t, out, want)

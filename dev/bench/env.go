@@ -59,6 +59,9 @@ type env struct {
 	sim    atomic.Pointer[clustersim.Sim]
 	simURL string
 	simSrv *http.Server
+	// inFlight counts the Cluster Service requests in flight at the
+	// simulator, every handler's together.
+	inFlight *clustersim.InFlight
 
 	log     io.Writer // handler and host output
 	logPath string
@@ -124,8 +127,9 @@ func startEnv(ctx context.Context, cfg config) (_ *env, err error) {
 	}
 	e.simURL = "http://" + ln.Addr().String()
 	e.sim.Store(clustersim.New(clustersim.Options{}))
+	e.inFlight = clustersim.CountInFlight(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.sim.Load().ServeHTTP(w, r) }))
 	e.simSrv = &http.Server{
-		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.sim.Load().ServeHTTP(w, r) }),
+		Handler:           e.inFlight,
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	go func() { _ = e.simSrv.Serve(ln) }()

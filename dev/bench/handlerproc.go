@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/testenv"
 )
 
@@ -137,7 +138,12 @@ func (p *handlerProc) scan(ctx context.Context) ([]byte, error) {
 // coldStart execs the handler runs times and returns each time from exec
 // to the first 2xx on GET /.
 func coldStart(ctx context.Context, e *env, runs int) ([]time.Duration, error) {
-	settings := e.handlerSettings("coldstart")
+	db, err := e.coldStartDatabase(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer e.dropDatabase(context.WithoutCancel(ctx), db)
+	settings := e.handlerSettings(db)
 	var out []time.Duration
 	for range runs {
 		p, d, err := e.startHandler(ctx, settings)
@@ -148,6 +154,15 @@ func coldStart(ctx context.Context, e *env, runs int) ([]time.Duration, error) {
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// coldStartDatabase creates the database the cold starts' handlers use,
+// with the production containers: the handler checks them while it starts
+// and stops when one is missing, which a cold start would meet before or
+// after its first answer.
+func (e *env) coldStartDatabase(ctx context.Context) (string, error) {
+	db := e.newDatabase("coldstart")
+	return db, frontend.CreateSchema(ctx, e.cosmos.Endpoint, e.cosmos.Key, db, lockTTL)
 }
 
 // scanResult is one standalone scan measurement: the listing alone, with

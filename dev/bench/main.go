@@ -9,7 +9,11 @@
 // opstatus runs in the production regime: the host emulator behaves like
 // the Functions host (payloads, serial output writes, queue listener) and
 // delays every Storage request by -storage-latency, as a round trip to an
-// Azure Storage account in the same region would.
+// Azure Storage account in the same region would; it runs the app as
+// Flex Consumption does, as deploy/azuredeploy.json sets it up: scan and
+// poll in instances of their own, poll's instances following the queue up
+// to the maximumInstanceCount, every handler given the app-wide Cluster
+// Service budget.
 //
 // Every figure is measured on the machine it runs on, with the harness,
 // the Node.js servers and the handlers sharing its cores: they are
@@ -64,6 +68,15 @@ type config struct {
 	backlogSlow      time.Duration
 	backlogRecover   time.Duration
 
+	// The Flex Consumption regime: poll's always-ready instances, the
+	// scale controller's period, and the app-wide Cluster Service budget
+	// (CLUSTER_SERVICE_BUDGET). instances are maximumInstanceCounts.
+	alwaysReady   int
+	scaleInterval time.Duration
+	budget        int
+
+	holdsN, holdsSubs, holdsRounds int
+
 	// hostJSON, handler and settings replace the repository's host.json
 	// and handler, and add app settings, for experiments.
 	hostJSON, handler string
@@ -91,7 +104,7 @@ const (
 const harnessGCPercent = 400
 
 // scenarios that -only can name.
-var scenarios = []string{"coldstart", "scan", "opstatus", "baseline", "backlog"}
+var scenarios = []string{"coldstart", "scan", "opstatus", "baseline", "holds", "backlog"}
 
 func parseInts(s string) ([]int, error) {
 	var out []int
@@ -121,7 +134,10 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.storageLatency, "storage-latency", 8*time.Millisecond, "delay of every Storage queue request the host emulator makes (a round trip to Azure Storage in the region)")
 	fs.StringVar(&ns, "n", "1000,10000,50000", "numbers of pending operations, comma-separated")
 	fs.BoolVar(&quick, "quick", false, "N = 1,000 only, one run of each scenario, for iteration (overrides -n and -repeat)")
-	fs.StringVar(&instances, "instances", "1,4", "host instances for opstatus, comma-separated")
+	fs.StringVar(&instances, "instances", "4", "maximumInstanceCount values for opstatus, comma-separated: poll's instances follow the queue up to it (the template's is 4)")
+	fs.IntVar(&cfg.alwaysReady, "always-ready", 1, "poll instances kept however short the queue (Flex's alwaysReady); 0 lets poll scale to zero")
+	fs.DurationVar(&cfg.scaleInterval, "scale-interval", 30*time.Second, "how often the scale controller decides poll's instance count (the platform's 30 s)")
+	fs.IntVar(&cfg.budget, "budget", defaultBudget, "CLUSTER_SERVICE_BUDGET: Cluster Service requests the whole app may have in flight; each handler's cap is min(64, budget / maximumInstanceCount), as the template sets it")
 	fs.StringVar(&baselineNs, "baseline-n", "1000", "N values at which the serial baseline runs; at the other N it is extrapolated linearly from the largest of them")
 	fs.IntVar(&cfg.flipMax, "flip-max", 10000, "largest N whose opstatus runs flip the clusters and measure freshness; above it the runs measure unchanged passes only and share one dataset")
 	fs.StringVar(&only, "only", "", "run only these scenarios, comma-separated: "+strings.Join(scenarios, ", ")+" (default all)")
@@ -133,10 +149,13 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.scanTimes, "scan-times", 3, "standalone scans to time per N")
 	fs.IntVar(&cfg.repeat, "repeat", 3, "runs of each opstatus scenario at N=1,000, where the speed-up and CPU targets are judged: tables show the run with the median pass, targets the median of each figure and its range")
 	fs.IntVar(&cfg.backlogN, "backlog-n", 300, "operations in the backlog scenario")
-	fs.IntVar(&cfg.backlogInstances, "backlog-instances", 1, "host instances in the backlog scenario")
+	fs.IntVar(&cfg.backlogInstances, "backlog-instances", 1, "maximumInstanceCount in the backlog scenario")
 	fs.DurationVar(&cfg.backlogLatency, "backlog-latency", 5*time.Second, "Cluster Service latency during the slow phase of the backlog scenario (a pass must take longer than the scan interval)")
 	fs.DurationVar(&cfg.backlogSlow, "backlog-slow", 2*time.Minute, "length of the slow phase (the queue's growth is fitted over its second half: six scan intervals)")
 	fs.DurationVar(&cfg.backlogRecover, "backlog-recover", 30*time.Second, "length of the recovery phase (latency back to -latency)")
+	fs.IntVar(&cfg.holdsN, "holds-n", 400, "operations in the holds scenario (the lock hold where the machine is not saturated)")
+	fs.IntVar(&cfg.holdsSubs, "holds-subs", 5, "subscriptions whose clusters turn ready before each pass of the holds scenario")
+	fs.IntVar(&cfg.holdsRounds, "holds-rounds", 20, "passes of the holds scenario that write changes")
 	fs.BoolVar(&record, "record", false, "a full run writes its plot and results to "+recordPlot+" and "+recordJSON+" (what BENCHMARKS.md shows) instead of "+outPlot+" and "+outJSON)
 	fs.StringVar(&cfg.plotPath, "plot", "", "write the PNG plot here (default "+outPlot+" for a full run, none with -only or -quick)")
 	fs.StringVar(&cfg.jsonPath, "json", "", "write every result as JSON here (default "+outJSON+" for a full run, none with -only or -quick)")
@@ -202,6 +221,17 @@ func parseFlags(args []string) (config, error) {
 	}
 	if cfg.latency < 0 || cfg.storageLatency < 0 || cfg.backlogLatency < 0 || cfg.opsPerSub < 1 || cfg.coldRuns < 1 || cfg.scanTimes < 1 || cfg.repeat < 1 {
 		return cfg, fmt.Errorf("negative latency, or a count below 1")
+	}
+	if cfg.holdsSubs < 1 || cfg.holdsRounds < 1 || cfg.holdsSubs*cfg.holdsRounds > (cfg.holdsN+cfg.opsPerSub-1)/cfg.opsPerSub {
+		return cfg, fmt.Errorf("-holds-subs × -holds-rounds: want at least 1 and at most the %d subscriptions of -holds-n", (cfg.holdsN+cfg.opsPerSub-1)/cfg.opsPerSub)
+	}
+	if cfg.alwaysReady < 0 || cfg.scaleInterval <= 0 {
+		return cfg, fmt.Errorf("-always-ready below 0 or -scale-interval not positive")
+	}
+	for _, k := range append(slices.Clone(cfg.instances), cfg.backlogInstances) {
+		if cfg.budget < k {
+			return cfg, fmt.Errorf("-budget %d: less than one Cluster Service request in flight for each of %d instances", cfg.budget, k)
+		}
 	}
 	if cfg.repeat%2 == 0 {
 		return cfg, fmt.Errorf("-repeat %d: want an odd number, so that each median is one of the runs", cfg.repeat)
@@ -269,11 +299,13 @@ func run(ctx context.Context, cfg config) error {
 		return replot(out, cfg)
 	}
 	res := &results{Command: cfg.command, Started: time.Now(), Machine: readMachine(), Latency: cfg.latency,
-		StorageLatency: cfg.storageLatency, OpsPerSub: cfg.opsPerSub}
+		StorageLatency: cfg.storageLatency, OpsPerSub: cfg.opsPerSub, Budget: cfg.budget}
 	fmt.Fprintf(out, "opstatus benchmarks: %s\n", cfg.command)
 	res.Machine.print(out)
-	fmt.Fprintf(out, "Cluster Service latency %s · Storage latency %s per queue request · N %v · opstatus instances %v · %d operations per subscription\n",
+	fmt.Fprintf(out, "Cluster Service latency %s · Storage latency %s per queue request · N %v · opstatus maximumInstanceCount %v · %d operations per subscription\n",
 		cfg.latency, cfg.storageLatency, cfg.ns, cfg.instances, cfg.opsPerSub)
+	fmt.Fprintf(out, "Flex Consumption: scan in one instance; poll's instances follow the queue from %d always ready up to the maximum, a scale decision every %s; CLUSTER_SERVICE_BUDGET %d (per handler min(%d, budget / maximum))\n",
+		cfg.alwaysReady, cfg.scaleInterval, cfg.budget, templateMaxInFlight)
 	if cfg.only["baseline"] {
 		fmt.Fprintf(out, "serial baseline: runs at N %v; at the other N it is extrapolated linearly (a serial pass grows with N), marked *\n", cfg.baselineNs)
 	}
@@ -331,6 +363,16 @@ func run(ctx context.Context, cfg config) error {
 			res.Baseline = append(res.Baseline, r)
 			printBaseline(out, r)
 		}
+	}
+	if cfg.only["holds"] {
+		fmt.Fprintf(out, "\nholds: N=%d, up to %d poll instances, %d subscriptions' clusters ready before each of %d passes …\n",
+			cfg.holdsN, slices.Max(cfg.instances), cfg.holdsSubs, cfg.holdsRounds)
+		r, err := runHolds(ctx, e, cfg)
+		if err != nil {
+			return fmt.Errorf("holds: %w", err)
+		}
+		res.Holds = &r
+		printHolds(out, r)
 	}
 	if cfg.only["backlog"] {
 		fmt.Fprintf(out, "\nbacklog: N=%d, ×%d, Cluster Service at %s for %s, then %s for %s …\n",
@@ -395,7 +437,7 @@ func runOpstatus(ctx context.Context, e *env, cfg config, res *results, n int) e
 			if !flip {
 				mode = "unchanged passes only (above -flip-max)"
 			}
-			fmt.Fprintf(out, "\nopstatus ×%d, N=%d%s: %s …\n", k, n, of, mode)
+			fmt.Fprintf(out, "\nopstatus ≤%d, N=%d%s: %s …\n", k, n, of, mode)
 			fx := shared
 			if fx == nil {
 				var err error

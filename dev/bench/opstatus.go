@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -39,6 +38,10 @@ type snap struct {
 	// logged for the handlers, for the cost estimate.
 	Host  hostemu.Counters
 	Lines int64
+	// Machine is the whole machine's CPU time; UnderLock the Cosmos
+	// requests made only under a subscription lock (see underLock).
+	Machine   machineCPU
+	UnderLock int64
 }
 
 // hostRun is opstatus under the host emulator on one fixture.
@@ -52,6 +55,13 @@ type hostRun struct {
 	node  map[string][]int
 	// progress, when set, receives a line per settled pass.
 	progress io.Writer
+	// scale keeps the scale controller's decisions, procs every handler
+	// process's CPU time and memory; pollMax is the most poll instances
+	// sampled at once.
+	scale   *scaleLog
+	procs   *procTracker
+	mu      sync.Mutex
+	pollMax int
 }
 
 // simCalls is every call sim has answered.
@@ -74,15 +84,11 @@ func (h *hostRun) pids() []int {
 	return pids
 }
 
-// hwm is the largest peak RSS (VmHWM) of the handler processes.
+// hwm is the largest peak RSS (VmHWM) of the handler processes, those
+// that have ended included.
 func (h *hostRun) hwm() int64 {
-	var hwm int64
-	for _, pid := range h.pids() {
-		if s, err := readProc(pid); err == nil {
-			hwm = max(hwm, s.HWM)
-		}
-	}
-	return hwm
+	h.sample()
+	return h.procs.hwm()
 }
 
 // quiescent reports whether every message written has been handled.
@@ -94,21 +100,28 @@ func (h *hostRun) quiescent() bool {
 func (h *hostRun) snap(ctx context.Context) (snap, error) {
 	_, polls, ops, outcomes := h.rec.snapshot()
 	at := time.Now()
-	req, err := h.e.requests(ctx, h.fx.db, h.fx.sim)
+	counts, err := h.e.cosmos.Counts(ctx, h.fx.db)
+	if err != nil {
+		return snap{}, err
+	}
+	h.sample()
+	machine, err := readMachineCPU()
 	if err != nil {
 		return snap{}, err
 	}
 	s := snap{
 		At:         at,
-		Req:        req,
+		Req:        classify(counts, simCalls(h.fx.sim)),
 		Polls:      polls,
 		Ops:        ops,
 		Outcomes:   outcomes,
-		HandlerCPU: cpuOf(h.pids()),
+		HandlerCPU: h.procs.cpu(),
 		NodeCPU:    map[string]time.Duration{},
 		SelfCPU:    cpuOf([]int{os.Getpid()}),
 		Host:       h.host.Counters(),
 		Lines:      h.meter.loggedLines(),
+		Machine:    machine,
+		UnderLock:  underLock(counts),
 	}
 	for name, pids := range h.node {
 		s.NodeCPU[name] = cpuOf(pids)
@@ -139,21 +152,25 @@ type settled struct {
 	Complete bool
 }
 
-// settle waits for scan number k (from 1) to finish and for every operation
-// to have had a Cluster Service call since it started, then for the queue
-// to drain, until shortly before the next scan.
-func (h *hostRun) settle(ctx context.Context, k int, timeout time.Duration) (settled, error) {
+// settle waits for the first scan that starts at or after from to finish
+// and for every operation to have had a Cluster Service call since it
+// started, then for the queue to drain, until shortly before the next
+// scan.
+func (h *hostRun) settle(ctx context.Context, from time.Time, timeout time.Duration) (settled, error) {
 	var s settled
-	ok := waitFor(ctx, timeout, func() bool {
+	k := 0
+	ok := waitFor(ctx, timeout+scanInterval, func() bool {
 		scans, _, _, _ := h.rec.snapshot()
-		if len(scans) < k {
-			return false
+		for i, sc := range scans {
+			if !sc.Start.Before(from) {
+				s.Scan, k = sc, i+1
+				return true
+			}
 		}
-		s.Scan = scans[k-1]
-		return true
+		return false
 	})
 	if !ok {
-		return s, fmt.Errorf("scan %d did not run within %s", k, timeout)
+		return s, fmt.Errorf("no scan started after %s within %s", from.Format("15:04:05.000"), timeout+scanInterval)
 	}
 	if s.Scan.Err != nil {
 		return s, fmt.Errorf("scan %d failed: %w", k, s.Scan.Err)
@@ -260,6 +277,29 @@ type hostResult struct {
 	WallStart         time.Time
 	// Usage is what the measured pass used, for the cost estimate.
 	Usage *usage `json:",omitempty"`
+
+	// The app ran as on Flex Consumption (see hostOptions): Instances is
+	// its maximumInstanceCount, AlwaysReady poll's instances kept however
+	// short the queue, Budget the handlers' CLUSTER_SERVICE_BUDGET.
+	// PollInstancesMax is the most poll instances that ran at once, and
+	// ScaleDecisions and ScaleChanges count the scale controller's
+	// decisions and those that changed the count. ScaleWaited is set when
+	// the queue could ask for more poll instances than are always ready
+	// and the run waited for the controller before its measured pass;
+	// ScaledBeforePass when a decision had added some by then.
+	Flex                          bool
+	AlwaysReady, Budget           int
+	PollInstancesMax              int
+	ScaleDecisions, ScaleChanges  int
+	ScaleWaited, ScaledBeforePass bool
+	// CSInFlightMax is the most Cluster Service requests in flight at
+	// once over the run, every handler's together, at the simulator.
+	CSInFlightMax int64
+	// UnchangedCores and ChangedCores are the cores busy in each window;
+	// LockHoldRequests is the Cosmos requests made under the lock per
+	// hold in the changed window.
+	UnchangedCores, ChangedCores cores
+	LockHoldRequests             float64
 }
 
 // scanHost is the median scan under the host, queue writes included.
@@ -282,45 +322,21 @@ func (h hostResult) messagesPerScan() int64 {
 // unchanged polls, then, with flip, the flip and the changed window.
 func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int, flip bool) (res hostResult, err error) {
 	n := len(fx.ds.ops)
-	res = hostResult{N: n, Instances: instances, WallStart: time.Now(), SeedTime: fx.seedTime, Flipped: flip}
+	res = hostResult{N: n, Instances: instances, WallStart: time.Now(), SeedTime: fx.seedTime, Flipped: flip,
+		Flex: true, AlwaysReady: min(cfg.alwaysReady, instances), Budget: cfg.budget}
 	if err := e.clearQueues(ctx); err != nil {
 		return res, err
 	}
-	host, err := hostemu.Load(e.app, e.handlerSettings(fx.db))
+	h, stopHost, err := e.startHost(ctx, cfg, fx, instances)
 	if err != nil {
 		return res, err
 	}
-	h := &hostRun{e: e, fx: fx, paths: fx.ds.paths(), host: host, node: nodeChildren(), progress: cfg.progress,
-		rec: newRecorder(func() int64 { return host.Counters().MessagesEnqueued })}
-	host.Options = hostemu.Options{
-		Instances:      instances,
-		Output:         e.log,
-		Logger:         slog.New(slog.NewJSONHandler(e.log, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		OnInvocation:   h.rec.record,
-		StorageLatency: cfg.storageLatency,
-	}
-	h.meter = attachMeter(host)
-	hostCtx, stopHost := context.WithCancel(context.WithoutCancel(ctx))
-	hostDone := make(chan error, 1)
-	go func() { hostDone <- host.Run(hostCtx) }()
+	host := h.host
 	defer func() {
-		stopHost()
-		if herr := <-hostDone; herr != nil && err == nil {
-			err = fmt.Errorf("host emulator: %w", herr)
+		if herr := stopHost(); herr != nil && err == nil {
+			err = herr
 		}
 	}()
-	started := waitFor(ctx, 30*time.Second, func() bool {
-		select {
-		case herr := <-hostDone:
-			hostDone <- herr
-			return true
-		default:
-		}
-		return len(h.pids()) == instances
-	})
-	if !started || len(h.pids()) != instances {
-		return res, errors.New("the handlers did not start")
-	}
 
 	var qmu sync.Mutex
 	stopQueue := make(chan struct{})
@@ -337,6 +353,7 @@ func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int
 				res.MaxQueue = max(res.MaxQueue, l)
 				qmu.Unlock()
 			}
+			h.sample()
 		}
 	})
 	defer func() {
@@ -346,23 +363,35 @@ func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int
 
 	// A warm-up pass opens the connections, unless the run is long enough
 	// for that not to matter: then the window starts before the first scan.
+	// When the queue can ask for more poll instances than are always
+	// ready, the window starts once the scale controller has added them,
+	// as they would be in a steady state.
 	timeout := cfg.passTimeout
 	warm := settled{Quiescent: true}
 	if warm.Snap, err = h.snap(ctx); err != nil {
 		return res, err
 	}
-	k := 1
+	var from time.Time
 	if n <= cfg.warmupMax {
-		if warm, err = h.settle(ctx, k, timeout); err != nil {
+		if warm, err = h.settle(ctx, from, timeout); err != nil {
 			return res, fmt.Errorf("warm-up: %w", err)
 		}
-		k++
+		from, res.Warmup = warm.Snap.At, true
 	}
-	measured, err := h.settle(ctx, k, timeout)
+	if mayScaleOut(cfg, host.Config(), n, instances) {
+		h.waitScaledOut(ctx, cfg)
+		res.ScaleWaited = true
+		res.ScaledBeforePass, _ = h.scale.scaledOut()
+		if warm.Snap, err = h.snap(ctx); err != nil {
+			return res, err
+		}
+		warm.Quiescent = h.quiescent()
+		from, res.Warmup = warm.Snap.At, true
+	}
+	measured, err := h.settle(ctx, from, timeout)
 	if err != nil {
 		return res, fmt.Errorf("measured pass: %w", err)
 	}
-	res.Warmup = k > 1
 	res.Pass = measured.PassEnd.Sub(measured.Scan.Start)
 	res.PassAtLeast = !measured.Complete
 	res.Checked = measured.Checked
@@ -377,6 +406,7 @@ func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int
 	for k, v := range b.NodeCPU {
 		res.NodeCPU[k] = v - a.NodeCPU[k]
 	}
+	res.UnchangedCores = coresBetween(a, b)
 
 	scans, _, _, _ := h.rec.snapshot()
 	u := h.meter.measure(a, b, scans)
@@ -400,8 +430,55 @@ func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int
 	}
 	c := host.Counters()
 	res.Restarts, res.Poisoned, res.Failures, res.Timeouts = c.HandlerRestarts, c.MessagesPoisoned, c.Failures, c.Timeouts
+	res.CSInFlightMax = e.inFlight.Max()
+	res.PollInstancesMax = h.pollInstancesMax()
+	for _, d := range h.scale.snapshot() {
+		res.ScaleDecisions++
+		if d.After != d.Before {
+			res.ScaleChanges++
+		}
+	}
 	res.Elapsed = time.Since(res.WallStart)
 	return res, nil
+}
+
+// startHost runs the app on fx as Flex Consumption does, poll's instances
+// up to instances, and returns once its first handlers answer; stop stops
+// it the host's way.
+func (e *env) startHost(ctx context.Context, cfg config, fx *fixture, instances int) (h *hostRun, stop func() error, err error) {
+	host, err := hostemu.Load(e.app, e.flexHandlerSettings(cfg, fx.db, instances))
+	if err != nil {
+		return nil, nil, err
+	}
+	h = &hostRun{e: e, fx: fx, paths: fx.ds.paths(), host: host, node: nodeChildren(), progress: cfg.progress,
+		rec: newRecorder(func() int64 { return host.Counters().MessagesEnqueued }), scale: &scaleLog{}, procs: &procTracker{}}
+	host.Options = e.hostOptions(cfg, instances, h.rec.record, h.scale)
+	h.meter = attachMeter(host)
+	e.inFlight.ResetMax()
+	hostCtx, stopHost := context.WithCancel(context.WithoutCancel(ctx))
+	hostDone := make(chan error, 1)
+	go func() { hostDone <- host.Run(hostCtx) }()
+	stop = func() error {
+		stopHost()
+		if herr := <-hostDone; herr != nil {
+			return fmt.Errorf("host emulator: %w", herr)
+		}
+		return nil
+	}
+	want := startedInstances(cfg, instances)
+	started := waitFor(ctx, 30*time.Second, func() bool {
+		select {
+		case herr := <-hostDone:
+			hostDone <- herr
+			return true
+		default:
+		}
+		return len(h.pids()) == want
+	})
+	if !started || len(h.pids()) != want {
+		return nil, nil, errors.Join(errors.New("the handlers did not start"), stop())
+	}
+	return h, stop, nil
 }
 
 // changed flips every cluster to ready, runs the frontend stand-in while
@@ -439,6 +516,7 @@ func (h *hostRun) changed(ctx context.Context, cfg config, res *hostResult, b sn
 	res.Changed = c.Req.sub(b.Req)
 	res.Changed.LockOps -= probeReq
 	res.Changed.LockConflicts -= probeConflicts
+	res.ChangedCores = coresBetween(b, c)
 	res.ChangedOut = diffOutcomes(c.Outcomes, b.Outcomes)
 	res.Usage.ChangedLines = c.Lines - b.Lines
 	res.Updated = res.ChangedOut["updated"]
@@ -463,6 +541,9 @@ func (h *hostRun) changed(ctx context.Context, cfg config, res *hostResult, b sn
 		return err
 	}
 	res.LockHolds, res.LockExpired = holdsOf(holds, opstatusLock), expired
+	if res.LockHolds.N > 0 {
+		res.LockHoldRequests = float64(c.UnderLock-b.UnderLock-(probeReq-probeConflicts)) / float64(res.LockHolds.N)
+	}
 	return nil
 }
 

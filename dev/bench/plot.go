@@ -268,7 +268,7 @@ func plotData(r *results) (pass, fresh, scan panel) {
 	}
 	pass.Series, fresh.Series = append(pass.Series, sb), append(fresh.Series, fb)
 	for i, k := range instances {
-		s := series{Label: fmt.Sprintf("opstatus ×%d", k), Color: palette[min(i+1, len(palette)-1)]}
+		s := series{Label: r.design(k), Color: palette[min(i+1, len(palette)-1)]}
 		f, sc := s, s
 		for _, n := range ns {
 			h, ok := r.host(n, k)

@@ -81,6 +81,11 @@ type results struct {
 	Backlog        *backlogResult
 	Headline       []headline
 	Targets        []target
+
+	// Budget is the handlers' CLUSTER_SERVICE_BUDGET (0 in results of runs
+	// before the Flex regime); Holds the holds scenario.
+	Budget int
+	Holds  *holdsResult
 }
 
 type headline struct {
@@ -217,6 +222,17 @@ func printHost(w io.Writer, r hostResult) {
 			ms(per1000(r.ChangedCPU["handler"], r.Updated)), ms(per1000(r.ChangedCPU["cosmos"], r.Updated)),
 			ms(per1000(r.ChangedCPU["azurite"], r.Updated)), ms(per1000(r.ChangedCPU["harness"], r.Updated)))
 	}
+	if r.Flex {
+		fmt.Fprintf(w, "  Flex: poll instances at most %d of %d (%d always ready), %d scale decisions, %d changed the count, %s · Cluster Service requests in flight at most %d (budget %d)\n",
+			r.PollInstancesMax, r.Instances, r.AlwaysReady, r.ScaleDecisions, r.ScaleChanges,
+			r.scaleText(),
+			r.CSInFlightMax, r.Budget)
+		fmt.Fprintf(w, "  CPU: unchanged window %s", r.UnchangedCores)
+		if r.Flipped {
+			fmt.Fprintf(w, " · changed window %s · Cosmos requests under the lock per hold %.2f", r.ChangedCores, r.LockHoldRequests)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "  queue max %d messages · failures %d, poisoned %d, timeouts %d, handler restarts %d · run took %s\n",
 		r.MaxQueue, r.Failures, r.Poisoned, r.Timeouts, r.Restarts, secs(r.Elapsed))
 }
@@ -264,6 +280,7 @@ func printBacklog(w io.Writer, r backlogResult) {
 	fmt.Fprintf(w, "  queue every 5 s: %s\n", strings.Join(series, " "))
 	fmt.Fprintf(w, "  Cluster Service calls per operation per scan interval: max %d overall; slow phase max %d (%d of %d operation-intervals above 1); recovery max %d (%d of %d above 1)\n",
 		r.MaxCalls, r.SlowMaxCalls, r.SlowOver1, r.SlowPairs, r.RecMaxCalls, r.RecOver1, r.RecPairs)
+	fmt.Fprintf(w, "  Cluster Service requests in flight at most %d\n", r.CSInFlightMax)
 }
 
 // messagesPerScan is the backlog's mean number of messages per scan.
