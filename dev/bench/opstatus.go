@@ -34,9 +34,8 @@ type snap struct {
 	HandlerCPU time.Duration
 	NodeCPU    map[string]time.Duration
 	SelfCPU    time.Duration
-	// Machine is the whole machine's CPU time; UnderLock the Cosmos
-	// requests made only under a subscription lock (see underLock).
-	Machine   machineCPU
+	// UnderLock counts the Cosmos requests made only under a subscription
+	// lock (see underLock).
 	UnderLock int64
 }
 
@@ -52,11 +51,12 @@ type hostRun struct {
 	progress io.Writer
 	// scale keeps the scale controller's decisions, procs every handler
 	// process's CPU time and memory; pollMax is the most poll instances
-	// sampled at once.
+	// sampled at once, and cpu the CPU time at each sample.
 	scale   *scaleLog
 	procs   *procTracker
 	mu      sync.Mutex
 	pollMax int
+	cpu     []cpuSample
 }
 
 // simCalls is every call sim has answered.
@@ -100,10 +100,6 @@ func (h *hostRun) snap(ctx context.Context) (snap, error) {
 		return snap{}, err
 	}
 	h.sample()
-	machine, err := readMachineCPU()
-	if err != nil {
-		return snap{}, err
-	}
 	s := snap{
 		At:         at,
 		Req:        classify(counts, simCalls(h.fx.sim)),
@@ -113,7 +109,6 @@ func (h *hostRun) snap(ctx context.Context) (snap, error) {
 		HandlerCPU: h.procs.cpu(),
 		NodeCPU:    map[string]time.Duration{},
 		SelfCPU:    cpuOf([]int{os.Getpid()}),
-		Machine:    machine,
 		UnderLock:  underLock(counts),
 	}
 	for name, pids := range h.node {
@@ -286,7 +281,8 @@ type hostResult struct {
 	// CSInFlightMax is the most Cluster Service requests in flight at
 	// once over the run, every handler's together, at the simulator.
 	CSInFlightMax int64
-	// UnchangedCores and ChangedCores are the cores busy in each window;
+	// UnchangedCores is how busy the cores were during the measured pass,
+	// ChangedCores while the updates were written (first to last);
 	// LockHoldRequests is the Cosmos requests made under the lock per
 	// hold in the changed window.
 	UnchangedCores, ChangedCores cores
@@ -397,7 +393,7 @@ func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int
 	for k, v := range b.NodeCPU {
 		res.NodeCPU[k] = v - a.NodeCPU[k]
 	}
-	res.UnchangedCores = coresBetween(a, b)
+	res.UnchangedCores = coresIn(h.cpuSamples(), measured.Scan.Start, measured.PassEnd)
 
 	res.UnchangedHWM = h.hwm()
 	if flip {
@@ -502,7 +498,6 @@ func (h *hostRun) changed(ctx context.Context, cfg config, res *hostResult, b sn
 	res.Changed = c.Req.sub(b.Req)
 	res.Changed.LockOps -= probeReq
 	res.Changed.LockConflicts -= probeConflicts
-	res.ChangedCores = coresBetween(b, c)
 	res.ChangedOut = diffOutcomes(c.Outcomes, b.Outcomes)
 	res.Updated = res.ChangedOut["updated"]
 	res.ChangedCPU = map[string]time.Duration{"handler": c.HandlerCPU - b.HandlerCPU, "harness": c.SelfCPU - b.SelfCPU}
@@ -520,6 +515,7 @@ func (h *hostRun) changed(ctx context.Context, cfg config, res *hostResult, b sn
 	if len(delays) > 0 {
 		lo, hi := bounds(delays)
 		res.Frontend = probe.summary(flip.Add(lo), flip.Add(hi))
+		res.ChangedCores = coresIn(h.cpuSamples(), flip.Add(lo), flip.Add(hi))
 	}
 	holds, expired, err := e.lockHolds(ctx, fx.db)
 	if err != nil {
