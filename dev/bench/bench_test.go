@@ -238,6 +238,7 @@ func TestParseFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{1000}, cfg.ns)
 	require.Equal(t, 1, cfg.repeat)
+	require.Equal(t, 5, cfg.holdsRounds)
 	require.Empty(t, cfg.plotPath, "a quick run writes no plot")
 
 	cfg, err = parseFlags([]string{"-only", "baseline", "-n", "1_000", "-latency", "200ms"})

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -216,24 +216,6 @@ type cores struct {
 	Of int
 }
 
-// coresBetween is the cores busy between two snapshots.
-func coresBetween(a, b snap) cores {
-	c := cores{Of: runtime.NumCPU()}
-	wall := b.At.Sub(a.At).Seconds()
-	if wall <= 0 {
-		return c
-	}
-	if total := b.Machine.Total - a.Machine.Total; total > 0 {
-		c.Machine = float64(c.Of) * float64(b.Machine.Busy-a.Machine.Busy) / float64(total)
-	}
-	ours := b.HandlerCPU - a.HandlerCPU + b.SelfCPU - a.SelfCPU
-	for k, v := range b.NodeCPU {
-		ours += v - a.NodeCPU[k]
-	}
-	c.Ours = ours.Seconds() / wall
-	return c
-}
-
 // saturated reports whether the machine had less than a tenth of a core
 // to spare.
 func (c cores) saturated() bool { return c.Of > 0 && c.Machine >= float64(c.Of)-0.1 }
@@ -295,14 +277,31 @@ func (h *hostRun) pollInstances(running bool) int {
 	return n
 }
 
-// sample observes the handler processes and the poll instances; the run's
-// sampler calls it twice a second, and snap before each snapshot.
+// sample observes the handler processes, the poll instances and the CPU
+// time; the run's sampler calls it twice a second (the holds scenario's
+// ten times), and snap before each snapshot.
 func (h *hostRun) sample() {
 	h.procs.observe(h.pids())
 	n := h.pollInstances(false)
+	c := cpuSample{At: time.Now(), Ours: h.procs.cpu() + cpuOf([]int{os.Getpid()})}
+	for _, pids := range h.node {
+		c.Ours += cpuOf(pids)
+	}
+	m, err := readMachineCPU()
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.pollMax = max(h.pollMax, n)
-	h.mu.Unlock()
+	if err == nil {
+		c.Machine = m
+		h.cpu = append(h.cpu, c)
+	}
+}
+
+// cpuSamples returns the CPU samples so far, in time order.
+func (h *hostRun) cpuSamples() []cpuSample {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.cpu)
 }
 
 // pollInstancesMax is the most poll instances seen at once, from the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"slices"
 	"sort"
@@ -146,24 +145,11 @@ func runHolds(ctx context.Context, e *env, cfg config) (res holdsResult, err err
 		}
 	}()
 
-	var mu sync.Mutex
-	var samples []cpuSample
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	var swg sync.WaitGroup
 	swg.Go(func() {
 		for sleepCtx(sampleCtx, holdsSampleEvery) {
-			m, err := readMachineCPU()
-			if err != nil {
-				continue
-			}
 			h.sample()
-			ours := h.procs.cpu() + cpuOf([]int{os.Getpid()})
-			for _, pids := range h.node {
-				ours += cpuOf(pids)
-			}
-			mu.Lock()
-			samples = append(samples, cpuSample{At: time.Now(), Machine: m, Ours: ours})
-			mu.Unlock()
 		}
 	})
 	defer func() {
@@ -216,9 +202,7 @@ func runHolds(ctx context.Context, e *env, cfg config) (res holdsResult, err err
 	if res.Holds.N > 0 {
 		res.RequestsPerHold = float64(after.UnderLock-before.UnderLock) / float64(res.Holds.N)
 	}
-	mu.Lock()
-	res.PerRound, res.Unsaturated, res.UnsaturatedRounds, res.UnsaturatedCores = byRound(holds, flips, samples)
-	mu.Unlock()
+	res.PerRound, res.Unsaturated, res.UnsaturatedRounds, res.UnsaturatedCores = byRound(holds, flips, h.cpuSamples())
 	res.Elapsed = time.Since(start)
 	return res, nil
 }

@@ -133,7 +133,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.latency, "latency", 50*time.Millisecond, "Cluster Service simulator latency on every status call")
 	fs.DurationVar(&cfg.storageLatency, "storage-latency", 8*time.Millisecond, "delay of every Storage queue request the host emulator makes (a round trip to Azure Storage in the region)")
 	fs.StringVar(&ns, "n", "1000,10000,50000", "numbers of pending operations, comma-separated")
-	fs.BoolVar(&quick, "quick", false, "N = 1,000 only, one run of each scenario, for iteration (overrides -n and -repeat)")
+	fs.BoolVar(&quick, "quick", false, "N = 1,000 only, one run of each scenario, at most 5 rounds of holds, for iteration (overrides -n and -repeat)")
 	fs.StringVar(&instances, "instances", "4", "maximumInstanceCount values for opstatus, comma-separated: poll's instances follow the queue up to it (the template's is 4)")
 	fs.IntVar(&cfg.alwaysReady, "always-ready", 1, "poll instances kept however short the queue (Flex's alwaysReady); 0 lets poll scale to zero")
 	fs.DurationVar(&cfg.scaleInterval, "scale-interval", 30*time.Second, "how often the scale controller decides poll's instance count (the platform's 30 s)")
@@ -181,7 +181,7 @@ func parseFlags(args []string) (config, error) {
 	}
 	var err error
 	if quick {
-		ns, cfg.repeat = "1000", 1
+		ns, cfg.repeat, cfg.holdsRounds = "1000", 1, min(cfg.holdsRounds, 5)
 	}
 	if cfg.ns, err = parseInts(ns); err != nil {
 		return cfg, fmt.Errorf("-n: %w", err)

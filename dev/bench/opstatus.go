@@ -38,9 +38,8 @@ type snap struct {
 	// logged for the handlers, for the cost estimate.
 	Host  hostemu.Counters
 	Lines int64
-	// Machine is the whole machine's CPU time; UnderLock the Cosmos
-	// requests made only under a subscription lock (see underLock).
-	Machine   machineCPU
+	// UnderLock counts the Cosmos requests made only under a subscription
+	// lock (see underLock).
 	UnderLock int64
 }
 
@@ -57,11 +56,12 @@ type hostRun struct {
 	progress io.Writer
 	// scale keeps the scale controller's decisions, procs every handler
 	// process's CPU time and memory; pollMax is the most poll instances
-	// sampled at once.
+	// sampled at once, and cpu the CPU time at each sample.
 	scale   *scaleLog
 	procs   *procTracker
 	mu      sync.Mutex
 	pollMax int
+	cpu     []cpuSample
 }
 
 // simCalls is every call sim has answered.
@@ -105,10 +105,6 @@ func (h *hostRun) snap(ctx context.Context) (snap, error) {
 		return snap{}, err
 	}
 	h.sample()
-	machine, err := readMachineCPU()
-	if err != nil {
-		return snap{}, err
-	}
 	s := snap{
 		At:         at,
 		Req:        classify(counts, simCalls(h.fx.sim)),
@@ -120,7 +116,6 @@ func (h *hostRun) snap(ctx context.Context) (snap, error) {
 		SelfCPU:    cpuOf([]int{os.Getpid()}),
 		Host:       h.host.Counters(),
 		Lines:      h.meter.loggedLines(),
-		Machine:    machine,
 		UnderLock:  underLock(counts),
 	}
 	for name, pids := range h.node {
@@ -295,7 +290,8 @@ type hostResult struct {
 	// CSInFlightMax is the most Cluster Service requests in flight at
 	// once over the run, every handler's together, at the simulator.
 	CSInFlightMax int64
-	// UnchangedCores and ChangedCores are the cores busy in each window;
+	// UnchangedCores is how busy the cores were during the measured pass,
+	// ChangedCores while the updates were written (first to last);
 	// LockHoldRequests is the Cosmos requests made under the lock per
 	// hold in the changed window.
 	UnchangedCores, ChangedCores cores
@@ -406,7 +402,7 @@ func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int
 	for k, v := range b.NodeCPU {
 		res.NodeCPU[k] = v - a.NodeCPU[k]
 	}
-	res.UnchangedCores = coresBetween(a, b)
+	res.UnchangedCores = coresIn(h.cpuSamples(), measured.Scan.Start, measured.PassEnd)
 
 	scans, _, _, _ := h.rec.snapshot()
 	u := h.meter.measure(a, b, scans)
@@ -516,7 +512,6 @@ func (h *hostRun) changed(ctx context.Context, cfg config, res *hostResult, b sn
 	res.Changed = c.Req.sub(b.Req)
 	res.Changed.LockOps -= probeReq
 	res.Changed.LockConflicts -= probeConflicts
-	res.ChangedCores = coresBetween(b, c)
 	res.ChangedOut = diffOutcomes(c.Outcomes, b.Outcomes)
 	res.Usage.ChangedLines = c.Lines - b.Lines
 	res.Updated = res.ChangedOut["updated"]
@@ -535,6 +530,7 @@ func (h *hostRun) changed(ctx context.Context, cfg config, res *hostResult, b sn
 	if len(delays) > 0 {
 		lo, hi := bounds(delays)
 		res.Frontend = probe.summary(flip.Add(lo), flip.Add(hi))
+		res.ChangedCores = coresIn(h.cpuSamples(), flip.Add(lo), flip.Add(hi))
 	}
 	holds, expired, err := e.lockHolds(ctx, fx.db)
 	if err != nil {
