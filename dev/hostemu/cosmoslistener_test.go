@@ -171,7 +171,10 @@ func TestCosmosTriggerDelivers(t *testing.T) {
 	env.write(t, "a1", "a2", "a3", "a4", "a5", "a6", "a7")
 	app := newApp(t, cosmosHostJSON, map[string]string{"pickup": pickupJSON(`, "maxItemsPerInvocation": 3, "startFromBeginning": true`)})
 	r := runHost(t, app, env.settings, Options{CosmosTrigger: fastCosmos})
-	eventually(t, func() bool { return r.h.Counters().DocumentsDelivered >= 7 }, "the documents written before the start")
+	// An invocation is recorded when it ends, after its documents are
+	// counted as delivered: wait for both.
+	eventually(t, func() bool { return r.h.Counters().DocumentsDelivered >= 7 && len(r.rec.of("pickup")) >= 3 },
+		"the documents written before the start")
 
 	calls := pickups(t, r)
 	require.Equal(t, [][]string{{"a1", "a2", "a3"}, {"a4", "a5", "a6"}, {"a7"}}, batches(calls))
@@ -192,7 +195,7 @@ func TestCosmosTriggerDelivers(t *testing.T) {
 	require.Len(t, r.rec.of("pickup"), 3, "nothing changed: nothing is delivered")
 
 	env.write(t, "b1", "a2")
-	eventually(t, func() bool { return r.h.Counters().DocumentsDelivered >= 9 }, "the new writes")
+	eventually(t, func() bool { return r.h.Counters().DocumentsDelivered >= 9 && len(r.rec.of("pickup")) >= 4 }, "the new writes")
 	calls = pickups(t, r)
 	require.Equal(t, []string{"b1", "a2"}, calls[3].ids, "a rewritten document comes again, where its write puts it")
 	settle(t, r, 5)
