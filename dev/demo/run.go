@@ -32,8 +32,19 @@ const Malformed = `{"subscriptionId":42,"operationId":"x"}`
 // timeout or ctx ends. Summary then says whether each ended as scripted.
 // polls is the Outcomes the stack's host records into.
 func Run(ctx context.Context, s *stack.Stack, out io.Writer, timeout time.Duration, polls *Outcomes) (*Watcher, error) {
+	if err := s.WaitFeed(ctx); err != nil {
+		return nil, err
+	}
 	started := time.Now()
 	ops := Ops()
+	// The frontend holds the lock while it writes an operation, so pickup
+	// meets it as well as poll.
+	lock, ok, err := s.Frontend.TryLock(ctx, LockedSubscription, "frontend-demo")
+	if err != nil || !ok {
+		return nil, fmt.Errorf("frontend lock: held=%v: %w", !ok, err)
+	}
+	unlockAt := time.Now().Add(LockHold)
+	renewAt := time.Now().Add(3 * time.Second)
 	if err := Seed(ctx, s, ops); err != nil {
 		return nil, fmt.Errorf("seed: %w", err)
 	}
@@ -42,12 +53,6 @@ func Run(ctx context.Context, s *stack.Stack, out io.Writer, timeout time.Durati
 		base64.StdEncoding.EncodeToString([]byte(Malformed)), nil); err != nil {
 		return nil, fmt.Errorf("enqueue malformed message: %w", err)
 	}
-	lock, ok, err := s.Frontend.TryLock(ctx, LockedSubscription, "frontend-demo")
-	if err != nil || !ok {
-		return nil, fmt.Errorf("frontend lock: held=%v: %w", !ok, err)
-	}
-	unlockAt := time.Now().Add(LockHold)
-	renewAt := time.Now().Add(3 * time.Second)
 	fmt.Fprintf(out, "%d operations of %d kinds (%s) in %d subscriptions; the frontend holds the lock of %s for %s; one malformed message queued\n\n",
 		len(ops), len(Kinds), strings.Join(Kinds, ", "), len(Subscriptions), Short(LockedSubscription), LockHold)
 

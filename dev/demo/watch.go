@@ -203,14 +203,14 @@ func (w *Watcher) Summary(ctx context.Context) bool {
 	}
 	fmt.Fprintf(w.out, "  ARM notifications received: %d\n", len(w.s.ARM.Received()))
 	c := w.s.Host.Counters()
-	fmt.Fprintf(w.out, "  host: %d scans, %d polls, %d messages enqueued, %d retried, %d poisoned\n",
-		c.Calls("scan"), c.Calls("poll"), c.MessagesEnqueued, c.MessagesRetried, c.MessagesPoisoned)
-	fmt.Fprintf(w.out, "  poll outcomes: %s\n", w.polls)
+	fmt.Fprintf(w.out, "  host: %d scans, %d polls, %d pickups, %d messages enqueued, %d retried, %d poisoned\n",
+		c.Calls("scan"), c.Calls("poll"), c.Calls("pickup"), c.MessagesEnqueued, c.MessagesRetried, c.MessagesPoisoned)
+	fmt.Fprintf(w.out, "  poll and pickup outcomes: %s\n", w.polls)
 	return ok
 }
 
-// Outcomes counts the operations polls handled by outcome (their
-// ReturnValues), and failed poll invocations by HTTP status.
+// Outcomes counts the operations poll and pickup invocations handled by
+// outcome (their ReturnValues), and their failed invocations by HTTP status.
 type Outcomes struct {
 	mu     sync.Mutex
 	counts map[string]int
@@ -219,9 +219,10 @@ type Outcomes struct {
 // NewOutcomes returns empty counts.
 func NewOutcomes() *Outcomes { return &Outcomes{counts: map[string]int{}} }
 
-// Record is a hostemu OnInvocation hook.
+// Record is a hostemu OnInvocation hook: it counts the outcomes of poll's
+// and pickup's invocations, whose ReturnValues are both poll.Tally.
 func (o *Outcomes) Record(inv hostemu.Invocation) {
-	if inv.Function != "poll" {
+	if inv.Function != "poll" && inv.Function != "pickup" {
 		return
 	}
 	var tally map[string]int

@@ -117,10 +117,9 @@ func TestStackPickup(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
 
-	require.Eventually(t, func() bool {
-		c := s.Host.Counters()
-		return c.LeasesAcquired > 0 && c.ChangeFeedReads > 0
-	}, time.Minute, 50*time.Millisecond, "pickup's listener reads the feed")
+	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	require.NoError(t, s.WaitFeed(waitCtx), "pickup's listener reads the feed")
 
 	const sub = "6b690bec-0c16-4ecb-8f67-781caf40bba7"
 	internalID := "/api/aro_hcp/v1alpha1/clusters/fresh"

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -218,6 +219,32 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+// WaitFeed waits until the host's change feed listeners have read the feed
+// once, so that what is written afterwards reaches pickup: a listener
+// without a lease continuation starts at the feed's present, as the
+// extension's does. It returns at once when the host runs no enabled
+// cosmosDBTrigger.
+func (s *Stack) WaitFeed(ctx context.Context) error {
+	if s.Host == nil || !slices.ContainsFunc(s.Host.Functions(), func(f hostemu.Function) bool {
+		return f.Cosmos != nil && !f.Disabled
+	}) {
+		return nil
+	}
+	for {
+		if c := s.Host.Counters(); c.LeasesAcquired > 0 && c.ChangeFeedReads > 0 {
+			return nil
+		}
+		select {
+		case err := <-s.hostErr:
+			s.hostErr <- err
+			return fmt.Errorf("host emulator: %w", err)
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the change feed listener: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func queueExists(err error) bool {
