@@ -264,7 +264,9 @@ func TestPickupDeferredOperationIsScansAfterTheInterval(t *testing.T) {
 // The cost rule: an operation Cluster Service keeps pending (so that it
 // stays Accepted) is checked once by pickup when it is created, and then
 // once an interval by scan's messages, never twice in one interval, with
-// scans at every tick from the moment of the pickup on.
+// scans at every tick from a second after the pickup on (the write's _ts
+// counts whole seconds, so scan waits for the interval from the end of
+// that second).
 func TestPickupAndScanCheckOnceAnInterval(t *testing.T) {
 	f := newFixture(t, "pending")
 	f.create("new")
@@ -274,7 +276,7 @@ func TestPickupAndScanCheckOnceAnInterval(t *testing.T) {
 
 	s := &scan.Function{DB: f.db, Interval: interval, PickupRuns: true, Now: f.now}
 	for tick := range 4 {
-		f.offset = time.Duration(tick) * interval
+		f.offset = time.Duration(tick)*interval + time.Second
 		for _, m := range scanMessages(t, s) {
 			body, err := json.Marshal(m)
 			require.NoError(t, err)

@@ -10,16 +10,45 @@ import (
 // first rather than scan's: its status is Accepted, which only the
 // frontend writes (every write opstatus makes moves the status on or
 // clears notificationUri), and its last write (the item's _ts, lastWrite)
-// is less than one scan interval before now. The change feed brings pickup
-// that write within seconds; scan sends the operation once the interval
-// has passed, if it is still Accepted, so that between them it is checked
-// at most once an interval, and still within two if pickup missed it. A
-// lastWrite that is zero, or an interval or more ahead of now, is not
-// believed: such an operation is scan's.
+// (to the second, so the write's latest possible instant) is less than one
+// scan interval before now. The change feed brings pickup that write within
+// seconds.
 func ForPickup(status string, lastWrite, now time.Time, interval time.Duration) bool {
-	if status != string(arm.ProvisioningStateAccepted) || lastWrite.IsZero() || interval <= 0 {
+	return status == string(arm.ProvisioningStateAccepted) && recent(latest(lastWrite), now, interval)
+}
+
+// LeftToPickup reports whether scan leaves an operation alone while pickup
+// runs: it is pickup's to check (ForPickup), or pickup has checked it and
+// opstatus has written the answer: its startTime and its last write are
+// both less than an interval old, and scan sends nothing in an operation's
+// first interval, so that write answered pickup's check. Scan sends it
+// once its last write is an interval old: an operation is checked at most
+// once an interval, and within two if pickup missed it. An operation the
+// frontend created in another status than Accepted is pickup's neither;
+// scan sends it after its first interval.
+func LeftToPickup(status string, startTime, lastWrite, now time.Time, interval time.Duration) bool {
+	return ForPickup(status, lastWrite, now, interval) ||
+		(recent(startTime, now, interval) && recent(latest(lastWrite), now, interval))
+}
+
+// latest returns the latest instant a write whose _ts is lastWrite can
+// have happened: _ts counts whole seconds, so the write was up to a second
+// after it. Judged from _ts itself, an operation pickup checked late in a
+// second would be sent by scan up to a second before its interval is out.
+func latest(lastWrite time.Time) time.Time {
+	if lastWrite.IsZero() {
+		return lastWrite
+	}
+	return lastWrite.Add(time.Second)
+}
+
+// recent reports whether t is less than an interval before now. A t that
+// is zero, or an interval or more ahead of now, is not believed, nor is
+// anything without an interval.
+func recent(t, now time.Time, interval time.Duration) bool {
+	if t.IsZero() || interval <= 0 {
 		return false
 	}
-	age := now.Sub(lastWrite)
+	age := now.Sub(t)
 	return age < interval && age > -interval
 }

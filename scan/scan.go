@@ -45,7 +45,7 @@ type Function struct {
 	Interval time.Duration
 	// PickupRuns says that the pickup function checks new operations from
 	// the change feed: scan then leaves them to it for an interval
-	// (ForPickup), so that no operation is checked twice in one.
+	// (LeftToPickup), so that no operation is checked twice in one.
 	PickupRuns bool
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -65,7 +65,7 @@ func (f *Function) now() time.Time {
 // subscription locks, and answers them as batch messages stamped with the
 // scan's start, from a message chosen at random and around. An operation
 // poll could not act on is skipped, counted and logged (once an hour); one
-// that is pickup's to check (ForPickup) is left to it while PickupRuns. A
+// that is pickup's (LeftToPickup) is left to it while PickupRuns. A
 // listing that fails, or does not finish by the deadline, fails the
 // invocation (500): the host sends none of its messages, and the next
 // timer tick tries again.
@@ -119,7 +119,7 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		if tally != nil {
 			tally.Add(p.Status, p.Request, resourceType(p.InternalID), p.StartTime, !arm.ProvisioningState(p.Status).IsTerminal())
 		}
-		if f.PickupRuns && ForPickup(p.Status, p.LastWrite, started, f.Interval) {
+		if f.PickupRuns && LeftToPickup(p.Status, p.StartTime, p.LastWrite, started, f.Interval) {
 			leftToPickup++
 			continue
 		}

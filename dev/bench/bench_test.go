@@ -177,6 +177,8 @@ func TestClassify(t *testing.T) {
 		{Container: "Locks", Kind: "upsert", Status: http.StatusTooManyRequests, Count: 1},
 		{Container: "", Kind: "meta", Status: http.StatusOK, Count: 4},
 		{Container: "Operations", Kind: "read", Status: 0, Count: 1},
+		{Container: "Operations", Kind: "changefeed", Status: http.StatusNotModified, Count: 7},
+		{Container: "Leases", Kind: "replace", Status: http.StatusOK, Count: 3},
 	}, 9)
 	require.Equal(t, requests{CS: 9, Reads: 12, Queries: 3, Writes: 4, LockOps: 10, LockConflicts: 5, Meta: 4, Failed: 2}, r)
 	require.Equal(t, int64(29), r.Cosmos())
@@ -259,6 +261,7 @@ func TestParseFlags(t *testing.T) {
 		{"-storage-latency", "-1ms"}, {"extra"}, {"-repeat", "2"}, {"-repeat", "0"}, {"-setting", "novalue"},
 		{"-only", "opstatus", "-record"}, {"-budget", "3"}, {"-budget", "3", "-instances", "1", "-backlog-instances", "4"},
 		{"-always-ready", "-1"}, {"-scale-interval", "0s"}, {"-holds-subs", "101"}, {"-holds-rounds", "0"},
+		{"-pickup-n", "0"}, {"-pickup-rate", "0"}, {"-pickup-background", "0"},
 	} {
 		_, err := parseFlags(bad)
 		require.Error(t, err, "%q", bad)
@@ -340,6 +343,16 @@ func TestReportHeadlines(t *testing.T) {
 	require.Contains(t, out, "[MISSED] cold start ≤ 50 ms: median 2000.0 ms")
 	require.Contains(t, out, "[not measured] handler RSS ≤ 40.0 MiB at N=10000")
 	require.Contains(t, out, "10000   baseline*")
+	require.Contains(t, out, "[not measured] pickup: a new operation's first Cluster Service call ≤ 2.00 s")
+	require.NotContains(t, out, "pickup_p99_s=")
+
+	r.Pickup = &pickupResult{Arrivals: 1000, Rate: 20, Calls: 1001, MaxCalls: 2, ByPickup: 1000,
+		Delays: dist{N: 1000, P50: 40 * time.Millisecond, P99: 1500 * time.Millisecond, Max: 3 * time.Second}}
+	out = reportText(r)
+	require.Contains(t, out, "pickup_p99_s=1.50\npickup_cs_calls_per_op=1.001\npickup_max_cs_calls_per_op=2\npickup_unchecked=0\n")
+	require.Contains(t, out, "[met] pickup: a new operation's first Cluster Service call ≤ 2.00 s after the frontend's write at p99: p99 1.50 s")
+	require.Contains(t, out, "[MISSED] pickup: ≤ 1 Cluster Service call per new operation within its first interval: 1.001 on average, at most 2")
+	r.Pickup = nil
 
 	// A pass cut short has a bound, not a speed-up.
 	r.Opstatus[4].PassAtLeast, r.Opstatus[4].Checked = true, 20000

@@ -70,6 +70,12 @@ const (
 	// ruSmallQuery is a one-item query in a partition (the lookups of an
 	// update): assumed, more than a point read.
 	ruSmallQuery = 3.0
+	// ruFeedRead is a read of the change feed, most of them finding
+	// nothing: assumed a point read's worth. ruLeaseOp is a request of the
+	// trigger to its lease container (a renewal or checkpoint replaces a
+	// small item): assumed a small item's write, as ruLockOp.
+	ruFeedRead = 1.0
+	ruLeaseOp  = ruLockOp
 )
 
 // Shape of the month the estimate scales to.
@@ -92,6 +98,9 @@ const (
 	// queue trigger "Trigger Details".
 	hostRecordsTimer = 3
 	hostRecordsQueue = 4
+	// hostRecordsPickup is the same for a Cosmos DB trigger's invocation,
+	// assumed as a queue trigger's, plus the handler's "picked up" line.
+	hostRecordsPickup = hostRecordsQueue + 1
 	// recordBytes is the billed size assumed for one record.
 	recordBytes = 1000
 	// Status changes assumed per operation over its life: an operation
@@ -285,12 +294,17 @@ type monthly struct {
 	// UpdateRU is the request units of one status change; zero without a
 	// changed window.
 	UpdateRU float64
+	// With a pickup scenario, per scan interval: the new operations
+	// (Arrivals), the trigger's change feed reads and lease requests, and
+	// the execution time billed for pickup's invocations.
+	Arrivals, FeedReads, LeaseOps, PickupBilled float64
 }
 
 // estimate scales run h's measured scan interval to a month of N = h.N
-// active operations on Flex Consumption. ok is false when the run
-// measured no scan.
-func estimate(h hostResult) (m monthly, ok bool) {
+// active operations on Flex Consumption, with pickup's trigger as p
+// measured it when p is not nil. ok is false when the run measured no
+// scan.
+func estimate(h hostResult, p *pickupResult) (m monthly, ok bool) {
 	u := h.Usage
 	if u == nil || u.Scans == 0 {
 		return m, false
@@ -325,6 +339,9 @@ func estimate(h hostResult) (m monthly, ok bool) {
 		m.RU += m.Changes * m.UpdateRU
 		m.Records += m.Changes * more(u.ChangedLines, u.Lines)
 	}
+	if p != nil {
+		m.addPickup(*p)
+	}
 	avg := m.RU / scanInterval.Seconds()
 	m.ProvisionedRUs = int(math.Ceil(cosmosHeadroom*avg/100)) * 100
 	hours := costMonth.Hours()
@@ -338,6 +355,27 @@ func estimate(h hostResult) (m monthly, ok bool) {
 	m.Total = m.ExecUSD + m.CallsUSD + rest
 	m.AlwaysOn = priceEP1Hour.USD*hours + rest
 	return m, true
+}
+
+// addPickup adds pickup's trigger to an interval's usage: every operation
+// arrives once in its life (N × interval / opLife an interval); the feed
+// and lease traffic is the measured quiet rate plus the measured extra per
+// arrival; each arrival is one invocation billed the minimum activity
+// period, as the month's arrivals come about a second apart and their
+// invocations take milliseconds (the bench's steady arrivals, faster,
+// share periods and are billed less).
+func (m *monthly) addPickup(p pickupResult) {
+	m.Arrivals = float64(m.N) * float64(scanInterval) / float64(opLife)
+	m.FeedReads = p.QuietFeedReads*scanInterval.Seconds() + p.FeedReadsPerArrival*m.Arrivals
+	m.LeaseOps = p.QuietLeaseOps*scanInterval.Seconds() + p.LeaseOpsPerArrival*m.Arrivals
+	m.RU += m.FeedReads*ruFeedRead + m.LeaseOps*ruLeaseOp
+	m.PickupBilled = m.Arrivals * minBilled.Seconds()
+	m.Billed += m.PickupBilled
+	m.GBs = m.Billed * instanceGB * m.Intervals
+	m.ExecUSD = m.GBs * priceFlexGBs.USD
+	m.Executions += m.Arrivals * m.Intervals
+	m.CallsUSD = m.Executions / 1e6 * priceFlexExecutions.USD
+	m.Records += m.Arrivals * hostRecordsPickup
 }
 
 // costRun returns the run a month at n is estimated from: the instance
@@ -384,7 +422,7 @@ func (r *results) costs(w io.Writer) {
 	}
 	for _, n := range costNs {
 		h, ok := r.costRun(n)
-		m, measured := estimate(h)
+		m, measured := estimate(h, r.Pickup)
 		if !ok || !measured {
 			fmt.Fprintf(w, "N=%d: not measured in this run (needs opstatus at N=%d: the full run, make bench)\n", n, n)
 			continue
@@ -392,10 +430,10 @@ func (r *results) costs(w io.Writer) {
 		u := h.Usage
 		per := func(v int64) float64 { return float64(v) / float64(u.Scans) }
 		fmt.Fprintf(w, "N=%d, from opstatus ×%d (run %d, its measured pass), per scan interval, × %s intervals:\n", n, h.Instances, h.Run, grouped(m.Intervals))
-		fmt.Fprintf(w, "  execution time  busy %.2f s in %.1f activity periods of scan and poll instances, billed %.2f s (%s at least, then in %s steps) × %.0f GB = %s GB-s × %s = $%.2f\n",
-			m.Busy, m.Periods, m.Billed, secs(minBilled), ms(billStep), instanceGB, grouped(m.GBs), usd(priceFlexGBs.USD), m.ExecUSD)
-		fmt.Fprintf(w, "  executions      1 scan + %.1f polls = %s × %s per million = $%.2f\n",
-			m.Polls, grouped(m.Executions), usd(priceFlexExecutions.USD), m.CallsUSD)
+		fmt.Fprintf(w, "  execution time  busy %.2f s in %.1f activity periods of scan and poll instances, billed %.2f s with pickup's %.1f s (%s at least, then in %s steps) × %.0f GB = %s GB-s × %s = $%.2f\n",
+			m.Busy, m.Periods, m.Billed, m.PickupBilled, secs(minBilled), ms(billStep), instanceGB, grouped(m.GBs), usd(priceFlexGBs.USD), m.ExecUSD)
+		fmt.Fprintf(w, "  executions      1 scan + %.1f polls + %.1f pickups = %s × %s per million = $%.2f\n",
+			m.Polls, m.Arrivals, grouped(m.Executions), usd(priceFlexExecutions.USD), m.CallsUSD)
 		fmt.Fprintf(w, "  queue           %.1f requests (%.1f puts, %.1f receives counting the empty ones, %.1f deletes, %.2f timer lease renewals) = %s × %s per 10,000 = $%.2f\n",
 			m.QueueTx, per(u.Puts), per(u.Receives), per(u.Deletes), float64(scanInterval)/float64(leaseRenewal), grouped(m.Tx), usd(priceQueueTx.USD), m.QueueUSD)
 		changes := "no changed window, so no status changes"
@@ -405,6 +443,10 @@ func (r *results) costs(w io.Writer) {
 		fmt.Fprintf(w, "  Cosmos DB       %s RU (%s point reads × %g, %s listed × %g, %s writes × %g; %s) = %.0f RU/s on average; provisioned %d RU/s (%d× the average: the work comes in a burst) × %.0f h × %s per 100 = $%.2f (serverless: $%.2f)\n",
 			grouped(m.RU), grouped(per(h.Unchanged.Reads)), ruPointRead, grouped(per(u.Listed)), ruListedItem, grouped(per(h.Unchanged.Writes)), ruReplace,
 			changes, m.RU/scanInterval.Seconds(), m.ProvisionedRUs, cosmosHeadroom, costMonth.Hours(), usd(priceCosmosProvisioned.USD), m.CosmosUSD, m.Serverless)
+		if m.Arrivals > 0 {
+			fmt.Fprintf(w, "  pickup          %.1f new operations (each once in its %.0f min, assumed): %.1f s billed (one minimum activity period each) and %.1f invocations, included above; its trigger's %.1f change feed reads × %g and %.1f lease requests × %g RU, included in Cosmos DB (the pickup scenario's rates)\n",
+				m.Arrivals, opLife.Minutes(), m.PickupBilled, m.Arrivals, m.FeedReads, ruFeedRead, m.LeaseOps, ruLeaseOp)
+		}
 		fmt.Fprintf(w, "  logs            %.1f records (%d per scan and %d per poll from the host, %.1f handler lines, those of the status changes) × %d bytes (assumed) = %.1f GB × %s = $%.2f\n",
 			m.Records, hostRecordsTimer, hostRecordsQueue, per(u.Lines), recordBytes, m.LogGB, usd(priceLogsGB.USD), m.LogUSD)
 		fmt.Fprintf(w, "  total           $%.2f a month; the same work on one always-on EP1 instance: $%.2f ($%.2f of compute, the same queue, Cosmos DB and logs)\n",
@@ -419,7 +461,7 @@ func (r *results) costHeadlines() {
 		if !ok {
 			continue
 		}
-		if m, measured := estimate(h); measured {
+		if m, measured := estimate(h, r.Pickup); measured {
 			r.add(fmt.Sprintf("cost_usd_month_n%d", n), f2(m.Total))
 			r.add(fmt.Sprintf("cost_usd_month_always_on_n%d", n), f2(m.AlwaysOn))
 		}

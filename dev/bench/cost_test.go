@@ -61,7 +61,7 @@ func hostAtN1000() hostResult {
 }
 
 func TestEstimate(t *testing.T) {
-	m, ok := estimate(hostAtN1000())
+	m, ok := estimate(hostAtN1000(), nil)
 	require.True(t, ok)
 	require.Equal(t, 259200.0, m.Intervals)
 
@@ -96,10 +96,30 @@ func TestEstimate(t *testing.T) {
 	require.InDelta(t, 155.556+3.66336+34.56+72.5328, m.AlwaysOn, 1e-6)
 }
 
+func TestEstimateWithPickup(t *testing.T) {
+	base, ok := estimate(hostAtN1000(), nil)
+	require.True(t, ok)
+	p := &pickupResult{QuietFeedReads: 2, QuietLeaseOps: 0.1, FeedReadsPerArrival: 0.5, LeaseOpsPerArrival: 1}
+	m, ok := estimate(hostAtN1000(), p)
+	require.True(t, ok)
+	// 1,000 operations arrive once in 90 intervals.
+	require.InDelta(t, 100.0/9, m.Arrivals, 1e-9)
+	require.InDelta(t, 20+0.5*100.0/9, m.FeedReads, 1e-9)
+	require.InDelta(t, 1+100.0/9, m.LeaseOps, 1e-9)
+	require.InDelta(t, base.RU+m.FeedReads*1+m.LeaseOps*7, m.RU, 1e-9)
+	// A second billed per arrival, on top of scan's and poll's 2 s.
+	require.InDelta(t, 100.0/9, m.PickupBilled, 1e-9)
+	require.InDelta(t, (2+100.0/9)*2*259200, m.GBs, 1e-6)
+	require.InDelta(t, (11+100.0/9)*259200, m.Executions, 1e-6)
+	require.InDelta(t, base.Records+100.0/9*5, m.Records, 1e-9)
+	require.Greater(t, m.Total, base.Total)
+	require.InDelta(t, m.ExecUSD+m.CallsUSD+m.QueueUSD+m.CosmosUSD+m.LogUSD, m.Total, 1e-9)
+}
+
 func TestEstimateWithoutAChangedWindow(t *testing.T) {
 	h := hostAtN1000()
 	h.Flipped, h.Updated, h.Changed = false, 0, requests{}
-	m, ok := estimate(h)
+	m, ok := estimate(h, nil)
 	require.True(t, ok)
 	require.Zero(t, m.UpdateRU)
 	require.Zero(t, m.Changes)
@@ -108,10 +128,10 @@ func TestEstimateWithoutAChangedWindow(t *testing.T) {
 	require.InDelta(t, 55, m.Records, 1e-9)
 
 	h.Usage = nil
-	_, ok = estimate(h)
+	_, ok = estimate(h, nil)
 	require.False(t, ok, "a run recorded before the estimate existed has no usage")
 	h.Usage = &usage{}
-	_, ok = estimate(h)
+	_, ok = estimate(h, nil)
 	require.False(t, ok, "no scan in the pass")
 }
 

@@ -77,6 +77,11 @@ type config struct {
 
 	holdsN, holdsSubs, holdsRounds int
 
+	// The pickup scenario: new operations at a steady rate over a
+	// background of pending ones.
+	pickupN, pickupBackground int
+	pickupRate                float64
+
 	// hostJSON, handler and settings replace the repository's host.json
 	// and handler, and add app settings, for experiments.
 	hostJSON, handler string
@@ -104,7 +109,7 @@ const (
 const harnessGCPercent = 400
 
 // scenarios that -only can name.
-var scenarios = []string{"coldstart", "scan", "opstatus", "baseline", "holds", "backlog"}
+var scenarios = []string{"coldstart", "scan", "opstatus", "baseline", "holds", "backlog", "pickup"}
 
 func parseInts(s string) ([]int, error) {
 	var out []int
@@ -156,6 +161,9 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.holdsN, "holds-n", 400, "operations in the holds scenario (the lock hold where the machine is not saturated)")
 	fs.IntVar(&cfg.holdsSubs, "holds-subs", 5, "subscriptions whose clusters turn ready before each pass of the holds scenario")
 	fs.IntVar(&cfg.holdsRounds, "holds-rounds", 20, "passes of the holds scenario that write changes")
+	fs.IntVar(&cfg.pickupN, "pickup-n", 1000, "new operations the frontend writes in the pickup scenario")
+	fs.Float64Var(&cfg.pickupRate, "pickup-rate", 20, "new operations per second in the pickup scenario")
+	fs.IntVar(&cfg.pickupBackground, "pickup-background", 1000, "pending operations scan and poll keep checking during the pickup scenario")
 	fs.BoolVar(&record, "record", false, "a full run writes its plot and results to "+recordPlot+" and "+recordJSON+" (what BENCHMARKS.md shows) instead of "+outPlot+" and "+outJSON)
 	fs.StringVar(&cfg.plotPath, "plot", "", "write the PNG plot here (default "+outPlot+" for a full run, none with -only or -quick)")
 	fs.StringVar(&cfg.jsonPath, "json", "", "write every result as JSON here (default "+outJSON+" for a full run, none with -only or -quick)")
@@ -221,6 +229,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if cfg.latency < 0 || cfg.storageLatency < 0 || cfg.backlogLatency < 0 || cfg.opsPerSub < 1 || cfg.coldRuns < 1 || cfg.scanTimes < 1 || cfg.repeat < 1 {
 		return cfg, fmt.Errorf("negative latency, or a count below 1")
+	}
+	if cfg.pickupN < 1 || cfg.pickupBackground < 1 || cfg.pickupRate <= 0 {
+		return cfg, fmt.Errorf("-pickup-n, -pickup-background: want at least 1; -pickup-rate: want more than 0")
 	}
 	if cfg.holdsSubs < 1 || cfg.holdsRounds < 1 || cfg.holdsSubs*cfg.holdsRounds > (cfg.holdsN+cfg.opsPerSub-1)/cfg.opsPerSub {
 		return cfg, fmt.Errorf("-holds-subs × -holds-rounds: want at least 1 and at most the %d subscriptions of -holds-n", (cfg.holdsN+cfg.opsPerSub-1)/cfg.opsPerSub)
@@ -383,6 +394,16 @@ func run(ctx context.Context, cfg config) error {
 		}
 		res.Backlog = &r
 		printBacklog(out, r)
+	}
+	if cfg.only["pickup"] {
+		fmt.Fprintf(out, "\npickup: %d new operations at %.0f/s over %d pending, up to %d poll instances …\n",
+			cfg.pickupN, cfg.pickupRate, cfg.pickupBackground, maxOf(cfg.instances))
+		r, err := runPickup(ctx, e, cfg)
+		if err != nil {
+			return fmt.Errorf("pickup: %w", err)
+		}
+		res.Pickup = &r
+		printPickup(out, r)
 	}
 	res.Finished = time.Now()
 	res.Machine.LoadEnd = readLoad()

@@ -86,6 +86,8 @@ type results struct {
 	// before the Flex regime); Holds the holds scenario.
 	Budget int
 	Holds  *holdsResult
+	// Pickup is the pickup scenario.
+	Pickup *pickupResult `json:",omitempty"`
 }
 
 type headline struct {

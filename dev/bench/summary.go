@@ -433,6 +433,12 @@ func (r *results) headlines() {
 	}
 	r.costHeadlines()
 	r.flexHeadlines()
+	if p := r.Pickup; p != nil {
+		r.add("pickup_p99_s", f2(p.Delays.P99.Seconds()))
+		r.add("pickup_cs_calls_per_op", f3(p.callsPerOp()))
+		r.add("pickup_max_cs_calls_per_op", strconv.Itoa(p.MaxCalls))
+		r.add("pickup_unchecked", strconv.Itoa(p.Unchecked))
+	}
 	if bl := r.Backlog; bl != nil {
 		r.add("backlog_max_cs_calls_per_op_per_interval", strconv.Itoa(bl.MaxCalls))
 		r.add("backlog_queue_max", strconv.Itoa(bl.QueueMax))
@@ -555,5 +561,17 @@ func (r *results) targets() {
 				bl.Growth, bl.QueueMax, float64(bl.QueueMax)/max(bl.messagesPerScan(), 1), bl.QueueAtSlowEnd, bl.QueueAtEnd))
 	} else {
 		notRun("backlog: at most one Cluster Service call per operation per scan interval; queue bounded", "not run")
+	}
+	pickupWhat := fmt.Sprintf("pickup: a new operation's first Cluster Service call ≤ %s after the frontend's write at p99", secs(targetPickupP99))
+	callsWhat := fmt.Sprintf("pickup: ≤ %g Cluster Service call per new operation within its first interval", targetPickupCallsPer)
+	if p := r.Pickup; p != nil {
+		add(pickupWhat, true, p.Delays.P99 <= targetPickupP99 && !p.Delays.P99AtLeast,
+			fmt.Sprintf("p99 %s (p50 %s, max %s) over %d arrivals at %.0f/s; %d first calls in pickup invocations, %d unchecked in their first interval",
+				fresh(p.Delays.P99, p.Delays.P99AtLeast), secs(p.Delays.P50), fresh(p.Delays.Max, p.Delays.MaxAtLeast), p.Arrivals, p.Rate, p.ByPickup, p.Unchecked))
+		add(callsWhat, true, p.callsPerOp() <= targetPickupCallsPer,
+			fmt.Sprintf("%.3f on average, at most %d", p.callsPerOp(), p.MaxCalls))
+	} else {
+		notRun(pickupWhat, "not run")
+		notRun(callsWhat, "not run")
 	}
 }

@@ -78,8 +78,9 @@ type RequestCount struct {
 	// Container is the container's id, empty for account, database and
 	// container requests.
 	Container string `json:"container"`
-	// Kind is "read", "query", "create", "upsert", "replace", "delete",
-	// "patch", "batch", or "meta" for anything but items.
+	// Kind is "read", "changefeed" (a read of the feed with A-IM),
+	// "query", "create", "upsert", "replace", "delete", "patch", "batch",
+	// or "meta" for anything but items.
 	Kind   string `json:"kind"`
 	Status int    `json:"status"`
 	Count  int64  `json:"count"`

@@ -719,6 +719,9 @@ func TestRequestCounts(t *testing.T) {
 	_, err = lk.CreateItem(ctx, PK("sub"), []byte(`{"id":"sub"}`), nil)
 	require.Equal(t, http.StatusConflict, StatusOf(err))
 
+	resp, _ := rawChangeFeed(t, cosmos, db.Name, "Operations", map[string]string{"If-None-Match": "*"})
+	require.Equal(t, http.StatusNotModified, resp.StatusCode)
+
 	counts, err := cosmos.Counts(ctx, db.Name)
 	require.NoError(t, err)
 	items := map[RequestCount]bool{}
@@ -734,6 +737,7 @@ func TestRequestCounts(t *testing.T) {
 		{Container: "Operations", Kind: "replace", Status: http.StatusOK, Count: 1}:                 true,
 		{Container: "Operations", Kind: "replace", Status: http.StatusPreconditionFailed, Count: 1}: true,
 		{Container: "Operations", Kind: "query", Status: http.StatusOK, Count: 1}:                   true,
+		{Container: "Operations", Kind: "changefeed", Status: http.StatusNotModified, Count: 1}:     true,
 		{Container: "Operations", Kind: "upsert", Status: http.StatusCreated, Count: 1}:             true,
 		{Container: "Operations", Kind: "delete", Status: http.StatusNoContent, Count: 1}:           true,
 		{Container: "Locks", Kind: "create", Status: http.StatusCreated, Count: 1}:                  true,
@@ -746,7 +750,7 @@ func TestRequestCounts(t *testing.T) {
 
 	// A name that is not UTF-8 once unescaped is refused, and the server
 	// goes on serving.
-	resp, err := countsClient.Get(cosmos.Endpoint + "_opstatus/counts/%C3%28")
+	resp, err = countsClient.Get(cosmos.Endpoint + "_opstatus/counts/%C3%28")
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)

@@ -11,7 +11,8 @@
 //
 // Kinds are those dev/faultproxy gives requests (request.go; the same rules,
 // kept in step by hand): read, query, create, upsert, replace, delete,
-// patch, batch, meta. A request whose connection closed before its
+// patch, batch, meta; and changefeed, a read of a container's feed with
+// A-IM, which the proxy counts as a read. A request whose connection closed before its
 // answer was sent is counted with status 0.
 
 const lockHolds = require("./lockholds");
@@ -43,7 +44,7 @@ function classify(req) {
   const container = database && segs.length >= 4 && segs[2] === "colls" ? segs[3] : "";
   let kind = "meta";
   if (container && segs[4] === "docs" && segs.length === 5) {
-    if (req.method === "GET") kind = "read";
+    if (req.method === "GET") kind = req.headers["a-im"] ? "changefeed" : "read";
     if (req.method === "POST") {
       const h = req.headers;
       if (isTrue(h["x-ms-documentdb-isquery"]) || String(h["content-type"] || "").startsWith("application/query+json")) {

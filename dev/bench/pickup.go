@@ -1,0 +1,311 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/opstatus/opstatus/dev/clustersim"
+	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/hostemu"
+)
+
+// Targets of the pickup scenario (issue 26).
+const (
+	targetPickupP99      = 2 * time.Second
+	targetPickupCallsPer = 1.0
+)
+
+// quietWindow is how long the pickup scenario measures the trigger's
+// traffic without arrivals: longer than the extension's lease renewal
+// interval (17 s), so that renewals are seen.
+const quietWindow = 35 * time.Second
+
+// pickupResult is the pickup scenario: the frontend writes new operations
+// at a steady rate while the app runs as deployed, pickup included, over a
+// background of pending operations that scan and poll keep checking.
+type pickupResult struct {
+	Arrivals, Background, Instances int
+	Rate                            float64 // arrivals per second
+	// Delays is, per arrival, the time from the start of the frontend's
+	// write of its operation to the first Cluster Service call for it, at
+	// the simulator; an arrival without a call in its first interval counts
+	// as at least an interval (censored).
+	Delays dist
+	// Calls counts the Cluster Service calls for the arrivals within their
+	// first interval [write, write + interval); MaxCalls is the most one
+	// arrival got, Unchecked how many got none, ByPickup how many had their
+	// first call inside a pickup invocation.
+	Calls, MaxCalls, Unchecked, ByPickup int
+	// Pickups counts pickup invocations, Documents the documents the
+	// host's listener delivered to them.
+	Pickups, Documents int64
+	// The trigger's own Cosmos DB traffic: change feed reads of the
+	// Operations container and requests to the lease container, per second
+	// in a window without arrivals (Quiet), and beyond that rate per
+	// arrival over the arrivals' window.
+	Quiet                                   time.Duration
+	QuietFeedReads, QuietLeaseOps           float64
+	FeedReadsPerArrival, LeaseOpsPerArrival float64
+	// PickupBilledPerArrival is the execution time Flex Consumption bills
+	// pickup's instances for, per arrival.
+	PickupBilledPerArrival time.Duration
+}
+
+// callsPerOp is the Cluster Service calls per arrival within its first
+// interval.
+func (p pickupResult) callsPerOp() float64 {
+	if p.Arrivals == 0 {
+		return 0
+	}
+	return float64(p.Calls) / float64(p.Arrivals)
+}
+
+// pickupSettings are the settings that make the host run pickup: the
+// containers and the host's own Cosmos DB connection to the server.
+func (e *env) pickupSettings() map[string]string {
+	return map[string]string{
+		"COSMOS_OPERATIONS_CONTAINER": frontend.OperationsContainer,
+		"COSMOS_LEASES_CONTAINER":     frontend.LeasesContainer,
+		"COSMOS": fmt.Sprintf("AccountEndpoint=%s;AccountKey=%s;DisableServerCertificateValidation=True;",
+			e.cosmos.Endpoint, e.cosmos.Key),
+	}
+}
+
+// triggerCounts returns the change feed reads of the Operations container
+// and the requests to the lease container that database db has answered
+// (isTrigger).
+func (e *env) triggerCounts(ctx context.Context, db string) (feedReads, leaseOps int64, err error) {
+	counts, err := e.cosmos.Counts(ctx, db)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, c := range counts {
+		switch {
+		case !isTrigger(c):
+		case c.Kind == "changefeed":
+			feedReads += c.Count
+		default:
+			leaseOps += c.Count
+		}
+	}
+	return feedReads, leaseOps, nil
+}
+
+// runPickup runs the pickup scenario: cfg.pickupBackground pending
+// operations, then cfg.pickupN new ones written at cfg.pickupRate a
+// second, with poll's instances up to the largest of cfg.instances.
+func runPickup(ctx context.Context, e *env, cfg config) (res pickupResult, err error) {
+	instances := maxOf(cfg.instances)
+	res = pickupResult{Arrivals: cfg.pickupN, Background: cfg.pickupBackground, Instances: instances, Rate: cfg.pickupRate}
+	fx, err := e.newFixture(ctx, cfg, fmt.Sprintf("pickup-n%d", cfg.pickupBackground), cfg.pickupBackground)
+	if err != nil {
+		return res, err
+	}
+	defer e.dropDatabase(context.WithoutCancel(ctx), fx.db)
+	if err := e.clearQueues(ctx); err != nil {
+		return res, err
+	}
+	settings := e.flexHandlerSettings(cfg, fx.db, instances)
+	maps.Copy(settings, e.pickupSettings())
+	host, err := hostemu.Load(e.app, settings)
+	if err != nil {
+		return res, err
+	}
+	rec := newRecorder(func() int64 { return host.Counters().MessagesEnqueued })
+	host.Options = e.hostOptions(cfg, instances, rec.record, &scaleLog{})
+	m := attachMeter(host)
+	hostCtx, stopHost := context.WithCancel(context.WithoutCancel(ctx))
+	hostDone := make(chan error, 1)
+	go func() { hostDone <- host.Run(hostCtx) }()
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		stopHost()
+		return <-hostDone
+	}
+	defer func() {
+		if herr := stop(); herr != nil && err == nil {
+			err = fmt.Errorf("host emulator: %w", herr)
+		}
+	}()
+	// The listener starts from now, as the extension does without a
+	// continuation; two scans make the background steady.
+	ready := waitFor(ctx, time.Minute, func() bool {
+		c := host.Counters()
+		scans, _, _, _ := rec.snapshot()
+		return c.LeasesAcquired > 0 && c.ChangeFeedReads > 0 && len(scans) >= 2
+	})
+	if !ready {
+		return res, errors.New("pickup's listener or scan did not start")
+	}
+
+	f0, l0, err := e.triggerCounts(ctx, fx.db)
+	if err != nil {
+		return res, err
+	}
+	quietFrom := time.Now()
+	select {
+	case <-ctx.Done():
+		return res, ctx.Err()
+	case <-time.After(quietWindow):
+	}
+	f1, l1, err := e.triggerCounts(ctx, fx.db)
+	if err != nil {
+		return res, err
+	}
+	res.Quiet = time.Since(quietFrom)
+	res.QuietFeedReads = float64(f1-f0) / res.Quiet.Seconds()
+	res.QuietLeaseOps = float64(l1-l0) / res.Quiet.Seconds()
+
+	fe, err := frontend.New(e.cosmos.Endpoint, e.cosmos.Key, fx.db)
+	if err != nil {
+		return res, err
+	}
+	ds := newDataset("pickup-new", cfg.pickupN, cfg.opsPerSub)
+	written, err := arrive(ctx, fe, fx.sim, ds, cfg.pickupRate)
+	if err != nil {
+		return res, err
+	}
+	// Every arrival's first interval ends before the figures are read.
+	last := written[len(written)-1]
+	select {
+	case <-ctx.Done():
+		return res, ctx.Err()
+	case <-time.After(time.Until(last.Add(scanInterval + time.Second))):
+	}
+	f2, l2, err := e.triggerCounts(ctx, fx.db)
+	if err != nil {
+		return res, err
+	}
+	window := time.Since(quietFrom) - res.Quiet
+	res.FeedReadsPerArrival = max(float64(f2-f1)-res.QuietFeedReads*window.Seconds(), 0) / float64(cfg.pickupN)
+	res.LeaseOpsPerArrival = max(float64(l2-l1)-res.QuietLeaseOps*window.Seconds(), 0) / float64(cfg.pickupN)
+	res.Documents = host.Counters().DocumentsDelivered
+	if err := stop(); err != nil {
+		return res, fmt.Errorf("host emulator: %w", err)
+	}
+
+	var pickups []invSpan
+	for _, s := range m.between(time.Time{}, time.Now()) {
+		if s.Function == "pickup" {
+			pickups = append(pickups, s)
+		}
+	}
+	res.Pickups = int64(len(pickups))
+	_, billed, _ := activity(pickups)
+	res.PickupBilledPerArrival = billed / time.Duration(cfg.pickupN)
+	res.firstIntervals(fx.sim.Calls(), ds, written, pickups)
+	return res, nil
+}
+
+// firstIntervals fills in the delays and calls of each arrival's first
+// interval from the simulator's calls.
+func (res *pickupResult) firstIntervals(calls map[string][]time.Time, ds dataset, written []time.Time, pickups []invSpan) {
+	var delays []time.Duration
+	censored := 0
+	for i, o := range ds.ops {
+		from, to := written[i], written[i].Add(scanInterval)
+		n := 0
+		var first time.Time
+		for _, c := range calls[o.InternalID()] {
+			if c.Before(from) || !c.Before(to) {
+				continue
+			}
+			if n == 0 {
+				first = c
+			}
+			n++
+		}
+		res.Calls += n
+		res.MaxCalls = max(res.MaxCalls, n)
+		if n == 0 {
+			res.Unchecked++
+			censored++
+			continue
+		}
+		delays = append(delays, first.Sub(from))
+		for _, p := range pickups {
+			if !first.Before(p.Start) && !first.After(p.End) {
+				res.ByPickup++
+				break
+			}
+		}
+	}
+	res.Delays = summarizeCensored(delays, censored, scanInterval)
+}
+
+// arrive writes ds's operations as the frontend creates them, Accepted,
+// one every 1/rate seconds (each write in its own goroutine, so that a
+// slow one does not hold up the schedule), each cluster installing in sim
+// first; it returns when each write began.
+func arrive(ctx context.Context, fe *frontend.Frontend, sim *clustersim.Sim, ds dataset, rate float64) ([]time.Time, error) {
+	written := make([]time.Time, len(ds.ops))
+	every := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for i, o := range ds.ops {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return nil, ctx.Err()
+		case <-time.After(time.Until(start.Add(time.Duration(i) * every))):
+		}
+		if err := sim.AddCluster(o.Cluster, clustersim.Script{Installing: clustersim.Duration(installing)}); err != nil {
+			wg.Wait()
+			return nil, err
+		}
+		wg.Go(func() {
+			// The Resources item first: pickup may act as soon as the
+			// operation is written.
+			err := fe.PutResource(ctx, frontend.Resource{
+				ID: "res-" + o.ID, PartitionKey: o.Sub, Key: o.Key(), InternalID: o.InternalID(),
+				ActiveOperationID: o.ID, ProvisioningState: "Accepted",
+			})
+			now := time.Now()
+			written[i] = now
+			if err == nil {
+				err = fe.PutOperation(ctx, frontend.Operation{
+					ID: o.ID, PartitionKey: o.Sub, TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
+					Request: "Create", Status: "Accepted",
+					ExternalID: o.Key(), InternalID: o.InternalID(),
+					OperationID: "/subscriptions/" + o.Sub + "/providers/Microsoft.RedHatOpenShift/locations/eastus/hcpOperationStatuses/" + o.ID,
+					StartTime:   now.UTC(), LastTransitionTime: now.UTC(),
+				})
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("arrival %s: %w", o.ID, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return written, errors.Join(errs...)
+}
+
+// maxOf returns the largest of values (which is not empty).
+func maxOf(values []int) int {
+	m := values[0]
+	for _, v := range values[1:] {
+		m = max(m, v)
+	}
+	return m
+}
+
+func printPickup(w io.Writer, r pickupResult) {
+	fmt.Fprintf(w, "pickup: %d arrivals at %.0f/s over %d pending operations, ≤%d poll instances: write → first Cluster Service call p50 %s, p99 %s, max %s; %d arrivals unchecked in their first interval; %.3f calls per arrival in it (max %d); %d first calls in pickup invocations; %d pickup invocations for %d documents\n",
+		r.Arrivals, r.Rate, r.Background, r.Instances, secs(r.Delays.P50), fresh(r.Delays.P99, r.Delays.P99AtLeast), fresh(r.Delays.Max, r.Delays.MaxAtLeast),
+		r.Unchecked, r.callsPerOp(), r.MaxCalls, r.ByPickup, r.Pickups, r.Documents)
+	fmt.Fprintf(w, "pickup's trigger traffic: %.2f change feed reads/s and %.2f lease requests/s without arrivals (%s); %.2f feed reads and %.2f lease requests more per arrival; billed pickup execution %s per arrival\n",
+		r.QuietFeedReads, r.QuietLeaseOps, secs(r.Quiet), r.FeedReadsPerArrival, r.LeaseOpsPerArrival, ms(r.PickupBilledPerArrival))
+}
