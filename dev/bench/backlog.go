@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/opstatus/opstatus/dev/clustersim"
@@ -72,18 +73,7 @@ func runBacklog(ctx context.Context, e *env, cfg config) (res backlogResult, err
 	rec := newRecorder(func() int64 { return host.Counters().MessagesEnqueued })
 	host.Options = e.hostOptions(cfg, instances, rec.record, &scaleLog{})
 	e.inFlight.ResetMax()
-	hostCtx, stopHost := context.WithCancel(context.WithoutCancel(ctx))
-	hostDone := make(chan error, 1)
-	go func() { hostDone <- host.Run(hostCtx) }()
-	stopped := false
-	stop := func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		stopHost()
-		return <-hostDone
-	}
+	stop := launch(ctx, host)
 	defer func() {
 		if herr := stop(); herr != nil && err == nil {
 			err = fmt.Errorf("host emulator: %w", herr)
@@ -153,6 +143,22 @@ func runBacklog(ctx context.Context, e *env, cfg config) (res backlogResult, err
 	res.SlowMaxCalls, res.SlowOver1, res.SlowPairs = intervalCalls(calls, paths, slowBounds)
 	res.RecMaxCalls, res.RecOver1, res.RecPairs = intervalCalls(calls, paths, recBounds)
 	return res, nil
+}
+
+// launch runs host until stop, which stops it the host's way and returns
+// what Run returned; stop may be called again, and then returns nil.
+func launch(ctx context.Context, host *hostemu.Host) (stop func() error) {
+	hostCtx, stopHost := context.WithCancel(context.WithoutCancel(ctx))
+	hostDone := make(chan error, 1)
+	go func() { hostDone <- host.Run(hostCtx) }()
+	var once sync.Once
+	return func() (err error) {
+		once.Do(func() {
+			stopHost()
+			err = <-hostDone
+		})
+		return err
+	}
 }
 
 // growth is how fast the queue grows, in messages per second, over the

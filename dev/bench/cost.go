@@ -378,6 +378,14 @@ func (m *monthly) addPickup(p pickupResult) {
 	m.Records += m.Arrivals * hostRecordsPickup
 }
 
+// pickupShare is what pickup adds to the monthly total of run h: what a
+// person saves by disabling it.
+func pickupShare(h hostResult, p *pickupResult) float64 {
+	with, _ := estimate(h, p)
+	without, _ := estimate(h, nil)
+	return with.Total - without.Total
+}
+
 // costRun returns the run a month at n is estimated from: the instance
 // count Flex Consumption would scale poll to (one per 12 queued messages
 // of 100 operations, up to the template's limit), or the judged run.
@@ -449,8 +457,12 @@ func (r *results) costs(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  logs            %.1f records (%d per scan and %d per poll from the host, %.1f handler lines, those of the status changes) × %d bytes (assumed) = %.1f GB × %s = $%.2f\n",
 			m.Records, hostRecordsTimer, hostRecordsQueue, per(u.Lines), recordBytes, m.LogGB, usd(priceLogsGB.USD), m.LogUSD)
-		fmt.Fprintf(w, "  total           $%.2f a month; the same work on one always-on EP1 instance: $%.2f ($%.2f of compute, the same queue, Cosmos DB and logs)\n",
-			m.Total, m.AlwaysOn, priceEP1Hour.USD*costMonth.Hours())
+		share := ""
+		if m.Arrivals > 0 {
+			share = fmt.Sprintf(" (pickup's share $%.2f: without it $%.2f)", pickupShare(h, r.Pickup), m.Total-pickupShare(h, r.Pickup))
+		}
+		fmt.Fprintf(w, "  total           $%.2f a month%s; the same work on one always-on EP1 instance: $%.2f ($%.2f of compute, the same queue, Cosmos DB and logs)\n",
+			m.Total, share, m.AlwaysOn, priceEP1Hour.USD*costMonth.Hours())
 	}
 }
 
@@ -464,6 +476,9 @@ func (r *results) costHeadlines() {
 		if m, measured := estimate(h, r.Pickup); measured {
 			r.add(fmt.Sprintf("cost_usd_month_n%d", n), f2(m.Total))
 			r.add(fmt.Sprintf("cost_usd_month_always_on_n%d", n), f2(m.AlwaysOn))
+			if r.Pickup != nil {
+				r.add(fmt.Sprintf("cost_usd_month_pickup_n%d", n), f2(pickupShare(h, r.Pickup)))
+			}
 		}
 	}
 }

@@ -113,6 +113,7 @@ func TestEstimateWithPickup(t *testing.T) {
 	require.InDelta(t, (11+100.0/9)*259200, m.Executions, 1e-6)
 	require.InDelta(t, base.Records+100.0/9*5, m.Records, 1e-9)
 	require.Greater(t, m.Total, base.Total)
+	require.InDelta(t, m.Total-base.Total, pickupShare(hostAtN1000(), p), 1e-9)
 	require.InDelta(t, m.ExecUSD+m.CallsUSD+m.QueueUSD+m.CosmosUSD+m.LogUSD, m.Total, 1e-9)
 }
 

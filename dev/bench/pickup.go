@@ -119,18 +119,7 @@ func runPickup(ctx context.Context, e *env, cfg config) (res pickupResult, err e
 	rec := newRecorder(func() int64 { return host.Counters().MessagesEnqueued })
 	host.Options = e.hostOptions(cfg, instances, rec.record, &scaleLog{})
 	m := attachMeter(host)
-	hostCtx, stopHost := context.WithCancel(context.WithoutCancel(ctx))
-	hostDone := make(chan error, 1)
-	go func() { hostDone <- host.Run(hostCtx) }()
-	stopped := false
-	stop := func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		stopHost()
-		return <-hostDone
-	}
+	stop := launch(ctx, host)
 	defer func() {
 		if herr := stop(); herr != nil && err == nil {
 			err = fmt.Errorf("host emulator: %w", herr)
