@@ -397,7 +397,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	if cfg.only["pickup"] {
 		fmt.Fprintf(out, "\npickup: %d new operations at %.0f/s over %d pending, up to %d poll instances …\n",
-			cfg.pickupN, cfg.pickupRate, cfg.pickupBackground, maxOf(cfg.instances))
+			cfg.pickupN, cfg.pickupRate, cfg.pickupBackground, slices.Max(cfg.instances))
 		r, err := runPickup(ctx, e, cfg)
 		if err != nil {
 			return fmt.Errorf("pickup: %w", err)

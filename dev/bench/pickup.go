@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 	"github.com/opstatus/opstatus/dev/hostemu"
 )
 
-// Targets of the pickup scenario (issue 26).
+// Targets of the pickup scenario.
 const (
 	targetPickupP99      = 2 * time.Second
 	targetPickupCallsPer = 1.0
@@ -100,7 +101,7 @@ func (e *env) triggerCounts(ctx context.Context, db string) (feedReads, leaseOps
 // operations, then cfg.pickupN new ones written at cfg.pickupRate a
 // second, with poll's instances up to the largest of cfg.instances.
 func runPickup(ctx context.Context, e *env, cfg config) (res pickupResult, err error) {
-	instances := maxOf(cfg.instances)
+	instances := slices.Max(cfg.instances)
 	res = pickupResult{Arrivals: cfg.pickupN, Background: cfg.pickupBackground, Instances: instances, Rate: cfg.pickupRate}
 	fx, err := e.newFixture(ctx, cfg, fmt.Sprintf("pickup-n%d", cfg.pickupBackground), cfg.pickupBackground)
 	if err != nil {
@@ -280,15 +281,6 @@ func arrive(ctx context.Context, fe *frontend.Frontend, sim *clustersim.Sim, ds 
 	}
 	wg.Wait()
 	return written, errors.Join(errs...)
-}
-
-// maxOf returns the largest of values (which is not empty).
-func maxOf(values []int) int {
-	m := values[0]
-	for _, v := range values[1:] {
-		m = max(m, v)
-	}
-	return m
 }
 
 func printPickup(w io.Writer, r pickupResult) {
