@@ -18,9 +18,9 @@ type memBilling struct {
 	missing bool // RemoveBillingContainer was called
 }
 
-// errNoBillingContainer is what Cosmos DB answers about a container that
-// does not exist: 404.
-var errNoBillingContainer = fmt.Errorf("%w: the Billing container does not exist", database.ErrNotFound)
+// errNoBillingContainer is what CosmosClient makes of Cosmos DB's 404 for a
+// container that does not exist.
+var errNoBillingContainer = fmt.Errorf("%w: the Billing container does not exist", database.ErrContainerNotFound)
 
 // billingPartitionField holds the partition key of billing items.
 const billingPartitionField = "subscriptionId"
@@ -89,7 +89,7 @@ func (m *MemoryClient) BillingItems() []*database.Billing {
 
 // RemoveBillingContainer makes the Billing container missing, as in an
 // account where it was never created: every billing call then fails as
-// Cosmos DB answers, with ErrNotFound.
+// CosmosClient's does, with ErrContainerNotFound.
 func (m *MemoryClient) RemoveBillingContainer() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
