@@ -275,18 +275,27 @@ func (f *Function) deleteResources(ctx context.Context, log *slog.Logger, op *da
 		if err != nil {
 			return struct{}{}, err
 		}
-		for _, c := range children {
-			if err := f.DB.DeleteResource(ctx, c); err != nil && !errors.Is(err, database.ErrNotFound) {
-				return struct{}{}, err
-			}
+		if err := f.deleteAll(ctx, children...); err != nil {
+			return struct{}{}, err
 		}
-		if err = f.DB.DeleteResource(ctx, r.Ref()); err != nil && !errors.Is(err, database.ErrNotFound) {
+		if err := f.deleteAll(ctx, r.Ref()); err != nil {
 			return struct{}{}, err
 		}
 		log.Info("deleted Resources items", "children", len(children))
 		return struct{}{}, nil
 	})
 	return err
+}
+
+// deleteAll deletes the Resources items refs name, in order; one already
+// gone is no error.
+func (f *Function) deleteAll(ctx context.Context, refs ...database.ResourceRef) error {
+	for _, ref := range refs {
+		if err := f.DB.DeleteResource(ctx, ref); err != nil && !errors.Is(err, database.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
 }
 
 // unreadable reports a read of a Resources item that failed for what the
@@ -324,15 +333,13 @@ func (f *Function) deleteUnreadable(ctx context.Context, log *slog.Logger, op *d
 		if children, err = f.DB.ChildResources(ctx, op.PartitionKey, op.ExternalID); err != nil {
 			return err
 		}
-		for _, c := range children {
-			if err := f.DB.DeleteResource(ctx, c); err != nil && !errors.Is(err, database.ErrNotFound) {
-				return err
-			}
+		if err := f.deleteAll(ctx, children...); err != nil {
+			return err
 		}
 	}
 	for _, h := range mine {
 		// A 412 reads them again.
-		if err := f.DB.DeleteResource(ctx, h.ResourceRef); err != nil && !errors.Is(err, database.ErrNotFound) {
+		if err := f.deleteAll(ctx, h.ResourceRef); err != nil {
 			return err
 		}
 	}

@@ -81,11 +81,12 @@ func lookup(subscriptionID, id string) itemKey {
 	return itemKey{partition: strings.ToLower(subscriptionID), id: id}
 }
 
-// keyOf returns the key Cosmos DB files body under, the item's id and
-// partitionKey; a partitionKey that is not a string (or is missing) gets a
-// partition that no lowercased subscription ID names. It panics, as
-// Cosmos DB answers 400, when body is not a JSON object with an id.
-func keyOf(body []byte) itemKey {
+// keyOf returns the key Cosmos DB files body under, the item's id and the
+// partition key in its field partitionField; a partition key that is not a
+// string (or is missing) gets a partition that no lowercased subscription
+// ID names. It panics, as Cosmos DB answers 400, when body is not a JSON
+// object with an id.
+func keyOf(body []byte, partitionField string) itemKey {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
 		panic(fmt.Sprintf("databasetesting: an item must be a JSON object: %v", err))
@@ -95,10 +96,19 @@ func keyOf(body []byte) itemKey {
 		panic(fmt.Sprintf("databasetesting: an item must have a string id: %.200s", body))
 	}
 	var partition string
-	if err := json.Unmarshal(fields["partitionKey"], &partition); err != nil {
-		partition = "\x00" + string(fields["partitionKey"])
+	if err := json.Unmarshal(fields[partitionField], &partition); err != nil {
+		partition = "\x00" + string(fields[partitionField])
 	}
 	return itemKey{partition: partition, id: id}
+}
+
+// partitionKeyField holds the partition key of Operations and Resources
+// items.
+const partitionKeyField = "partitionKey"
+
+// always is the items of a container that is never missing, for replace.
+func always(items map[itemKey]memItem) func() (map[itemKey]memItem, error) {
+	return func() (map[itemKey]memItem, error) { return items, nil }
 }
 
 func (m *MemoryClient) hook(call string) error {
@@ -148,7 +158,7 @@ func (m *MemoryClient) stamp(body []byte, now time.Time) ([]byte, azcore.ETag, e
 // upsert stores body as the frontend would, without an etag check. The
 // caller holds m.mu.
 func (m *MemoryClient) upsert(items map[itemKey]memItem, body []byte) {
-	k := keyOf(body)
+	k := keyOf(body, partitionKeyField)
 	body, etag, err := m.stamp(body, time.Now())
 	if err != nil {
 		panic(fmt.Sprintf("databasetesting: %v", err))
@@ -321,17 +331,19 @@ func (m *MemoryClient) GetOperation(ctx context.Context, subscriptionID, operati
 // ReplaceOperation replaces op if its item still has op.ETag.
 func (m *MemoryClient) ReplaceOperation(ctx context.Context, op *database.Operation) (*database.Operation, error) {
 	out := &database.Operation{}
-	if err := m.replace(ctx, "ReplaceOperation", m.operations, op.PartitionKey, op.ID, op, op.ETag, out); err != nil {
+	if err := m.replace(ctx, "ReplaceOperation", always(m.operations), partitionKeyField, op.PartitionKey, op.ID, op, op.ETag, out); err != nil {
 		return nil, fmt.Errorf("replace operation %s: %w", op.ID, err)
 	}
 	return out, nil
 }
 
 // replace is a Cosmos replace with If-Match: 404 before 412, and a body
-// whose partitionKey is not the partition it is sent to refused (Cosmos
-// DB's 400, which carries no sentinel).
-func (m *MemoryClient) replace(ctx context.Context, call string, items map[itemKey]memItem,
-	partition, id string, v any, etag azcore.ETag, out json.Unmarshaler) error {
+// whose partition key (its field partitionField) is not the partition it is
+// sent to refused (Cosmos DB's 400, which carries no sentinel). items
+// returns the container's items, or the error of a missing container; it
+// runs under m.mu.
+func (m *MemoryClient) replace(ctx context.Context, call string, items func() (map[itemKey]memItem, error),
+	partitionField, partition, id string, v any, etag azcore.ETag, out json.Unmarshaler) error {
 	if err := m.hook(call); err != nil {
 		return err
 	}
@@ -349,22 +361,26 @@ func (m *MemoryClient) replace(ctx context.Context, call string, items map[itemK
 	k := lookup(partition, id)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	cur, ok := items[k]
+	all, err := items()
+	if err != nil {
+		return err
+	}
+	cur, ok := all[k]
 	if !ok {
 		return database.ErrNotFound
 	}
 	if !ifMatch(etag, cur.etag) {
 		return database.ErrPreconditionFailed
 	}
-	if written := keyOf(body); written != k {
-		return fmt.Errorf("item %s: partitionKey %q is not the partition %q it was sent to (Cosmos DB answers 400)",
-			id, strings.TrimPrefix(written.partition, "\x00"), k.partition)
+	if written := keyOf(body, partitionField); written != k {
+		return fmt.Errorf("item %s: %s %q is not the partition %q it was sent to (Cosmos DB answers 400)",
+			id, partitionField, strings.TrimPrefix(written.partition, "\x00"), k.partition)
 	}
 	body, newETag, err := m.stamp(body, time.Now())
 	if err != nil {
 		return err
 	}
-	items[k] = memItem{body: body, etag: newETag}
+	all[k] = memItem{body: body, etag: newETag}
 	return out.UnmarshalJSON(body)
 }
 
@@ -465,7 +481,7 @@ func (m *MemoryClient) findResources(subscriptionID string, match func(key strin
 // ReplaceResource replaces r if its item still has r.ETag.
 func (m *MemoryClient) ReplaceResource(ctx context.Context, r *database.Resource) (*database.Resource, error) {
 	out := &database.Resource{}
-	if err := m.replace(ctx, "ReplaceResource", m.resources, r.PartitionKey, r.ID, r, r.ETag, out); err != nil {
+	if err := m.replace(ctx, "ReplaceResource", always(m.resources), partitionKeyField, r.PartitionKey, r.ID, r, r.ETag, out); err != nil {
 		return nil, fmt.Errorf("replace resource %s: %w", r.Key, err)
 	}
 	return out, nil

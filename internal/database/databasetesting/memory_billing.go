@@ -18,29 +18,12 @@ type memBilling struct {
 	missing bool // RemoveBillingContainer was called
 }
 
-// errNoBillingContainer is what Cosmos DB answers about a container that
-// does not exist: 404.
-var errNoBillingContainer = fmt.Errorf("%w: the Billing container does not exist", database.ErrNotFound)
+// errNoBillingContainer is what CosmosClient makes of Cosmos DB's 404 for a
+// container that does not exist.
+var errNoBillingContainer = fmt.Errorf("%w: the Billing container does not exist", database.ErrContainerNotFound)
 
-// billingKeyOf returns the key Cosmos DB files a billing item under, its
-// id and subscriptionId; a subscriptionId that is not a string gets a
-// partition that no lowercased subscription ID names. It panics when body
-// is not a JSON object with a string id.
-func billingKeyOf(body []byte) itemKey {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
-		panic(fmt.Sprintf("databasetesting: an item must be a JSON object: %v", err))
-	}
-	var id string
-	if err := json.Unmarshal(fields["id"], &id); err != nil || id == "" {
-		panic(fmt.Sprintf("databasetesting: an item must have a string id: %.200s", body))
-	}
-	var partition string
-	if err := json.Unmarshal(fields["subscriptionId"], &partition); err != nil {
-		partition = "\x00" + string(fields["subscriptionId"])
-	}
-	return itemKey{partition: partition, id: id}
-}
+// billingPartitionField holds the partition key of billing items.
+const billingPartitionField = "subscriptionId"
 
 // billingItems returns the container's items, made on first use. The
 // caller holds m.mu.
@@ -51,6 +34,15 @@ func (m *MemoryClient) billingItems() map[itemKey]memItem {
 	return m.billing.items
 }
 
+// billingContainer returns the container's items for a call, or the error
+// Cosmos DB answers when it is missing. The caller holds m.mu.
+func (m *MemoryClient) billingContainer() (map[itemKey]memItem, error) {
+	if m.billing.missing {
+		return nil, errNoBillingContainer
+	}
+	return m.billingItems(), nil
+}
+
 // PutRawBilling stores body, any JSON object with a string id, as a
 // billing item in the partition its subscriptionId names, with no etag
 // check: for items ARO-HCP's backend wrote and ill-typed ones. It panics
@@ -58,7 +50,7 @@ func (m *MemoryClient) billingItems() map[itemKey]memItem {
 func (m *MemoryClient) PutRawBilling(body []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := billingKeyOf(body)
+	k := keyOf(body, billingPartitionField)
 	body, etag, err := m.stamp(body, time.Now())
 	if err != nil {
 		panic(fmt.Sprintf("databasetesting: %v", err))
@@ -97,7 +89,7 @@ func (m *MemoryClient) BillingItems() []*database.Billing {
 
 // RemoveBillingContainer makes the Billing container missing, as in an
 // account where it was never created: every billing call then fails as
-// Cosmos DB answers, with ErrNotFound.
+// CosmosClient's does, with ErrContainerNotFound.
 func (m *MemoryClient) RemoveBillingContainer() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -123,11 +115,11 @@ func (m *MemoryClient) CreateBilling(ctx context.Context, b *database.Billing) (
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.billing.missing {
-		return nil, fmt.Errorf("create billing item %s: %w", b.ID, errNoBillingContainer)
+	items, err := m.billingContainer()
+	if err != nil {
+		return nil, fmt.Errorf("create billing item %s: %w", b.ID, err)
 	}
 	k := lookup(b.SubscriptionID, b.ID)
-	items := m.billingItems()
 	if _, ok := items[k]; ok {
 		return nil, fmt.Errorf("create billing item %s: %w", b.ID, database.ErrConflict)
 	}
@@ -157,12 +149,13 @@ func (m *MemoryClient) OpenBilling(ctx context.Context, subscriptionID, resource
 	}
 	partition := strings.ToLower(subscriptionID)
 	m.mu.Lock()
-	if m.billing.missing {
+	items, err := m.billingContainer()
+	if err != nil {
 		m.mu.Unlock()
-		return nil, fmt.Errorf("list open billing items of %s: %w", resourceID, errNoBillingContainer)
+		return nil, fmt.Errorf("list open billing items of %s: %w", resourceID, err)
 	}
 	var bodies [][]byte
-	for k, it := range m.billing.items {
+	for k, it := range items {
 		if k.partition == partition && openBilling(it.body, resourceID) {
 			bodies = append(bodies, it.body)
 		}
@@ -197,51 +190,10 @@ func openBilling(body []byte, resourceID string) bool {
 // ReplaceBilling replaces b if its item still has b.ETag, as replace does
 // for the other containers.
 func (m *MemoryClient) ReplaceBilling(ctx context.Context, b *database.Billing) (*database.Billing, error) {
-	out, err := m.replaceBilling(ctx, b)
-	if err != nil {
+	out := &database.Billing{}
+	if err := m.replace(ctx, "ReplaceBilling", m.billingContainer, billingPartitionField,
+		b.SubscriptionID, b.ID, b, b.ETag, out); err != nil {
 		return nil, fmt.Errorf("replace billing item %s: %w", b.ID, err)
 	}
 	return out, nil
-}
-
-func (m *MemoryClient) replaceBilling(ctx context.Context, b *database.Billing) (*database.Billing, error) {
-	if err := m.hook("ReplaceBilling"); err != nil {
-		return nil, err
-	}
-	// The Cosmos client refuses this before it sends a request.
-	if b.ETag == "" {
-		return nil, fmt.Errorf("item %s has no etag: read it before writing", b.ID)
-	}
-	if err := ctxErr(ctx); err != nil {
-		return nil, err
-	}
-	body, err := json.Marshal(b)
-	if err != nil {
-		return nil, err
-	}
-	k := lookup(b.SubscriptionID, b.ID)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.billing.missing {
-		return nil, errNoBillingContainer
-	}
-	items := m.billingItems()
-	cur, ok := items[k]
-	if !ok {
-		return nil, database.ErrNotFound
-	}
-	if !ifMatch(b.ETag, cur.etag) {
-		return nil, database.ErrPreconditionFailed
-	}
-	if written := billingKeyOf(body); written != k {
-		return nil, fmt.Errorf("item %s: subscriptionId %q is not the partition %q it was sent to (Cosmos DB answers 400)",
-			b.ID, strings.TrimPrefix(written.partition, "\x00"), k.partition)
-	}
-	body, etag, err := m.stamp(body, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	items[k] = memItem{body: body, etag: etag}
-	out := &database.Billing{}
-	return out, out.UnmarshalJSON(body)
 }
