@@ -49,63 +49,47 @@ func nodePoolAdminPath(clusterID, np string) string {
 // PutCluster creates or replaces a cluster with exactly the given script
 // (every field is sent, so the server's defaults do not apply).
 func (c *AdminClient) PutCluster(ctx context.Context, id string, sc Script) (Resource, error) {
-	var r Resource
-	err := c.do(ctx, http.MethodPut, clusterAdminPath(id), sc, &r)
-	return r, err
+	return c.resource(ctx, http.MethodPut, clusterAdminPath(id), sc)
 }
 
 // Cluster returns a cluster's current state.
 func (c *AdminClient) Cluster(ctx context.Context, id string) (Resource, error) {
-	var r Resource
-	err := c.do(ctx, http.MethodGet, clusterAdminPath(id), nil, &r)
-	return r, err
+	return c.resource(ctx, http.MethodGet, clusterAdminPath(id), nil)
 }
 
 // DeleteCluster starts deleting a cluster, uninstalling for the given time.
 func (c *AdminClient) DeleteCluster(ctx context.Context, id string, uninstalling time.Duration) (Resource, error) {
-	var r Resource
 	d := Duration(uninstalling)
-	err := c.do(ctx, http.MethodDelete, clusterAdminPath(id), DeleteRequest{Uninstalling: &d}, &r)
-	return r, err
+	return c.resource(ctx, http.MethodDelete, clusterAdminPath(id), DeleteRequest{Uninstalling: &d})
 }
 
 // UpdateCluster starts an update of a ready cluster, updating for the given
 // time.
 func (c *AdminClient) UpdateCluster(ctx context.Context, id string, updating time.Duration) (Resource, error) {
-	var r Resource
 	d := Duration(updating)
-	err := c.do(ctx, http.MethodPost, clusterAdminPath(id)+"/update", UpdateRequest{Updating: &d}, &r)
-	return r, err
+	return c.resource(ctx, http.MethodPost, clusterAdminPath(id)+"/update", UpdateRequest{Updating: &d})
 }
 
 // PutNodePool creates or replaces a node pool with exactly the given script.
 func (c *AdminClient) PutNodePool(ctx context.Context, clusterID, np string, sc Script) (Resource, error) {
-	var r Resource
-	err := c.do(ctx, http.MethodPut, nodePoolAdminPath(clusterID, np), sc, &r)
-	return r, err
+	return c.resource(ctx, http.MethodPut, nodePoolAdminPath(clusterID, np), sc)
 }
 
 // NodePool returns a node pool's current state.
 func (c *AdminClient) NodePool(ctx context.Context, clusterID, np string) (Resource, error) {
-	var r Resource
-	err := c.do(ctx, http.MethodGet, nodePoolAdminPath(clusterID, np), nil, &r)
-	return r, err
+	return c.resource(ctx, http.MethodGet, nodePoolAdminPath(clusterID, np), nil)
 }
 
 // DeleteNodePool starts deleting a node pool.
 func (c *AdminClient) DeleteNodePool(ctx context.Context, clusterID, np string, uninstalling time.Duration) (Resource, error) {
-	var r Resource
 	d := Duration(uninstalling)
-	err := c.do(ctx, http.MethodDelete, nodePoolAdminPath(clusterID, np), DeleteRequest{Uninstalling: &d}, &r)
-	return r, err
+	return c.resource(ctx, http.MethodDelete, nodePoolAdminPath(clusterID, np), DeleteRequest{Uninstalling: &d})
 }
 
 // UpdateNodePool starts an update of a ready node pool.
 func (c *AdminClient) UpdateNodePool(ctx context.Context, clusterID, np string, updating time.Duration) (Resource, error) {
-	var r Resource
 	d := Duration(updating)
-	err := c.do(ctx, http.MethodPost, nodePoolAdminPath(clusterID, np)+"/update", UpdateRequest{Updating: &d}, &r)
-	return r, err
+	return c.resource(ctx, http.MethodPost, nodePoolAdminPath(clusterID, np)+"/update", UpdateRequest{Updating: &d})
 }
 
 func externalAuthAdminPath(clusterID, ea string) string {
@@ -119,56 +103,42 @@ func credentialAdminPath(clusterID, id string) string {
 // PutExternalAuth creates or replaces an external auth with exactly the
 // given script.
 func (c *AdminClient) PutExternalAuth(ctx context.Context, clusterID, ea string, sc Script) (Resource, error) {
-	var r Resource
-	err := c.do(ctx, http.MethodPut, externalAuthAdminPath(clusterID, ea), sc, &r)
-	return r, err
+	return c.resource(ctx, http.MethodPut, externalAuthAdminPath(clusterID, ea), sc)
 }
 
 // ExternalAuth returns an external auth's current state.
 func (c *AdminClient) ExternalAuth(ctx context.Context, clusterID, ea string) (Resource, error) {
-	var r Resource
-	err := c.do(ctx, http.MethodGet, externalAuthAdminPath(clusterID, ea), nil, &r)
-	return r, err
+	return c.resource(ctx, http.MethodGet, externalAuthAdminPath(clusterID, ea), nil)
 }
 
 // DeleteExternalAuth starts deleting an external auth.
 func (c *AdminClient) DeleteExternalAuth(ctx context.Context, clusterID, ea string, uninstalling time.Duration) (Resource, error) {
-	var r Resource
 	d := Duration(uninstalling)
-	err := c.do(ctx, http.MethodDelete, externalAuthAdminPath(clusterID, ea), DeleteRequest{Uninstalling: &d}, &r)
-	return r, err
+	return c.resource(ctx, http.MethodDelete, externalAuthAdminPath(clusterID, ea), DeleteRequest{Uninstalling: &d})
 }
 
 // UpdateExternalAuth starts an update of a ready external auth.
 func (c *AdminClient) UpdateExternalAuth(ctx context.Context, clusterID, ea string, updating time.Duration) (Resource, error) {
-	var r Resource
 	d := Duration(updating)
-	err := c.do(ctx, http.MethodPost, externalAuthAdminPath(clusterID, ea)+"/update", UpdateRequest{Updating: &d}, &r)
-	return r, err
+	return c.resource(ctx, http.MethodPost, externalAuthAdminPath(clusterID, ea)+"/update", UpdateRequest{Updating: &d})
 }
 
 // PutCredential creates or replaces a break-glass credential with exactly
 // the given script.
 func (c *AdminClient) PutCredential(ctx context.Context, clusterID, id string, sc Script) (Resource, error) {
-	var r Resource
-	err := c.do(ctx, http.MethodPut, credentialAdminPath(clusterID, id), sc, &r)
-	return r, err
+	return c.resource(ctx, http.MethodPut, credentialAdminPath(clusterID, id), sc)
 }
 
 // Credential returns a break-glass credential's current state.
 func (c *AdminClient) Credential(ctx context.Context, clusterID, id string) (Resource, error) {
-	var r Resource
-	err := c.do(ctx, http.MethodGet, credentialAdminPath(clusterID, id), nil, &r)
-	return r, err
+	return c.resource(ctx, http.MethodGet, credentialAdminPath(clusterID, id), nil)
 }
 
 // RevokeCredential starts revoking one credential, awaiting revocation for
 // the given time.
 func (c *AdminClient) RevokeCredential(ctx context.Context, clusterID, id string, revoking time.Duration) (Resource, error) {
-	var r Resource
 	d := Duration(revoking)
-	err := c.do(ctx, http.MethodPost, credentialAdminPath(clusterID, id)+"/revoke", RevokeRequest{Revoking: &d}, &r)
-	return r, err
+	return c.resource(ctx, http.MethodPost, credentialAdminPath(clusterID, id)+"/revoke", RevokeRequest{Revoking: &d})
 }
 
 // RevokeCredentials revokes every created or issued credential of a
@@ -197,9 +167,7 @@ func (c *AdminClient) ReadyAll(ctx context.Context) (int, error) {
 
 // SetState fixes the state of the resource at a Cluster Service path.
 func (c *AdminClient) SetState(ctx context.Context, path, state string) (Resource, error) {
-	var r Resource
-	err := c.do(ctx, http.MethodPost, "/admin/state", StateRequest{Path: path, State: state}, &r)
-	return r, err
+	return c.resource(ctx, http.MethodPost, "/admin/state", StateRequest{Path: path, State: state})
 }
 
 // SetFaults replaces the fault configuration.
@@ -224,6 +192,13 @@ func (c *AdminClient) Stats(ctx context.Context) (Stats, error) {
 // ResetStats sets the counters back to zero.
 func (c *AdminClient) ResetStats(ctx context.Context) error {
 	return c.do(ctx, http.MethodDelete, "/admin/stats", nil, nil)
+}
+
+// resource makes an admin call whose answer is a Resource.
+func (c *AdminClient) resource(ctx context.Context, method, path string, in any) (Resource, error) {
+	var r Resource
+	err := c.do(ctx, method, path, in, &r)
+	return r, err
 }
 
 func (c *AdminClient) do(ctx context.Context, method, path string, in, out any) error {

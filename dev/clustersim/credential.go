@@ -91,7 +91,7 @@ func (c *credential) revoke(revoking *time.Duration, now time.Time) (bool, error
 	if revoking != nil {
 		c.script.Revoking = Duration(*revoking)
 	}
-	c.phase, c.start, c.fixed = PhaseRevoke, now, ""
+	c.begin(PhaseRevoke, now)
 	return true, nil
 }
 
@@ -107,7 +107,7 @@ func (c *credential) finish(now time.Time) bool {
 	default:
 		return false
 	}
-	c.phase, c.start, c.fixed = PhaseSet, now, to
+	c.set(to, now)
 	return true
 }
 
@@ -123,46 +123,13 @@ func (c *credential) username(id string) string {
 // not be deleting. Credentials are served under clusters_mgmt/v1 whenever
 // their cluster is, and stay listed once revoked, failed or expired.
 func (s *Sim) AddCredential(clusterID, id string, sc Script) error {
-	_, err := s.addCredential(clusterID, id, sc)
+	_, err := s.addChild(KindBreakGlassCredential, clusterID, id, sc)
 	return err
-}
-
-func (s *Sim) addCredential(clusterID, id string, sc Script) (Resource, error) {
-	if err := validID(clusterID); err != nil {
-		return Resource{}, err
-	}
-	if err := validID(id); err != nil {
-		return Resource{}, err
-	}
-	if err := sc.validate(); err != nil {
-		return Resource{}, err
-	}
-	if err := sc.validateStatusless("credential"); err != nil {
-		return Resource{}, err
-	}
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, err := s.liveCluster(clusterID, now)
-	if err != nil {
-		return Resource{}, err
-	}
-	cr := &credential{lifecycle: lifecycle{script: sc.clone(), phase: PhaseCreate, start: now}, created: now}
-	c.credentials[id] = cr
-	s.log.Info("credential created", "cluster", clusterID, "credential", id)
-	return credentialView(clusterID, id, c, cr, now), nil
 }
 
 // Credential returns a break-glass credential as it is now.
 func (s *Sim) Credential(clusterID, id string) (Resource, error) {
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, cr, err := s.getCredential(clusterID, id, now)
-	if err != nil {
-		return Resource{}, err
-	}
-	return credentialView(clusterID, id, c, cr, now), nil
+	return s.resource(KindBreakGlassCredential, clusterID, id)
 }
 
 // RevokeCredential starts revoking one created or issued credential: it is
@@ -178,18 +145,13 @@ func (s *Sim) revokeCredential(clusterID, id string, revoking *time.Duration) (R
 	if revoking != nil && *revoking < 0 {
 		return Resource{}, fmt.Errorf("%w: revoking is negative", ErrInvalid)
 	}
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, cr, err := s.getCredential(clusterID, id, now)
-	if err != nil {
-		return Resource{}, err
-	}
-	if _, err := cr.revoke(revoking, now); err != nil {
-		return Resource{}, fmt.Errorf("credential %q of cluster %q: %w", id, clusterID, err)
-	}
-	s.log.Info("credential revoking", "cluster", clusterID, "credential", id, "revoking", cr.script.Revoking.D())
-	return credentialView(clusterID, id, c, cr, now), nil
+	return lookup(s, KindBreakGlassCredential, clusterID, id, func(r ref, now time.Time) (Resource, error) {
+		if _, err := r.cr.revoke(revoking, now); err != nil {
+			return Resource{}, fmt.Errorf("%s: %w", r.name(), err)
+		}
+		s.log.Info("credential revoking", r.logArgs("revoking", r.cr.script.Revoking.D())...)
+		return r.view(now), nil
+	})
 }
 
 // RevokeCredentials revokes every created or issued credential of a
@@ -206,37 +168,18 @@ func (s *Sim) revokeCredentials(clusterID string, revoking *time.Duration) (Revo
 	if revoking != nil && *revoking < 0 {
 		return RevokeResponse{}, fmt.Errorf("%w: revoking is negative", ErrInvalid)
 	}
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.getCluster(clusterID, now)
-	if c == nil {
-		return RevokeResponse{}, fmt.Errorf("cluster %q: %w", clusterID, ErrNotFound)
-	}
-	out := RevokeResponse{Credentials: []Resource{}}
-	for _, id := range sortedKeys(c.credentials) {
-		cr := c.credentials[id]
-		if started, err := cr.revoke(revoking, now); err == nil && started {
-			out.Revoking++
+	return lookup(s, KindCluster, clusterID, "", func(r ref, now time.Time) (RevokeResponse, error) {
+		out := RevokeResponse{Credentials: []Resource{}}
+		for _, id := range sortedKeys(r.c.credentials) {
+			cr := r.c.credentials[id]
+			if started, err := cr.revoke(revoking, now); err == nil && started {
+				out.Revoking++
+			}
+			out.Credentials = append(out.Credentials, credentialView(clusterID, id, r.c, cr, now))
 		}
-		out.Credentials = append(out.Credentials, credentialView(clusterID, id, c, cr, now))
-	}
-	s.log.Info("credentials revoking", "cluster", clusterID, "revoking", out.Revoking)
-	return out, nil
-}
-
-// getCredential returns a credential and its live cluster. s.mu must be
-// held.
-func (s *Sim) getCredential(clusterID, id string, now time.Time) (*cluster, *credential, error) {
-	c := s.getCluster(clusterID, now)
-	if c == nil {
-		return nil, nil, fmt.Errorf("cluster %q: %w", clusterID, ErrNotFound)
-	}
-	cr := c.credentials[id]
-	if cr == nil {
-		return nil, nil, fmt.Errorf("credential %q of cluster %q: %w", id, clusterID, ErrNotFound)
-	}
-	return c, cr, nil
+		s.log.Info("credentials revoking", "cluster", clusterID, "revoking", out.Revoking)
+		return out, nil
+	})
 }
 
 func credentialsPath(id string) string {
@@ -333,30 +276,15 @@ func (s *Sim) credentialHandler(w http.ResponseWriter, r *http.Request) {
 	if !s.beginCall(w, r, PathKindClustersMgmtCredential, r.URL.Path) {
 		return
 	}
-	id, bgc := r.PathValue("id"), r.PathValue("bgc")
-	body, reason := s.credentialObject(id, bgc, s.Faults())
-	if reason != "" {
-		s.writeOCMError(w, http.StatusNotFound, reason)
-		return
-	}
-	s.log.Debug("credential", "path", r.URL.Path, "status", body.Status)
-	s.writeStatus(w, http.StatusOK, body)
+	body, reason := s.credentialObject(r.PathValue("id"), r.PathValue("bgc"), s.Faults())
+	s.reply(w, r, body, reason, "credential", "status", body.Status)
 }
 
 // credentialObject returns the credential, or the reason of a 404.
 func (s *Sim) credentialObject(id, bgc string, f Faults) (credentialJSON, string) {
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.getCluster(id, now)
-	if c == nil || !c.script.serves(APIClustersMgmt) {
-		return credentialJSON{}, fmt.Sprintf("Cluster '%s' not found", id)
-	}
-	cr := c.credentials[bgc]
-	if cr == nil {
-		return credentialJSON{}, fmt.Sprintf("Break glass credential '%s' not found", bgc)
-	}
-	return s.credentialFaultsFor(f).apply(credentialBody(id, bgc, cr, now)), ""
+	return read(s, APIClustersMgmt, KindBreakGlassCredential, id, bgc, func(x ref, now time.Time) credentialJSON {
+		return s.credentialFaultsFor(f).apply(credentialBody(id, bgc, x.cr, now))
+	})
 }
 
 // parsePaging reads OCM's page and size query parameters.
@@ -386,48 +314,37 @@ func (s *Sim) credentialListHandler(w http.ResponseWriter, r *http.Request) {
 		s.writeOCMError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	id := r.PathValue("id")
-	body, ok := s.credentialList(id, page, size, s.Faults())
-	if !ok {
-		s.writeOCMError(w, http.StatusNotFound, fmt.Sprintf("Cluster '%s' not found", id))
-		return
-	}
-	s.log.Debug("credential list", "path", r.URL.Path, "page", page, "size", body.Size, "total", body.Total)
-	s.writeStatus(w, http.StatusOK, body)
+	body, reason := s.credentialList(r.PathValue("id"), page, size, s.Faults())
+	s.reply(w, r, body, reason, "credential list", "page", page, "size", body.Size, "total", body.Total)
 }
 
 // credentialList returns one page of a cluster's credentials, sorted by
-// ID. With Faults.EndlessCredentialList every page is full and the total
-// always promises another page.
-func (s *Sim) credentialList(id string, page, size int, f Faults) (credentialListJSON, bool) {
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.getCluster(id, now)
-	if c == nil || !c.script.serves(APIClustersMgmt) {
-		return credentialListJSON{}, false
-	}
-	cf := s.credentialFaultsFor(f)
-	ids := sortedKeys(c.credentials)
-	items := []credentialJSON{}
-	if from := page - 1; from < (len(ids)+size-1)/size {
-		for _, bgc := range ids[from*size : min(from*size+size, len(ids))] {
-			items = append(items, cf.apply(credentialBody(id, bgc, c.credentials[bgc], now)))
+// ID, or the reason of a 404. With Faults.EndlessCredentialList every page
+// is full and the total always promises another page.
+func (s *Sim) credentialList(id string, page, size int, f Faults) (credentialListJSON, string) {
+	return read(s, APIClustersMgmt, KindCluster, id, "", func(x ref, now time.Time) credentialListJSON {
+		cf := s.credentialFaultsFor(f)
+		ids := sortedKeys(x.c.credentials)
+		items := []credentialJSON{}
+		if from := page - 1; from < (len(ids)+size-1)/size {
+			for _, bgc := range ids[from*size : min(from*size+size, len(ids))] {
+				items = append(items, cf.apply(credentialBody(id, bgc, x.c.credentials[bgc], now)))
+			}
 		}
-	}
-	total := len(ids)
-	if f.EndlessCredentialList {
-		s.stats.fault(FaultEndlessCredentialList)
-		for i := len(items); i < size; i++ {
-			items = append(items, cf.apply(endlessFiller(id, page, i, now)))
+		total := len(ids)
+		if f.EndlessCredentialList {
+			s.stats.fault(FaultEndlessCredentialList)
+			for i := len(items); i < size; i++ {
+				items = append(items, cf.apply(endlessFiller(id, page, i, now)))
+			}
+			total = math.MaxInt
+			if page < math.MaxInt/size-1 {
+				total = (page + 1) * size
+			}
 		}
-		total = math.MaxInt
-		if page < math.MaxInt/size-1 {
-			total = (page + 1) * size
-		}
-	}
-	return credentialListJSON{Kind: "BreakGlassCredentialList", HREF: credentialsPath(id),
-		Page: page, Size: len(items), Total: total, Items: items}, true
+		return credentialListJSON{Kind: "BreakGlassCredentialList", HREF: credentialsPath(id),
+			Page: page, Size: len(items), Total: total, Items: items}
+	})
 }
 
 // endlessFiller is an item of a list that never ends: revoked and
@@ -457,39 +374,4 @@ type RevokeRequest struct {
 type RevokeResponse struct {
 	Revoking    int        `json:"revoking"`
 	Credentials []Resource `json:"credentials"`
-}
-
-func (s *Sim) adminPutCredential(w http.ResponseWriter, r *http.Request) {
-	sc, err := s.decodeScript(r)
-	if err != nil {
-		writeAdmin(w, 0, nil, err)
-		return
-	}
-	v, err := s.addCredential(r.PathValue("id"), r.PathValue("bgc"), sc)
-	writeAdmin(w, http.StatusOK, v, err)
-}
-
-func (s *Sim) adminGetCredential(w http.ResponseWriter, r *http.Request) {
-	v, err := s.Credential(r.PathValue("id"), r.PathValue("bgc"))
-	writeAdmin(w, http.StatusOK, v, err)
-}
-
-func (s *Sim) adminRevokeCredential(w http.ResponseWriter, r *http.Request) {
-	var req RevokeRequest
-	if err := decodeBody(r, &req); err != nil {
-		writeAdmin(w, 0, nil, err)
-		return
-	}
-	v, err := s.revokeCredential(r.PathValue("id"), r.PathValue("bgc"), (*time.Duration)(req.Revoking))
-	writeAdmin(w, http.StatusAccepted, v, err)
-}
-
-func (s *Sim) adminRevokeCredentials(w http.ResponseWriter, r *http.Request) {
-	var req RevokeRequest
-	if err := decodeBody(r, &req); err != nil {
-		writeAdmin(w, 0, nil, err)
-		return
-	}
-	v, err := s.revokeCredentials(r.PathValue("id"), (*time.Duration)(req.Revoking))
-	writeAdmin(w, http.StatusAccepted, v, err)
 }

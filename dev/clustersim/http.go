@@ -22,28 +22,41 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Sim) routes() *http.ServeMux {
 	admin := http.NewServeMux()
 	admin.HandleFunc("GET /admin/clusters", s.adminList)
-	admin.HandleFunc("PUT /admin/clusters/{id}", s.adminPutCluster)
-	admin.HandleFunc("GET /admin/clusters/{id}", s.adminGetCluster)
-	admin.HandleFunc("DELETE /admin/clusters/{id}", s.adminDeleteCluster)
-	admin.HandleFunc("POST /admin/clusters/{id}/update", s.adminUpdateCluster)
-	admin.HandleFunc("PUT /admin/clusters/{id}/node_pools/{np}", s.adminPutNodePool)
-	admin.HandleFunc("GET /admin/clusters/{id}/node_pools/{np}", s.adminGetNodePool)
-	admin.HandleFunc("DELETE /admin/clusters/{id}/node_pools/{np}", s.adminDeleteNodePool)
-	admin.HandleFunc("POST /admin/clusters/{id}/node_pools/{np}/update", s.adminUpdateNodePool)
-	admin.HandleFunc("PUT /admin/clusters/{id}/external_auths/{ea}", s.adminPutExternalAuth)
-	admin.HandleFunc("GET /admin/clusters/{id}/external_auths/{ea}", s.adminGetExternalAuth)
-	admin.HandleFunc("DELETE /admin/clusters/{id}/external_auths/{ea}", s.adminDeleteExternalAuth)
-	admin.HandleFunc("POST /admin/clusters/{id}/external_auths/{ea}/update", s.adminUpdateExternalAuth)
-	admin.HandleFunc("PUT /admin/clusters/{id}/break_glass_credentials/{bgc}", s.adminPutCredential)
-	admin.HandleFunc("GET /admin/clusters/{id}/break_glass_credentials/{bgc}", s.adminGetCredential)
-	admin.HandleFunc("POST /admin/clusters/{id}/break_glass_credentials/{bgc}/revoke", s.adminRevokeCredential)
-	admin.HandleFunc("POST /admin/clusters/{id}/break_glass_credentials/revoke", s.adminRevokeCredentials)
+	// Clusters, node pools and external auths share one lifecycle; {child}
+	// is the node pool's or external auth's ID.
+	for _, k := range []struct{ kind, path string }{
+		{KindCluster, "/admin/clusters/{id}"},
+		{KindNodePool, "/admin/clusters/{id}/node_pools/{child}"},
+		{KindExternalAuth, "/admin/clusters/{id}/external_auths/{child}"},
+	} {
+		admin.HandleFunc("PUT "+k.path, s.adminPut(k.kind))
+		admin.HandleFunc("GET "+k.path, s.adminGet(k.kind))
+		admin.HandleFunc("DELETE "+k.path, adminCall(http.StatusAccepted, func(r *http.Request, req DeleteRequest) (Resource, error) {
+			return s.deleteResource(k.kind, r.PathValue("id"), r.PathValue("child"), (*time.Duration)(req.Uninstalling))
+		}))
+		admin.HandleFunc("POST "+k.path+"/update", adminCall(http.StatusAccepted, func(r *http.Request, req UpdateRequest) (Resource, error) {
+			return s.updateResource(k.kind, r.PathValue("id"), r.PathValue("child"), (*time.Duration)(req.Updating))
+		}))
+	}
+	const credentials = "/admin/clusters/{id}/break_glass_credentials"
+	admin.HandleFunc("PUT "+credentials+"/{child}", s.adminPut(KindBreakGlassCredential))
+	admin.HandleFunc("GET "+credentials+"/{child}", s.adminGet(KindBreakGlassCredential))
+	admin.HandleFunc("POST "+credentials+"/{child}/revoke", adminCall(http.StatusAccepted, func(r *http.Request, req RevokeRequest) (Resource, error) {
+		return s.revokeCredential(r.PathValue("id"), r.PathValue("child"), (*time.Duration)(req.Revoking))
+	}))
+	admin.HandleFunc("POST "+credentials+"/revoke", adminCall(http.StatusAccepted, func(r *http.Request, req RevokeRequest) (RevokeResponse, error) {
+		return s.revokeCredentials(r.PathValue("id"), (*time.Duration)(req.Revoking))
+	}))
 	admin.HandleFunc("POST /admin/ready-all", s.adminReadyAll)
-	admin.HandleFunc("POST /admin/state", s.adminSetState)
+	admin.HandleFunc("POST /admin/state", adminCall(http.StatusOK, func(_ *http.Request, req StateRequest) (Resource, error) {
+		return s.setState(req.Path, req.State)
+	}))
 	admin.HandleFunc("GET /admin/stats", s.adminStats)
 	admin.HandleFunc("DELETE /admin/stats", s.adminResetStats)
 	admin.HandleFunc("GET /admin/faults", s.adminGetFaults)
-	admin.HandleFunc("PUT /admin/faults", s.adminPutFaults)
+	admin.HandleFunc("PUT /admin/faults", adminCall(http.StatusOK, func(_ *http.Request, f Faults) (Faults, error) {
+		return f, s.SetFaults(f)
+	}))
 
 	mux := http.NewServeMux()
 	mux.Handle("/admin/", loopbackOnly(admin))
@@ -195,43 +208,61 @@ func (s *Sim) beginCall(w http.ResponseWriter, r *http.Request, kind, key string
 	return false
 }
 
+// read builds the answer to a Cluster Service read under s.mu, or returns
+// the reason of its 404: the cluster must be served under api and the
+// resource of kind (the cluster itself for KindCluster) must be live.
+func read[T any](s *Sim, api, kind, id, child string, body func(r ref, now time.Time) T) (T, string) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var none T
+	if !s.served(api, id, now) {
+		return none, fmt.Sprintf("Cluster '%s' not found", id)
+	}
+	r, err := s.find(kind, id, child, now)
+	if err != nil {
+		return none, fmt.Sprintf("%s '%s' not found", kindNames[kind].title, child)
+	}
+	return body(r, now), ""
+}
+
+// reply answers a Cluster Service read with body, or with a 404 when
+// reason is set; msg and attrs make its debug line.
+func (s *Sim) reply(w http.ResponseWriter, r *http.Request, body any, reason, msg string, attrs ...any) {
+	if reason != "" {
+		s.writeOCMError(w, http.StatusNotFound, reason)
+		return
+	}
+	s.log.Debug(msg, append([]any{"path", r.URL.Path}, attrs...)...)
+	s.writeStatus(w, http.StatusOK, body)
+}
+
 func (s *Sim) clusterStatusHandler(api, kind string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.beginStatusCall(w, r, kind) {
 			return
 		}
-		id := r.PathValue("id")
-		body, ok := s.clusterStatus(api, id)
-		if !ok {
-			s.writeOCMError(w, http.StatusNotFound, fmt.Sprintf("Cluster '%s' not found", id))
-			return
-		}
-		s.log.Debug("cluster status", "path", r.URL.Path, "state", body.State)
-		s.writeStatus(w, http.StatusOK, body)
+		body, reason := s.clusterStatus(api, r.PathValue("id"))
+		s.reply(w, r, body, reason, "cluster status", "state", body.State)
 	}
 }
 
-func (s *Sim) clusterStatus(api, id string) (clusterStatusJSON, bool) {
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.getCluster(id, now)
-	if c == nil || !c.script.serves(api) {
-		return clusterStatusJSON{}, false
-	}
-	state, _, _ := c.at(now)
-	body := clusterStatusJSON{
-		Kind:        "ClusterStatus",
-		ID:          id,
-		HREF:        clusterPath(api, id) + "/status",
-		State:       state,
-		Description: c.script.Description,
-	}
-	if state == StateError {
-		body.ProvisionErrorCode = c.script.ErrorCode
-		body.ProvisionErrorMessage = c.script.ErrorMessage
-	}
-	return body, true
+func (s *Sim) clusterStatus(api, id string) (clusterStatusJSON, string) {
+	return read(s, api, KindCluster, id, "", func(x ref, now time.Time) clusterStatusJSON {
+		state, _, _ := x.c.at(now)
+		body := clusterStatusJSON{
+			Kind:        "ClusterStatus",
+			ID:          id,
+			HREF:        clusterPath(api, id) + "/status",
+			State:       state,
+			Description: x.c.script.Description,
+		}
+		if state == StateError {
+			body.ProvisionErrorCode = x.c.script.ErrorCode
+			body.ProvisionErrorMessage = x.c.script.ErrorMessage
+		}
+		return body
+	})
 }
 
 // clusterHandler serves the cluster object, which opstatus reads for
@@ -242,34 +273,23 @@ func (s *Sim) clusterHandler(api, kind string) http.HandlerFunc {
 		if !s.beginCall(w, r, kind, "") {
 			return
 		}
-		id := r.PathValue("id")
-		body, ok := s.clusterObject(api, id)
-		if !ok {
-			s.writeOCMError(w, http.StatusNotFound, fmt.Sprintf("Cluster '%s' not found", id))
-			return
-		}
-		s.log.Debug("cluster", "path", r.URL.Path, "state", body.State)
-		s.writeStatus(w, http.StatusOK, body)
+		body, reason := s.clusterObject(api, r.PathValue("id"))
+		s.reply(w, r, body, reason, "cluster", "state", body.State)
 	}
 }
 
-func (s *Sim) clusterObject(api, id string) (clusterJSON, bool) {
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.getCluster(id, now)
-	if c == nil || !c.script.serves(api) {
-		return clusterJSON{}, false
-	}
-	state, _, _ := c.at(now)
-	return clusterJSON{
-		Kind:              "Cluster",
-		ID:                id,
-		HREF:              clusterPath(api, id),
-		Azure:             clusterAzureJSON{ManagedResourceGroupName: c.managedResourceGroup(id)},
-		CreationTimestamp: c.created.UTC().Format(time.RFC3339),
-		State:             state,
-	}, true
+func (s *Sim) clusterObject(api, id string) (clusterJSON, string) {
+	return read(s, api, KindCluster, id, "", func(x ref, now time.Time) clusterJSON {
+		state, _, _ := x.c.at(now)
+		return clusterJSON{
+			Kind:              "Cluster",
+			ID:                id,
+			HREF:              clusterPath(api, id),
+			Azure:             clusterAzureJSON{ManagedResourceGroupName: x.c.managedResourceGroup(id)},
+			CreationTimestamp: x.c.created.UTC().Format(time.RFC3339),
+			State:             state,
+		}
+	})
 }
 
 // inflightChecksHandler serves a cluster's inflight checks. They are not
@@ -285,83 +305,57 @@ func (s *Sim) inflightChecksHandler(api, kind string) http.HandlerFunc {
 			s.writeOCMError(w, status, "Inflight checks unavailable (simulated)")
 			return
 		}
-		id := r.PathValue("id")
-		body, ok := s.inflightChecks(api, id)
-		if !ok {
-			s.writeOCMError(w, http.StatusNotFound, fmt.Sprintf("Cluster '%s' not found", id))
-			return
-		}
-		s.log.Debug("inflight checks", "path", r.URL.Path, "checks", body.Total)
-		s.writeStatus(w, http.StatusOK, body)
+		body, reason := s.inflightChecks(api, r.PathValue("id"))
+		s.reply(w, r, body, reason, "inflight checks", "checks", body.Total)
 	}
 }
 
-func (s *Sim) inflightChecks(api, id string) (inflightCheckListJSON, bool) {
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.getCluster(id, now)
-	if c == nil || !c.script.serves(api) {
-		return inflightCheckListJSON{}, false
-	}
-	href := clusterPath(api, id) + "/inflight_checks"
-	items := make([]inflightCheckJSON, 0, len(c.script.InflightChecks))
-	for i, check := range c.script.InflightChecks {
-		checkID := check.ID
-		if checkID == "" {
-			checkID = strconv.Itoa(i + 1)
+func (s *Sim) inflightChecks(api, id string) (inflightCheckListJSON, string) {
+	return read(s, api, KindCluster, id, "", func(x ref, _ time.Time) inflightCheckListJSON {
+		href := clusterPath(api, id) + "/inflight_checks"
+		items := make([]inflightCheckJSON, 0, len(x.c.script.InflightChecks))
+		for i, check := range x.c.script.InflightChecks {
+			checkID := check.ID
+			if checkID == "" {
+				checkID = strconv.Itoa(i + 1)
+			}
+			items = append(items, inflightCheckJSON{
+				Kind: "InflightCheck", ID: checkID, HREF: href + "/" + checkID,
+				Name: check.Name, State: check.State, Details: check.Details,
+			})
 		}
-		items = append(items, inflightCheckJSON{
-			Kind: "InflightCheck", ID: checkID, HREF: href + "/" + checkID,
-			Name: check.Name, State: check.State, Details: check.Details,
-		})
-	}
-	return inflightCheckListJSON{Kind: "InflightCheckList", HREF: href, Page: 1, Size: len(items), Total: len(items), Items: items}, true
+		return inflightCheckListJSON{Kind: "InflightCheckList", HREF: href, Page: 1, Size: len(items), Total: len(items), Items: items}
+	})
 }
 
 func (s *Sim) nodePoolStatus(w http.ResponseWriter, r *http.Request) {
 	if !s.beginStatusCall(w, r, PathKindAROHCPNodePool) {
 		return
 	}
-	id, np := r.PathValue("id"), r.PathValue("np")
-	body, reason := s.nodePoolStatusBody(id, np)
-	if reason != "" {
-		s.writeOCMError(w, http.StatusNotFound, reason)
-		return
-	}
-	s.log.Debug("node pool status", "path", r.URL.Path, "state", body.State.Value)
-	s.writeStatus(w, http.StatusOK, body)
+	body, reason := s.nodePoolStatusBody(r.PathValue("id"), r.PathValue("np"))
+	s.reply(w, r, body, reason, "node pool status", "state", body.State.Value)
 }
 
 // nodePoolStatusBody returns the status, or the reason of a 404.
 func (s *Sim) nodePoolStatusBody(id, np string) (nodePoolStatusJSON, string) {
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.getCluster(id, now)
-	if c == nil || !c.script.serves(APIAROHCP) {
-		return nodePoolStatusJSON{}, fmt.Sprintf("Cluster '%s' not found", id)
-	}
-	_, l, err := s.getNodePool(id, np, now)
-	if err != nil {
-		return nodePoolStatusJSON{}, fmt.Sprintf("Node pool '%s' not found", np)
-	}
-	state, since, _ := l.at(now)
-	msg := l.script.Description
-	if (state == StateError || state == "recoverable_error") && l.script.ErrorMessage != "" {
-		msg = l.script.ErrorMessage
-	}
-	return nodePoolStatusJSON{
-		Kind: "NodePoolStatus",
-		ID:   np,
-		HREF: nodePoolPath(id, np) + "/status",
-		State: nodePoolStateJSON{
-			Kind:                 "NodePoolState",
-			Value:                state,
-			LastUpdatedTimestamp: since.UTC().Format(time.RFC3339),
-		},
-		Message: msg,
-	}, ""
+	return read(s, APIAROHCP, KindNodePool, id, np, func(x ref, now time.Time) nodePoolStatusJSON {
+		state, since, _ := x.l.at(now)
+		msg := x.l.script.Description
+		if (state == StateError || state == "recoverable_error") && x.l.script.ErrorMessage != "" {
+			msg = x.l.script.ErrorMessage
+		}
+		return nodePoolStatusJSON{
+			Kind: "NodePoolStatus",
+			ID:   np,
+			HREF: nodePoolPath(id, np) + "/status",
+			State: nodePoolStateJSON{
+				Kind:                 "NodePoolState",
+				Value:                state,
+				LastUpdatedTimestamp: since.UTC().Format(time.RFC3339),
+			},
+			Message: msg,
+		}
+	})
 }
 
 // Admin API.
@@ -458,88 +452,48 @@ func (s *Sim) decodeScript(r *http.Request) (Script, error) {
 	return sc, nil
 }
 
-func (s *Sim) adminPutCluster(w http.ResponseWriter, r *http.Request) {
-	sc, err := s.decodeScript(r)
-	if err != nil {
-		writeAdmin(w, 0, nil, err)
-		return
+// adminPut creates or replaces a resource of kind from a script read over
+// the defaults.
+func (s *Sim) adminPut(kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sc, err := s.decodeScript(r)
+		if err != nil {
+			writeAdmin(w, 0, nil, err)
+			return
+		}
+		var v Resource
+		if kind == KindCluster {
+			v, err = s.addCluster(r.PathValue("id"), sc)
+		} else {
+			v, err = s.addChild(kind, r.PathValue("id"), r.PathValue("child"), sc)
+		}
+		writeAdmin(w, http.StatusOK, v, err)
 	}
-	v, err := s.addCluster(r.PathValue("id"), sc)
-	writeAdmin(w, http.StatusOK, v, err)
 }
 
-func (s *Sim) adminGetCluster(w http.ResponseWriter, r *http.Request) {
-	v, err := s.Cluster(r.PathValue("id"))
-	writeAdmin(w, http.StatusOK, v, err)
-}
-
-func (s *Sim) adminDeleteCluster(w http.ResponseWriter, r *http.Request) {
-	var req DeleteRequest
-	if err := decodeBody(r, &req); err != nil {
-		writeAdmin(w, 0, nil, err)
-		return
+func (s *Sim) adminGet(kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, err := s.resource(kind, r.PathValue("id"), r.PathValue("child"))
+		writeAdmin(w, http.StatusOK, v, err)
 	}
-	v, err := s.deleteCluster(r.PathValue("id"), (*time.Duration)(req.Uninstalling))
-	writeAdmin(w, http.StatusAccepted, v, err)
 }
 
-func (s *Sim) adminUpdateCluster(w http.ResponseWriter, r *http.Request) {
-	var req UpdateRequest
-	if err := decodeBody(r, &req); err != nil {
-		writeAdmin(w, 0, nil, err)
-		return
+// adminCall is an admin handler that decodes the optional body into a Req,
+// calls do and answers what it returns with status.
+func adminCall[Req, Resp any](status int, do func(r *http.Request, req Req) (Resp, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		if err := decodeBody(r, &req); err != nil {
+			writeAdmin(w, 0, nil, err)
+			return
+		}
+		v, err := do(r, req)
+		writeAdmin(w, status, v, err)
 	}
-	v, err := s.updateCluster(r.PathValue("id"), (*time.Duration)(req.Updating))
-	writeAdmin(w, http.StatusAccepted, v, err)
-}
-
-func (s *Sim) adminPutNodePool(w http.ResponseWriter, r *http.Request) {
-	sc, err := s.decodeScript(r)
-	if err != nil {
-		writeAdmin(w, 0, nil, err)
-		return
-	}
-	v, err := s.addNodePool(r.PathValue("id"), r.PathValue("np"), sc)
-	writeAdmin(w, http.StatusOK, v, err)
-}
-
-func (s *Sim) adminGetNodePool(w http.ResponseWriter, r *http.Request) {
-	v, err := s.NodePool(r.PathValue("id"), r.PathValue("np"))
-	writeAdmin(w, http.StatusOK, v, err)
-}
-
-func (s *Sim) adminDeleteNodePool(w http.ResponseWriter, r *http.Request) {
-	var req DeleteRequest
-	if err := decodeBody(r, &req); err != nil {
-		writeAdmin(w, 0, nil, err)
-		return
-	}
-	v, err := s.deleteNodePool(r.PathValue("id"), r.PathValue("np"), (*time.Duration)(req.Uninstalling))
-	writeAdmin(w, http.StatusAccepted, v, err)
-}
-
-func (s *Sim) adminUpdateNodePool(w http.ResponseWriter, r *http.Request) {
-	var req UpdateRequest
-	if err := decodeBody(r, &req); err != nil {
-		writeAdmin(w, 0, nil, err)
-		return
-	}
-	v, err := s.updateNodePool(r.PathValue("id"), r.PathValue("np"), (*time.Duration)(req.Updating))
-	writeAdmin(w, http.StatusAccepted, v, err)
 }
 
 func (s *Sim) adminReadyAll(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, ReadyAllResponse{Changed: s.ReadyAll()})
-}
-
-func (s *Sim) adminSetState(w http.ResponseWriter, r *http.Request) {
-	var req StateRequest
-	if err := decodeBody(r, &req); err != nil {
-		writeAdmin(w, 0, nil, err)
-		return
-	}
-	v, err := s.setState(req.Path, req.State)
-	writeAdmin(w, http.StatusOK, v, err)
 }
 
 func (s *Sim) adminStats(w http.ResponseWriter, _ *http.Request) {
@@ -553,16 +507,6 @@ func (s *Sim) adminResetStats(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Sim) adminGetFaults(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.Faults())
-}
-
-func (s *Sim) adminPutFaults(w http.ResponseWriter, r *http.Request) {
-	var f Faults
-	if err := decodeBody(r, &f); err != nil {
-		writeAdmin(w, 0, nil, err)
-		return
-	}
-	err := s.SetFaults(f)
-	writeAdmin(w, http.StatusOK, f, err)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

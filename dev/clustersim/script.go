@@ -184,15 +184,6 @@ func (sc Script) validate() error {
 	return nil
 }
 
-// validateStatusless refuses NoStatus and NoStatusFor on kinds whose status
-// Cluster Service always sends.
-func (sc Script) validateStatusless(kind string) error {
-	if sc.NoStatus || sc.NoStatusFor != 0 {
-		return fmt.Errorf("%w: noStatus and noStatusFor are for external auths, not a %s", ErrInvalid, kind)
-	}
-	return nil
-}
-
 // clone returns a copy of sc that shares no slice or map with it, so that
 // neither a caller's later changes nor a JSON decode over the copy reach sc.
 func (sc Script) clone() Script {
@@ -229,6 +220,16 @@ type lifecycle struct {
 	phase  string
 	start  time.Time
 	fixed  string // the state while phase is PhaseSet
+}
+
+// begin starts phase at now.
+func (l *lifecycle) begin(phase string, now time.Time) {
+	l.phase, l.start, l.fixed = phase, now, ""
+}
+
+// set fixes the state from now until the next phase begins.
+func (l *lifecycle) set(state string, now time.Time) {
+	l.phase, l.start, l.fixed = PhaseSet, now, state
 }
 
 // at returns the state at now, when that state began, and whether the

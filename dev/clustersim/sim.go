@@ -169,14 +169,10 @@ func (s *Sim) AddCluster(id string, sc Script) error {
 	return err
 }
 
+// addCluster differs from addChild on purpose: a replaced cluster keeps
+// its creation time and its children.
 func (s *Sim) addCluster(id string, sc Script) (Resource, error) {
-	if err := validID(id); err != nil {
-		return Resource{}, err
-	}
-	if err := sc.validate(); err != nil {
-		return Resource{}, err
-	}
-	if err := sc.validateStatusless("cluster"); err != nil {
+	if err := checkAdd(KindCluster, sc, id); err != nil {
 		return Resource{}, err
 	}
 	now := s.clock.Now()
@@ -196,21 +192,14 @@ func (s *Sim) addCluster(id string, sc Script) (Resource, error) {
 // AddNodePool creates node pool np of cluster clusterID, or replaces it and
 // restarts its create lifecycle. The cluster must exist and not be deleting.
 func (s *Sim) AddNodePool(clusterID, np string, sc Script) error {
-	_, err := s.addNodePool(clusterID, np, sc)
+	_, err := s.addChild(KindNodePool, clusterID, np, sc)
 	return err
 }
 
-func (s *Sim) addNodePool(clusterID, np string, sc Script) (Resource, error) {
-	if err := validID(clusterID); err != nil {
-		return Resource{}, err
-	}
-	if err := validID(np); err != nil {
-		return Resource{}, err
-	}
-	if err := sc.validate(); err != nil {
-		return Resource{}, err
-	}
-	if err := sc.validateStatusless("node pool"); err != nil {
+// addChild creates (or replaces) a node pool, external auth or credential
+// of a live cluster.
+func (s *Sim) addChild(kind, clusterID, child string, sc Script) (Resource, error) {
+	if err := checkAdd(kind, sc, clusterID, child); err != nil {
 		return Resource{}, err
 	}
 	now := s.clock.Now()
@@ -220,10 +209,35 @@ func (s *Sim) addNodePool(clusterID, np string, sc Script) (Resource, error) {
 	if err != nil {
 		return Resource{}, err
 	}
-	l := &lifecycle{script: sc.clone(), phase: PhaseCreate, start: now}
-	c.nodePools[np] = l
-	s.log.Info("node pool created", "cluster", clusterID, "nodePool", np)
-	return nodePoolView(clusterID, np, c, l, now), nil
+	r := ref{kind: kind, cluster: clusterID, child: child, c: c}
+	l := lifecycle{script: sc.clone(), phase: PhaseCreate, start: now}
+	if kind == KindBreakGlassCredential {
+		r.cr = &credential{lifecycle: l, created: now}
+		r.l = &r.cr.lifecycle
+		c.credentials[child] = r.cr
+	} else {
+		r.l = &l
+		c.lifecycles(kind)[child] = r.l
+	}
+	s.log.Info(kindNames[kind].noun+" created", r.logArgs()...)
+	return r.view(now), nil
+}
+
+// checkAdd validates the IDs and script of an add. Only external auths may
+// go without a status.
+func checkAdd(kind string, sc Script, ids ...string) error {
+	for _, id := range ids {
+		if err := validID(id); err != nil {
+			return err
+		}
+	}
+	if err := sc.validate(); err != nil {
+		return err
+	}
+	if kind != KindExternalAuth && (sc.NoStatus || sc.NoStatusFor != 0) {
+		return fmt.Errorf("%w: noStatus and noStatusFor are for external auths, not a %s", ErrInvalid, kindNames[kind].noun)
+	}
+	return nil
 }
 
 func (c *cluster) managedResourceGroup(id string) string {
@@ -231,6 +245,14 @@ func (c *cluster) managedResourceGroup(id string) string {
 		return c.script.ManagedResourceGroup
 	}
 	return id + "-managed"
+}
+
+// lifecycles returns the map of the cluster's node pools or external auths.
+func (c *cluster) lifecycles(kind string) map[string]*lifecycle {
+	if kind == KindNodePool {
+		return c.nodePools
+	}
+	return c.externalAuths
 }
 
 // liveCluster returns a cluster that children can be added to: it exists
@@ -251,54 +273,31 @@ func (s *Sim) liveCluster(id string, now time.Time) (*cluster, error) {
 // credentials. Deleting a cluster
 // that is already deleting changes nothing.
 func (s *Sim) DeleteCluster(id string, uninstalling time.Duration) error {
-	_, err := s.deleteCluster(id, &uninstalling)
+	_, err := s.deleteResource(KindCluster, id, "", &uninstalling)
 	return err
-}
-
-// deleteCluster uses the resource's script when uninstalling is nil.
-func (s *Sim) deleteCluster(id string, uninstalling *time.Duration) (Resource, error) {
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.getCluster(id, now)
-	if c == nil {
-		return Resource{}, fmt.Errorf("cluster %q: %w", id, ErrNotFound)
-	}
-	if err := startDelete(&c.lifecycle, uninstalling, now); err != nil {
-		return Resource{}, err
-	}
-	v := clusterView(id, c, now)
-	if v.Deleted {
-		delete(s.clusters, id)
-	}
-	s.log.Info("cluster deleting", "cluster", id, "uninstalling", c.script.Uninstalling.D())
-	return v, nil
 }
 
 // DeleteNodePool starts deleting a node pool: uninstalling for the given
 // duration, then 404.
 func (s *Sim) DeleteNodePool(clusterID, np string, uninstalling time.Duration) error {
-	_, err := s.deleteNodePool(clusterID, np, &uninstalling)
+	_, err := s.deleteResource(KindNodePool, clusterID, np, &uninstalling)
 	return err
 }
 
-func (s *Sim) deleteNodePool(clusterID, np string, uninstalling *time.Duration) (Resource, error) {
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, l, err := s.getNodePool(clusterID, np, now)
-	if err != nil {
-		return Resource{}, err
-	}
-	if err := startDelete(l, uninstalling, now); err != nil {
-		return Resource{}, err
-	}
-	v := nodePoolView(clusterID, np, c, l, now)
-	if v.Deleted {
-		delete(c.nodePools, np)
-	}
-	s.log.Info("node pool deleting", "cluster", clusterID, "nodePool", np, "uninstalling", l.script.Uninstalling.D())
-	return v, nil
+// deleteResource starts deleting a cluster, node pool or external auth; a
+// nil uninstalling keeps the script's.
+func (s *Sim) deleteResource(kind, clusterID, child string, uninstalling *time.Duration) (Resource, error) {
+	return lookup(s, kind, clusterID, child, func(r ref, now time.Time) (Resource, error) {
+		if err := startDelete(r.l, uninstalling, now); err != nil {
+			return Resource{}, err
+		}
+		v := r.view(now)
+		if v.Deleted {
+			r.forget(s)
+		}
+		s.log.Info(kindNames[kind].noun+" deleting", r.logArgs("uninstalling", r.l.script.Uninstalling.D())...)
+		return v, nil
+	})
 }
 
 func startDelete(l *lifecycle, uninstalling *time.Duration, now time.Time) error {
@@ -311,52 +310,34 @@ func startDelete(l *lifecycle, uninstalling *time.Duration, now time.Time) error
 		}
 		l.script.Uninstalling = Duration(*uninstalling)
 	}
-	l.phase, l.start, l.fixed = PhaseDelete, now, ""
+	l.begin(PhaseDelete, now)
 	return nil
 }
 
 // UpdateCluster starts an update of a ready cluster: updating for the given
 // duration, then ready. A cluster in any other state gives ErrConflict.
 func (s *Sim) UpdateCluster(id string, updating time.Duration) error {
-	_, err := s.updateCluster(id, &updating)
+	_, err := s.updateResource(KindCluster, id, "", &updating)
 	return err
-}
-
-func (s *Sim) updateCluster(id string, updating *time.Duration) (Resource, error) {
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.getCluster(id, now)
-	if c == nil {
-		return Resource{}, fmt.Errorf("cluster %q: %w", id, ErrNotFound)
-	}
-	if err := startUpdate(&c.lifecycle, updating, now); err != nil {
-		return Resource{}, fmt.Errorf("cluster %q: %w", id, err)
-	}
-	s.log.Info("cluster updating", "cluster", id, "updating", c.script.Updating.D())
-	return clusterView(id, c, now), nil
 }
 
 // UpdateNodePool starts an update of a ready node pool: updating for the
 // given duration, then ready.
 func (s *Sim) UpdateNodePool(clusterID, np string, updating time.Duration) error {
-	_, err := s.updateNodePool(clusterID, np, &updating)
+	_, err := s.updateResource(KindNodePool, clusterID, np, &updating)
 	return err
 }
 
-func (s *Sim) updateNodePool(clusterID, np string, updating *time.Duration) (Resource, error) {
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, l, err := s.getNodePool(clusterID, np, now)
-	if err != nil {
-		return Resource{}, err
-	}
-	if err := startUpdate(l, updating, now); err != nil {
-		return Resource{}, fmt.Errorf("node pool %q of cluster %q: %w", np, clusterID, err)
-	}
-	s.log.Info("node pool updating", "cluster", clusterID, "nodePool", np, "updating", l.script.Updating.D())
-	return nodePoolView(clusterID, np, c, l, now), nil
+// updateResource starts an update of a cluster, node pool or external
+// auth; a nil updating keeps the script's.
+func (s *Sim) updateResource(kind, clusterID, child string, updating *time.Duration) (Resource, error) {
+	return lookup(s, kind, clusterID, child, func(r ref, now time.Time) (Resource, error) {
+		if err := startUpdate(r.l, updating, now); err != nil {
+			return Resource{}, fmt.Errorf("%s: %w", r.name(), err)
+		}
+		s.log.Info(kindNames[kind].noun+" updating", r.logArgs("updating", r.l.script.Updating.D())...)
+		return r.view(now), nil
+	})
 }
 
 func startUpdate(l *lifecycle, updating *time.Duration, now time.Time) error {
@@ -369,32 +350,25 @@ func startUpdate(l *lifecycle, updating *time.Duration, now time.Time) error {
 		}
 		l.script.Updating = Duration(*updating)
 	}
-	l.phase, l.start, l.fixed = PhaseUpdate, now, ""
+	l.begin(PhaseUpdate, now)
 	return nil
 }
 
 // Cluster returns cluster id as it is now.
 func (s *Sim) Cluster(id string) (Resource, error) {
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.getCluster(id, now)
-	if c == nil {
-		return Resource{}, fmt.Errorf("cluster %q: %w", id, ErrNotFound)
-	}
-	return clusterView(id, c, now), nil
+	return s.resource(KindCluster, id, "")
 }
 
 // NodePool returns a node pool as it is now.
 func (s *Sim) NodePool(clusterID, np string) (Resource, error) {
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, l, err := s.getNodePool(clusterID, np, now)
-	if err != nil {
-		return Resource{}, err
-	}
-	return nodePoolView(clusterID, np, c, l, now), nil
+	return s.resource(KindNodePool, clusterID, np)
+}
+
+// resource returns a resource of any kind as it is now.
+func (s *Sim) resource(kind, clusterID, child string) (Resource, error) {
+	return lookup(s, kind, clusterID, child, func(r ref, now time.Time) (Resource, error) {
+		return r.view(now), nil
+	})
 }
 
 // Resources returns every live resource, clusters sorted by ID, each
@@ -411,18 +385,19 @@ func (s *Sim) Resources() []Resource {
 			continue
 		}
 		out = append(out, clusterView(id, c, now))
-		for _, np := range sortedKeys(c.nodePools) {
-			if _, l, err := s.getNodePool(id, np, now); err == nil {
-				out = append(out, nodePoolView(id, np, c, l, now))
+		for _, k := range []struct {
+			kind string
+			ids  []string
+		}{
+			{KindNodePool, sortedKeys(c.nodePools)},
+			{KindExternalAuth, sortedKeys(c.externalAuths)},
+			{KindBreakGlassCredential, sortedKeys(c.credentials)},
+		} {
+			for _, child := range k.ids {
+				if r, err := s.find(k.kind, id, child, now); err == nil {
+					out = append(out, r.view(now))
+				}
 			}
-		}
-		for _, ea := range sortedKeys(c.externalAuths) {
-			if _, l, err := s.getExternalAuth(id, ea, now); err == nil {
-				out = append(out, externalAuthView(id, ea, c, l, now))
-			}
-		}
-		for _, bgc := range sortedKeys(c.credentials) {
-			out = append(out, credentialView(id, bgc, c, c.credentials[bgc], now))
 		}
 	}
 	return out
@@ -448,43 +423,19 @@ func (s *Sim) setState(path, state string) (Resource, error) {
 	if !ok {
 		return Resource{}, fmt.Errorf("%w: path %q is not a Cluster Service cluster, node pool, external auth or credential path", ErrInvalid, path)
 	}
-	id := rp.cluster
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.getCluster(id, now)
-	if c == nil || !c.script.serves(rp.api) {
-		return Resource{}, fmt.Errorf("cluster %q: %w", id, ErrNotFound)
+	if !s.served(rp.api, rp.cluster, now) {
+		return Resource{}, fmt.Errorf("cluster %q: %w", rp.cluster, ErrNotFound)
 	}
-	var v Resource
-	switch rp.kind {
-	case KindCluster:
-		c.phase, c.start, c.fixed = PhaseSet, now, state
-		v = clusterView(id, c, now)
-	case KindNodePool:
-		_, l, err := s.getNodePool(id, rp.child, now)
-		if err != nil {
-			return Resource{}, err
-		}
-		l.phase, l.start, l.fixed = PhaseSet, now, state
-		v = nodePoolView(id, rp.child, c, l, now)
-	case KindExternalAuth:
-		_, l, err := s.getExternalAuth(id, rp.child, now)
-		if err != nil {
-			return Resource{}, err
-		}
-		l.phase, l.start, l.fixed = PhaseSet, now, state
-		v = externalAuthView(id, rp.child, c, l, now)
-	default:
-		cr := c.credentials[rp.child]
-		if cr == nil {
-			return Resource{}, fmt.Errorf("credential %q of cluster %q: %w", rp.child, id, ErrNotFound)
-		}
-		cr.phase, cr.start, cr.fixed = PhaseSet, now, state
-		v = credentialView(id, rp.child, c, cr, now)
+	r, err := s.find(rp.kind, rp.cluster, rp.child, now)
+	if err != nil {
+		return Resource{}, err
 	}
+	r.l.set(state, now)
 	s.log.Info("state set", "path", path, "state", state)
-	return v, nil
+	return r.view(now), nil
 }
 
 // ReadyAll ends every lifecycle at once: every cluster, node pool and
@@ -507,7 +458,7 @@ func (s *Sim) ReadyAll() int {
 			return true
 		case state != StateReady:
 			n++
-			l.phase, l.start, l.fixed = PhaseSet, now, StateReady
+			l.set(StateReady, now)
 		}
 		return false
 	}
@@ -517,14 +468,11 @@ func (s *Sim) ReadyAll() int {
 			delete(s.clusters, id)
 			continue
 		}
-		for np, l := range c.nodePools {
-			if finish(l) {
-				delete(c.nodePools, np)
-			}
-		}
-		for ea, l := range c.externalAuths {
-			if finish(l) {
-				delete(c.externalAuths, ea)
+		for _, m := range []map[string]*lifecycle{c.nodePools, c.externalAuths} {
+			for child, l := range m {
+				if finish(l) {
+					delete(m, child)
+				}
 			}
 		}
 		for _, cr := range c.credentials {
@@ -564,22 +512,116 @@ func (s *Sim) getCluster(id string, now time.Time) *cluster {
 	return c
 }
 
-// getNodePool returns a live node pool and its live cluster. s.mu must be
-// held.
-func (s *Sim) getNodePool(clusterID, np string, now time.Time) (*cluster, *lifecycle, error) {
+// served reports whether cluster id is live and served under api. s.mu
+// must be held.
+func (s *Sim) served(api, id string, now time.Time) bool {
+	c := s.getCluster(id, now)
+	return c != nil && c.script.serves(api)
+}
+
+// kindNames are how errors and logs (noun, logKey) and Cluster Service's
+// 404 reasons (title) name each kind.
+var kindNames = map[string]struct{ noun, logKey, title string }{
+	KindCluster:              {"cluster", "cluster", "Cluster"},
+	KindNodePool:             {"node pool", "nodePool", "Node pool"},
+	KindExternalAuth:         {"external auth", "externalAuth", "External auth"},
+	KindBreakGlassCredential: {"credential", "credential", "Break glass credential"},
+}
+
+// ref is one live resource of any kind, as find returns it, so that one
+// piece of code can look up, change and show every kind.
+type ref struct {
+	kind    string // a Kind* constant
+	cluster string // the cluster's ID
+	child   string // the node pool's, external auth's or credential's ID
+	c       *cluster
+	l       *lifecycle  // the resource's own (a credential's embedded one)
+	cr      *credential // credentials only
+}
+
+// find returns the live resource of kind; child is empty for a cluster.
+// It forgets a node pool or external auth whose delete has finished;
+// credentials go only with their cluster. s.mu must be held.
+func (s *Sim) find(kind, clusterID, child string, now time.Time) (ref, error) {
 	c := s.getCluster(clusterID, now)
 	if c == nil {
-		return nil, nil, fmt.Errorf("cluster %q: %w", clusterID, ErrNotFound)
+		return ref{}, fmt.Errorf("cluster %q: %w", clusterID, ErrNotFound)
 	}
-	l := c.nodePools[np]
-	if l == nil {
-		return nil, nil, fmt.Errorf("node pool %q of cluster %q: %w", np, clusterID, ErrNotFound)
+	r := ref{kind: kind, cluster: clusterID, child: child, c: c}
+	switch kind {
+	case KindCluster:
+		r.l = &c.lifecycle
+		return r, nil
+	case KindBreakGlassCredential:
+		if r.cr = c.credentials[child]; r.cr != nil {
+			r.l = &r.cr.lifecycle
+			return r, nil
+		}
+	default:
+		if r.l = c.lifecycles(kind)[child]; r.l != nil {
+			if _, _, gone := r.l.at(now); !gone {
+				return r, nil
+			}
+			r.forget(s)
+		}
 	}
-	if _, _, gone := l.at(now); gone {
-		delete(c.nodePools, np)
-		return nil, nil, fmt.Errorf("node pool %q of cluster %q: %w", np, clusterID, ErrNotFound)
+	return ref{}, fmt.Errorf("%s: %w", r.name(), ErrNotFound)
+}
+
+// lookup runs f under s.mu on the live resource of kind (see find) and
+// returns what f returns, or find's error.
+func lookup[T any](s *Sim, kind, clusterID, child string, f func(r ref, now time.Time) (T, error)) (T, error) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.find(kind, clusterID, child, now)
+	if err != nil {
+		var none T
+		return none, err
 	}
-	return c, l, nil
+	return f(r, now)
+}
+
+// name is how errors name the resource.
+func (r ref) name() string {
+	if r.kind == KindCluster {
+		return fmt.Sprintf("cluster %q", r.cluster)
+	}
+	return fmt.Sprintf("%s %q of cluster %q", kindNames[r.kind].noun, r.child, r.cluster)
+}
+
+// logArgs are the attributes that name the resource in admin log lines,
+// followed by more.
+func (r ref) logArgs(more ...any) []any {
+	args := []any{"cluster", r.cluster}
+	if r.kind != KindCluster {
+		args = append(args, kindNames[r.kind].logKey, r.child)
+	}
+	return append(args, more...)
+}
+
+// forget drops a cluster, node pool or external auth whose delete has
+// finished.
+func (r ref) forget(s *Sim) {
+	if r.kind == KindCluster {
+		delete(s.clusters, r.cluster)
+		return
+	}
+	delete(r.c.lifecycles(r.kind), r.child)
+}
+
+// view shows the resource as it is at now.
+func (r ref) view(now time.Time) Resource {
+	switch r.kind {
+	case KindCluster:
+		return clusterView(r.cluster, r.c, now)
+	case KindNodePool:
+		return nodePoolView(r.cluster, r.child, r.c, r.l, now)
+	case KindExternalAuth:
+		return externalAuthView(r.cluster, r.child, r.c, r.l, now)
+	default:
+		return credentialView(r.cluster, r.child, r.c, r.cr, now)
+	}
 }
 
 const (
