@@ -36,7 +36,7 @@ func TestSettingsDocumented(t *testing.T) {
 	}
 	guide := read(t, operationsGuide)
 	for _, name := range settings {
-		require.Contains(t, guide, "`"+name+"`", "setting %s is read but docs/operations.md does not name it", name)
+		require.Truef(t, strings.Contains(guide, "`"+name+"`"), "setting %s is read but docs/operations.md does not name it", name)
 	}
 }
 
@@ -47,7 +47,7 @@ func TestMetricsDocumented(t *testing.T) {
 	require.GreaterOrEqual(t, len(metrics), 5, "the metrics parser finds too few metrics")
 	guide := read(t, operationsGuide)
 	for _, m := range metrics {
-		require.Contains(t, guide, "`"+m.name+"`", "metric %s is registered but docs/operations.md does not name it", m.name)
+		require.Truef(t, strings.Contains(guide, "`"+m.name+"`"), "metric %s is registered but docs/operations.md does not name it", m.name)
 	}
 }
 
@@ -68,7 +68,7 @@ func TestAlertsNameExistingMetrics(t *testing.T) {
 		for _, n := range used {
 			require.Contains(t, names, n, "alert %q queries %s, which the handler does not export", a.name, n)
 		}
-		require.Contains(t, runbook, "\n### "+a.name+"\n", "alert %q has no runbook entry (### %s)", a.name, a.name)
+		require.Truef(t, strings.Contains(runbook, "\n### "+a.name+"\n"), "alert %q has no runbook entry (### %s)", a.name, a.name)
 	}
 	for _, file := range markdownFiles(t) {
 		for _, n := range promName.FindAllString(read(t, file), -1) {
