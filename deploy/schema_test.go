@@ -403,6 +403,13 @@ func TestSchemaCheckFailsOnEditedTemplate(t *testing.T) {
 			want: "additional properties 'allowSharedKeyAcess' not allowed",
 		},
 		{
+			name: "a site network property the API version does not have",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Web/sites", ""))["outboundVnetRouting"] = map[string]any{"allTraffic": true}
+			},
+			want: "additional properties 'outboundVnetRouting' not allowed",
+		},
+		{
 			name: "a runtime Flex Consumption does not have",
 			edit: func(t *testing.T, tmpl map[string]any) {
 				rt := path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "runtime").(map[string]any)
