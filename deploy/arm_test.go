@@ -374,9 +374,14 @@ func (e *evaluator) value(v any) (any, error) {
 			if !ok {
 				return nil, fmt.Errorf("property name %s is not a string", k)
 			}
-			if out[ks], err = e.value(item); err != nil {
+			v, err := e.value(item)
+			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
+			if v == nil {
+				continue // ARM leaves out a property whose value is null()
+			}
+			out[ks] = v
 		}
 		return out, nil
 	case []any:
@@ -414,9 +419,22 @@ func (e *evaluator) resources(tmpl map[string]any, d *deployment) error {
 // resource resolves one resource and its children. A child's type and name
 // continue its parent's.
 func (e *evaluator) resource(raw map[string]any, parent *resource, d *deployment) error {
-	for _, k := range []string{"copy", "condition", "subscriptionId"} {
+	for _, k := range []string{"copy", "subscriptionId"} {
 		if _, has := raw[k]; has {
 			return fmt.Errorf("%s is not something these checks follow", k)
+		}
+	}
+	if c, has := raw["condition"]; has {
+		v, err := e.value(c)
+		if err != nil {
+			return fmt.Errorf("condition: %w", err)
+		}
+		deploy, ok := v.(bool)
+		if !ok {
+			return fmt.Errorf("condition %v is not a bool", v)
+		}
+		if !deploy {
+			return nil
 		}
 	}
 	body := deepCopy(raw)
@@ -428,6 +446,7 @@ func (e *evaluator) resource(raw map[string]any, parent *resource, d *deployment
 		nested, _ = props["template"].(map[string]any)
 		delete(props, "template")
 	}
+	delete(body, "condition")
 	v, err := e.value(body)
 	if err != nil {
 		return err
@@ -715,6 +734,7 @@ var referenceProperties = map[string]func(id, name string) string{
 	"Microsoft.ManagedIdentity/userAssignedIdentities principalId": func(id, _ string) string { return "principalId(" + id + ")" },
 	"Microsoft.Insights/components ConnectionString":               func(id, _ string) string { return "connectionString(" + id + ")" },
 	"Microsoft.Storage/storageAccounts primaryEndpoints.blob":      func(_, name string) string { return "https://" + name + ".blob.core.windows.net/" },
+	"Microsoft.Storage/storageAccounts primaryEndpoints.table":     func(_, name string) string { return "https://" + name + ".table.core.windows.net/" },
 	"Microsoft.DocumentDB/databaseAccounts documentEndpoint":       func(_, name string) string { return "https://" + name + ".documents.azure.com:443/" },
 }
 
@@ -920,6 +940,48 @@ func (e *evaluator) call(name string, args []any) (any, error) {
 			return nil, fmt.Errorf("div by zero")
 		}
 		return n[0] / n[1], nil
+	case "if":
+		if len(args) != 3 {
+			return nil, fmt.Errorf("if takes a condition and two values")
+		}
+		c, ok := args[0].(bool)
+		if !ok {
+			return nil, fmt.Errorf("if: the condition %v is not a bool", args[0])
+		}
+		if c {
+			return args[1], nil
+		}
+		return args[2], nil
+	case "empty":
+		if len(args) != 1 {
+			return nil, fmt.Errorf("empty takes one argument")
+		}
+		switch x := args[0].(type) {
+		case string:
+			return x == "", nil
+		case nil:
+			return true, nil
+		}
+		return nil, fmt.Errorf("empty: %v is not a string", args[0])
+	case "equals":
+		if len(args) != 2 {
+			return nil, fmt.Errorf("equals takes two arguments")
+		}
+		return fmt.Sprint(args[0]) == fmt.Sprint(args[1]), nil
+	case "not":
+		if len(args) != 1 {
+			return nil, fmt.Errorf("not takes one argument")
+		}
+		b, ok := args[0].(bool)
+		if !ok {
+			return nil, fmt.Errorf("not: %v is not a bool", args[0])
+		}
+		return !b, nil
+	case "null":
+		if len(args) != 0 {
+			return nil, fmt.Errorf("null takes no arguments")
+		}
+		return nil, nil
 	case "guid":
 		s, err := strs()
 		if err != nil || len(s) == 0 {

@@ -22,7 +22,9 @@ import (
 var builtInRoles = map[string]string{
 	"Storage Blob Data Owner":             "b7e6dc6d-f1e8-4753-8033-0f276bb0955b",
 	"Storage Queue Data Contributor":      "974c5e8b-45b9-4653-ba55-5f855dd0fb88",
+	"Storage Table Data Contributor":      "0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3",
 	"Monitoring Metrics Publisher":        "3913510d-42f4-4e42-8a64-420c390055eb",
+	"Key Vault Secrets User":              "4633458b-17de-408a-b874-0445c86b69e6",
 	"Cosmos DB Built-in Data Contributor": "00000000-0000-0000-0000-000000000002",
 }
 
@@ -152,11 +154,28 @@ func hostStorage(d *deployment, settings map[string]string, connection string) (
 	return "", fmt.Errorf("%s__accountName %q is not a storage account of the template", connection, name)
 }
 
+// keyVaultReference matches the app-setting form of a Key Vault reference
+// that names the vault and secret (learn.microsoft.com/azure/app-service/app-service-key-vault-references).
+var keyVaultReference = regexp.MustCompile(`^@Microsoft\.KeyVault\(VaultName=([0-9A-Za-z-]+);SecretName=([0-9A-Za-z-]+)\)$`)
+
+// keyVaultSecrets returns, for every setting that is a Key Vault reference,
+// the vault and secret it names ("vaults/<vault>/secrets/<secret>").
+func keyVaultSecrets(settings map[string]string) map[string]string {
+	out := map[string]string{}
+	for name, v := range settings {
+		if m := keyVaultReference.FindStringSubmatch(v); m != nil {
+			out[name] = "vaults/" + m[1] + "/secrets/" + m[2]
+		}
+	}
+	return out
+}
+
 // checkGrants checks that the app's identity has exactly the roles it
 // needs, each on the resource its connection uses, and nothing more: the
-// host's storage account (blobs and queues), the Application Insights
-// component its telemetry goes to, and the Cosmos DB database of
-// COSMOS_ENDPOINT and COSMOS_DATABASE.
+// host's storage account (blobs, queues and the host's diagnostic events
+// table), the Application Insights component its telemetry goes to, the
+// Cosmos DB database of COSMOS_ENDPOINT and COSMOS_DATABASE, and each Key
+// Vault secret a setting refers to.
 func checkGrants(d *deployment) error {
 	id, err := identity(d)
 	if err != nil {
@@ -197,12 +216,28 @@ func checkGrants(d *deployment) error {
 	want := []grant{
 		{"Storage Blob Data Owner", storage, principal},
 		{"Storage Queue Data Contributor", storage, principal},
+		{"Storage Table Data Contributor", storage, principal},
 		{"Monitoring Metrics Publisher", insights, principal},
 		{"Cosmos DB Built-in Data Contributor", cosmos + "/dbs/" + settings["COSMOS_DATABASE"], principal},
 	}
 	got, err := grants(d)
 	if err != nil {
 		return err
+	}
+	// A vault's resource group is not in its reference: the grant is the
+	// one on a secret of that vault and name.
+	for name, secret := range keyVaultSecrets(settings) {
+		found := false
+		for _, g := range got {
+			if g.role == "Key Vault Secrets User" && strings.HasSuffix(strings.ToLower(g.scope), strings.ToLower("/providers/Microsoft.KeyVault/"+secret)) {
+				want = append(want, grant{g.role, g.scope, principal})
+				found = true
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("%s refers to Key Vault secret %s, on which the identity is given no Key Vault Secrets User", name, secret)
+		}
 	}
 	key := func(g grant) string { return strings.ToLower(g.role + " on " + g.scope + " to " + g.principal) }
 	var gotKeys, wantKeys []string
@@ -268,6 +303,9 @@ func checkIdentity(d *deployment) error {
 		}
 	}
 	site, _ := d.one("Microsoft.Web/sites")
+	if got := path(site.Body, "properties", "keyVaultReferenceIdentity"); !strings.EqualFold(fmt.Sprint(got), id) {
+		return fmt.Errorf("keyVaultReferenceIdentity is %v, not the app's identity %s: Key Vault references would resolve as another identity", got, id)
+	}
 	auth := path(site.Body, "properties", "functionAppConfig", "deployment", "storage", "authentication")
 	if t := path(auth, "type"); t != "UserAssignedIdentity" {
 		return fmt.Errorf("deployment storage authentication %v, want UserAssignedIdentity", t)
@@ -355,7 +393,7 @@ func checkSettings(d *deployment, fns []function) error {
 	if _, err := config.Load(func(k string) string { return env[k] }); err != nil {
 		return fmt.Errorf("the handler would not start with these settings: %w", err)
 	}
-	for _, name := range []string{"COSMOS_ENDPOINT", "COSMOS_DATABASE", "CLUSTER_SERVICE_URL", "AZURE_LOCATION", "CLUSTER_SERVICE_MAX_IN_FLIGHT", "AZURE_CLIENT_ID"} {
+	for _, name := range []string{"COSMOS_ENDPOINT", "COSMOS_DATABASE", "CLUSTER_SERVICE_URL", "AZURE_LOCATION", "CLUSTER_SERVICE_MAX_IN_FLIGHT", "AZURE_CLIENT_ID", "AzureWebJobsStorage__tableServiceUri"} {
 		if settings[name] == "" {
 			return fmt.Errorf("%s is not set", name)
 		}
@@ -470,8 +508,12 @@ func checkBindings(d *deployment, fns []function, hostJSON map[string]any) error
 var secretText = []string{
 	"AccountKey=", "DefaultEndpointsProtocol", "AccountEndpoint=", "UseDevelopmentStorage",
 	"SharedAccessSignature", "SharedAccessKey", "InstrumentationKey", "StorageAccountConnectionString",
-	"COSMOS_KEY", "CLIENT_SECRET", "ClientSecret", "password", "securestring", "secureobject",
+	"COSMOS_KEY", "ClientSecret", "password", "securestring", "secureobject",
 }
+
+// notCredentials are settings whose names look like credentials but are
+// not: a partition name and the address tokens are asked at.
+var notCredentials = map[string]bool{"COSMOS_OPERATIONS_PARTITION_KEY": true, "CLUSTER_SERVICE_TOKEN_URL": true}
 
 // listCall matches ARM's list* functions (listKeys, listConnectionStrings,
 // listSecrets, ...), which read secrets at deployment.
@@ -500,14 +542,20 @@ func checkNoSecrets(texts map[string]string, d *deployment) error {
 	if err != nil {
 		return err
 	}
+	references := keyVaultSecrets(settings)
 	for name, value := range settings {
-		if !secretName.MatchString(name) {
+		if !secretName.MatchString(name) || notCredentials[name] {
+			continue
+		}
+		// A Key Vault reference holds no secret (the platform reads it
+		// as the identity), and an empty setting none either.
+		if _, ok := references[name]; ok || value == "" {
 			continue
 		}
 		// The connection string of a component without local auth names
 		// where telemetry goes; sending needs an Entra token.
 		if name != "APPLICATIONINSIGHTS_CONNECTION_STRING" || !strings.HasPrefix(value, "connectionString(") {
-			return fmt.Errorf("setting %s looks like a credential", name)
+			return fmt.Errorf("setting %s looks like a credential and is not a Key Vault reference", name)
 		}
 	}
 	for _, r := range d.byType("Microsoft.Storage/storageAccounts") {
@@ -567,11 +615,18 @@ func clusterServiceBound(d *deployment) (instances, perProcess, budget int64, er
 	return instances, perProcess, budget, nil
 }
 
-// checkBudget checks the app-wide bound on Cluster Service: only poll
-// calls it, each handler process keeps at most CLUSTER_SERVICE_MAX_IN_FLIGHT
-// requests in flight, and there are at most maximumInstanceCount of them,
-// so their product must stay within the budget. A cap under 1 is refused by
-// the handler at start, which makes no requests at all.
+// callerGroups are the function groups that call Cluster Service, poll and
+// pickup: on Flex Consumption each scales on its own, up to
+// maximumInstanceCount instances if the limit bounds each group.
+const callerGroups = 2
+
+// checkBudget checks the app-wide bound on Cluster Service: each handler
+// process keeps at most CLUSTER_SERVICE_MAX_IN_FLIGHT requests in flight,
+// and poll and pickup run at most maximumInstanceCount processes each, so
+// the cap times both groups' instances must stay within the budget. The
+// template passes CLUSTER_SERVICE_BUDGET and MAXIMUM_INSTANCE_COUNT too, so
+// the handler checks the same at start. A cap under 1 is refused by the
+// handler at start, which makes no requests at all.
 func checkBudget(d *deployment) error {
 	instances, perProcess, budget, err := clusterServiceBound(d)
 	if err != nil {
@@ -588,8 +643,9 @@ func checkBudget(d *deployment) error {
 		}
 		return nil
 	}
-	if instances*perProcess > budget {
-		return fmt.Errorf("%d instances × %d requests in flight = %d, over the Cluster Service budget of %d", instances, perProcess, instances*perProcess, budget)
+	if callerGroups*instances*perProcess > budget {
+		return fmt.Errorf("%d groups × %d instances × %d requests in flight = %d, over the Cluster Service budget of %d",
+			callerGroups, instances, perProcess, callerGroups*instances*perProcess, budget)
 	}
 	return nil
 }
@@ -620,6 +676,67 @@ func checkFlex(d *deployment) error {
 	}
 	if path(site.Body, "properties", "httpsOnly") != true {
 		return fmt.Errorf("site must be httpsOnly")
+	}
+	return nil
+}
+
+// flexInstanceFloor is the lowest maximumInstanceCount Flex Consumption
+// accepts outside a few preview regions: lowestMaximumInstanceCount of the
+// custom runtime in Microsoft's Flex stack data
+// (az functionapp list-flexconsumption-runtimes).
+const flexInstanceFloor = 40
+
+// checkInstanceFloor checks that the template's default instance limit is
+// one every region accepts.
+func checkInstanceFloor(tmpl map[string]any) error {
+	def, _ := normalize(path(tmpl, "parameters", "maximumInstanceCount", "defaultValue")).(int64)
+	if def < flexInstanceFloor {
+		return fmt.Errorf("maximumInstanceCount defaults to %d, under %d, the lowest most regions accept", def, flexInstanceFloor)
+	}
+	return nil
+}
+
+// nameLimits are the longest names Azure accepts for the resources named
+// after appName (learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules).
+var nameLimits = map[string]int{
+	"Microsoft.Web/sites":                              60,
+	"Microsoft.Web/serverfarms":                        60,
+	"Microsoft.OperationalInsights/workspaces":         63,
+	"Microsoft.Insights/components":                    260,
+	"Microsoft.ManagedIdentity/userAssignedIdentities": 128,
+}
+
+// storageAccountName is the form Azure gives storage account names.
+var storageAccountName = regexp.MustCompile(`^[a-z0-9]{3,24}$`)
+
+// checkNames checks that an appName of the longest length the template
+// accepts gives every resource named after it a name Azure accepts, and
+// that the storage account's name has the form Azure requires.
+func checkNames(d *deployment, f fixture) error {
+	for _, r := range d.byType("Microsoft.Storage/storageAccounts") {
+		if !storageAccountName.MatchString(r.Name) {
+			return fmt.Errorf("storage account name %q is not 3 to 24 lowercase letters and digits", r.Name)
+		}
+	}
+	longest, ok := normalize(path(f.template, "parameters", "appName", "maxLength")).(int64)
+	if !ok {
+		return fmt.Errorf("appName has no maxLength")
+	}
+	values := map[string]any{}
+	for k, v := range f.values {
+		values[k] = v
+	}
+	values["appName"] = strings.Repeat("a", int(longest))
+	delete(values, "identityName")
+	long, err := resolve(f.template, values, exampleScope)
+	if err != nil {
+		return err
+	}
+	for _, r := range long.resources {
+		limit, ok := nameLimits[r.Type]
+		if ok && len(r.Name) > limit {
+			return fmt.Errorf("an appName of %d characters names %s %q, over its %d", longest, r.Type, r.Name, limit)
+		}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -80,13 +81,30 @@ type schemaSet struct {
 }
 
 // schemaRoot finds the directory holding the files schemas/SOURCE lists.
+// Without them the schema tests skip, except in CI, where a skip would let
+// a template that Azure refuses pass.
 func schemaRoot(t *testing.T) string {
 	t.Helper()
-	if dir := os.Getenv("OPSTATUS_ARM_SCHEMAS"); dir != "" {
-		return dir
+	dir, err := findSchemas(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// shared/ sits beside the repository, or beside the folder of its
-	// worktrees.
+	if dir == "" {
+		t.Skip(noSchemas)
+	}
+	return dir
+}
+
+const noSchemas = "no ARM schemas: set OPSTATUS_ARM_SCHEMAS to a directory holding the files deploy/schemas/SOURCE lists, or put them in shared/arm-schemas"
+
+// findSchemas returns $OPSTATUS_ARM_SCHEMAS, else arm-schemas/ in the
+// nearest shared/ folder above the repository (beside it, or beside the
+// folder of its worktrees); "" when there is none, and an error instead
+// when CI is true.
+func findSchemas(getenv func(string) string) (string, error) {
+	if dir := getenv("OPSTATUS_ARM_SCHEMAS"); dir != "" {
+		return dir, nil
+	}
 	for up := filepath.Join("..", ".."); ; up = filepath.Join(up, "..") {
 		abs, err := filepath.Abs(up)
 		if err != nil {
@@ -94,14 +112,16 @@ func schemaRoot(t *testing.T) string {
 		}
 		dir := filepath.Join(abs, "shared", "arm-schemas")
 		if _, err := os.Stat(dir); err == nil {
-			return dir
+			return dir, nil
 		}
 		if filepath.Dir(abs) == abs {
 			break
 		}
 	}
-	t.Skipf("no ARM schemas: set OPSTATUS_ARM_SCHEMAS to a directory holding the files deploy/schemas/SOURCE lists, or put them in shared/arm-schemas")
-	return ""
+	if ci, _ := strconv.ParseBool(getenv("CI")); ci {
+		return "", fmt.Errorf("CI=true and %s", noSchemas)
+	}
+	return "", nil
 }
 
 // loadSchemas reads the files SOURCE lists from root, refusing any whose
@@ -383,6 +403,13 @@ func TestSchemaCheckFailsOnEditedTemplate(t *testing.T) {
 			want: "additional properties 'allowSharedKeyAcess' not allowed",
 		},
 		{
+			name: "a site network property the API version does not have",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Web/sites", ""))["outboundVnetRouting"] = map[string]any{"allTraffic": true}
+			},
+			want: "additional properties 'outboundVnetRouting' not allowed",
+		},
+		{
 			name: "a runtime Flex Consumption does not have",
 			edit: func(t *testing.T, tmpl map[string]any) {
 				rt := path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "runtime").(map[string]any)
@@ -482,4 +509,20 @@ func TestRE2EquivalentsMatchTheirPatterns(t *testing.T) {
 	} {
 		require.Equal(t, want, queue(name), name)
 	}
+}
+
+func TestSchemasMissingFailInCI(t *testing.T) {
+	env := func(kv map[string]string) func(string) string {
+		return func(k string) string { return kv[k] }
+	}
+	// From a directory with no shared/ above it.
+	t.Chdir(t.TempDir())
+
+	dir, err := findSchemas(env(map[string]string{"CI": "true"}))
+	require.ErrorContains(t, err, "CI=true and no ARM schemas")
+	require.Empty(t, dir)
+
+	dir, err = findSchemas(env(map[string]string{"CI": "false"}))
+	require.NoError(t, err)
+	require.Empty(t, dir, "outside CI the schema tests skip")
 }

@@ -48,6 +48,9 @@ var checks = []struct {
 	{"secrets", func(d *deployment, f fixture) error { return checkNoSecrets(texts(f), d) }},
 	{"budget", func(d *deployment, _ fixture) error { return checkBudget(d) }},
 	{"flex", func(d *deployment, _ fixture) error { return checkFlex(d) }},
+	{"instance floor", func(_ *deployment, f fixture) error { return checkInstanceFloor(f.template) }},
+	{"names", checkNames},
+	{"network", func(d *deployment, _ fixture) error { return checkNetwork(d) }},
 }
 
 // texts are the files the secret check searches, as Azure receives them.
@@ -92,7 +95,7 @@ func TestTemplatePassesEveryCheck(t *testing.T) {
 func TestDefaultsGiveTheStatedBudget(t *testing.T) {
 	f := load(t)
 	required := map[string]any{}
-	for _, name := range []string{"appName", "storageAccountName", "cosmosAccountName", "cosmosDatabase", "clusterServiceUrl"} {
+	for _, name := range []string{"appName", "storageAccountName", "subnetId", "cosmosAccountName", "cosmosDatabase", "clusterServiceUrl"} {
 		required[name] = f.values[name]
 	}
 	d, err := resolve(f.template, required, exampleScope)
@@ -100,13 +103,13 @@ func TestDefaultsGiveTheStatedBudget(t *testing.T) {
 	require.NoError(t, checkBudget(d))
 	instances, perProcess, budget, err := clusterServiceBound(d)
 	require.NoError(t, err)
-	require.Equal(t, []int64{4, 64, 256}, []int64{instances, perProcess, budget})
+	require.Equal(t, []int64{40, 3, 256}, []int64{instances, perProcess, budget})
 
 	d, err = resolve(f.template, f.values, exampleScope)
 	require.NoError(t, err)
 	instances, perProcess, budget, err = clusterServiceBound(d)
 	require.NoError(t, err)
-	require.LessOrEqual(t, instances*perProcess, budget, "the example environment")
+	require.LessOrEqual(t, callerGroups*instances*perProcess, budget, "the example environment")
 	require.Positive(t, perProcess)
 }
 
@@ -415,7 +418,7 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 				variables(tmpl)["clusterServiceMaxInFlight"] = "[parameters('clusterServiceMaxInFlight')]"
 				parameters(tmpl)["maximumInstanceCount"].(map[string]any)["defaultValue"] = 8
 			},
-			want: "8 instances × 64 requests in flight = 512, over the Cluster Service budget of 256",
+			want: "2 groups × 8 instances × 64 requests in flight = 1024, over the Cluster Service budget of 256",
 		},
 		{
 			name:  "no instance limit",
@@ -425,6 +428,102 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 				delete(sc, "maximumInstanceCount")
 			},
 			want: "maximumInstanceCount is not set",
+		},
+		{
+			name:  "the site left out of the subnet",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				delete(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "virtualNetworkSubnetId")
+			},
+			want: "the site's virtualNetworkSubnetId is \"\", not subnetId",
+		},
+		{
+			name:  "outbound traffic not all through the subnet",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Web/sites", ""))["vnetRouteAllEnabled"] = false
+			},
+			want: "vnetRouteAllEnabled is false",
+		},
+		{
+			name:  "an endpoint on no network path the guide describes",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				addSetting(t, tmpl, "BILLING_EXPORT_URL", "https://billing.example.com")
+			},
+			want: "setting BILLING_EXPORT_URL names an endpoint on no network path",
+		},
+		{
+			name:  "the table endpoint of another account",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "AzureWebJobsStorage__tableServiceUri", "https://other.table.core.windows.net/")
+			},
+			want: "not an endpoint of the host's storage account",
+		},
+		{
+			name:  "storage closed to public traffic but its network rules open",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))["publicNetworkAccess"] = "Disabled"
+			},
+			want: "publicNetworkAccess Disabled with networkAcls.defaultAction Allow",
+		},
+		{
+			name:  "no role on the host's diagnostic events table",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				removeResource(t, tmpl, findResource(t, tmpl, "Microsoft.Authorization/roleAssignments", "Table"))
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "tableServiceUri missing",
+			check: "settings",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				removeSetting(t, tmpl, "AzureWebJobsStorage__tableServiceUri")
+			},
+			want: "AzureWebJobsStorage__tableServiceUri is not set",
+		},
+		{
+			name:  "the client secret as a plain setting",
+			check: "secrets",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "CLUSTER_SERVICE_CLIENT_SECRET", "[parameters('clusterServiceSecretName')]")
+			},
+			want: "setting CLUSTER_SERVICE_CLIENT_SECRET looks like a credential and is not a Key Vault reference",
+		},
+		{
+			name:  "Key Vault Secrets User on the whole vault",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				keyVaultRoleAssignment(t, tmpl)["scope"] = "[format('Microsoft.KeyVault/vaults/{0}', parameters('vaultName'))]"
+			},
+			want: "refers to Key Vault secret vaults/arohcp-int-eastus-svc/secrets/opstatus-cluster-service, on which the identity is given no Key Vault Secrets User",
+		},
+		{
+			name:  "Key Vault references resolved as another identity",
+			check: "identity",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				delete(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "keyVaultReferenceIdentity")
+			},
+			want: "keyVaultReferenceIdentity is <nil>",
+		},
+		{
+			name:  "an instance limit under the platform's floor by default",
+			check: "instance floor",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				parameters(tmpl)["maximumInstanceCount"].(map[string]any)["defaultValue"] = 4
+			},
+			want: "maximumInstanceCount defaults to 4, under 40",
+		},
+		{
+			name:  "an appName too long for the plan's name",
+			check: "names",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				parameters(tmpl)["appName"].(map[string]any)["maxLength"] = 56
+			},
+			want: "an appName of 56 characters names Microsoft.Web/serverfarms",
 		},
 		{
 			name:  "a runtime other than the custom handler",
@@ -490,7 +589,7 @@ func TestResolveRefusesWhatTheChecksCannotFollow(t *testing.T) {
 		{
 			name: "a nested template in the parent's scope",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				opts := path(props(findResource(t, tmpl, "Microsoft.Resources/deployments", "")), "expressionEvaluationOptions").(map[string]any)
+				opts := path(props(findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos-role")), "expressionEvaluationOptions").(map[string]any)
 				opts["scope"] = "outer"
 			},
 			want: "expressionEvaluationOptions.scope inner",
@@ -500,7 +599,7 @@ func TestResolveRefusesWhatTheChecksCannotFollow(t *testing.T) {
 			edit: func(t *testing.T, tmpl map[string]any) {
 				parameters(tmpl)["maximumInstanceCount"].(map[string]any)["maxValue"] = 2
 			},
-			want: "maximumInstanceCount: 4 is over its maxValue 2",
+			want: "maximumInstanceCount: 40 is over its maxValue 2",
 		},
 	}
 	f := load(t)
@@ -542,8 +641,26 @@ func findResource(t *testing.T, tmpl map[string]any, typ, hint string) map[strin
 
 func cosmosRoleAssignment(t *testing.T, tmpl map[string]any) map[string]any {
 	t.Helper()
-	dep := findResource(t, tmpl, "Microsoft.Resources/deployments", "")
+	dep := findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos-role")
 	return path(dep, "properties", "template", "resources").([]any)[0].(map[string]any)
+}
+
+func keyVaultRoleAssignment(t *testing.T, tmpl map[string]any) map[string]any {
+	t.Helper()
+	dep := findResource(t, tmpl, "Microsoft.Resources/deployments", "keyvault-role")
+	return path(dep, "properties", "template", "resources").([]any)[0].(map[string]any)
+}
+
+func removeResource(t *testing.T, tmpl map[string]any, r map[string]any) {
+	t.Helper()
+	var kept []any
+	for _, x := range tmpl["resources"].([]any) {
+		if fmt.Sprint(x) != fmt.Sprint(r) {
+			kept = append(kept, x)
+		}
+	}
+	require.Len(t, kept, len(tmpl["resources"].([]any))-1)
+	tmpl["resources"] = kept
 }
 
 func appSettingsOf(t *testing.T, tmpl map[string]any) map[string]any {

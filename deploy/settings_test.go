@@ -1,0 +1,225 @@
+package deploy
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/opstatus/opstatus/internal/config"
+	"github.com/stretchr/testify/require"
+)
+
+// A template deployment replaces the whole app-settings collection, so a
+// setting added by hand is lost at the next one: every setting the app
+// uses comes from the template.
+
+// localOnly are the settings the handler reads that a deployment leaves
+// unset: the host gives the port, and the others exist for emulators and
+// local runs (COSMOS is the local connection string of pickup's trigger).
+var localOnly = map[string]bool{
+	"FUNCTIONS_CUSTOMHANDLER_PORT":         true,
+	"COSMOS_KEY":                           true,
+	"COSMOS_INSECURE_SKIP_VERIFY":          true,
+	"CLUSTER_SERVICE_INSECURE_SKIP_VERIFY": true,
+	"NOTIFICATIONS_ALLOW_HTTP":             true,
+	"COSMOS":                               true,
+}
+
+// handlerReads returns the settings config.Load reads, given settings.
+func handlerReads(settings map[string]string) []string {
+	read := map[string]bool{}
+	_, _ = config.Load(func(name string) string {
+		read[name] = true
+		if name == "FUNCTIONS_CUSTOMHANDLER_PORT" {
+			return "7071"
+		}
+		return settings[name]
+	})
+	var out []string
+	for name := range read {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// unsetHandlerSettings lists the settings the handler reads that the
+// template does not set and a deployment needs.
+func unsetHandlerSettings(d *deployment) ([]string, error) {
+	settings, err := d.appSettings()
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, name := range handlerReads(settings) {
+		if _, ok := settings[name]; !ok && !localOnly[name] {
+			missing = append(missing, name)
+		}
+	}
+	return missing, nil
+}
+
+func TestEveryHandlerSettingIsInTheTemplate(t *testing.T) {
+	f := load(t)
+	d, err := resolve(f.template, f.values, exampleScope)
+	require.NoError(t, err)
+	missing, err := unsetHandlerSettings(d)
+	require.NoError(t, err)
+	require.Empty(t, missing, "settings the handler reads that only a hand edit would set, which the next deployment removes")
+
+	edited := deepCopy(f.template)
+	removeSetting(t, edited, "OPERATION_DEADLINE_CREATE")
+	d, err = resolve(edited, f.values, exampleScope)
+	require.NoError(t, err)
+	missing, err = unsetHandlerSettings(d)
+	require.NoError(t, err)
+	require.Equal(t, []string{"OPERATION_DEADLINE_CREATE"}, missing)
+}
+
+// combination is one choice of every parameter that changes the settings.
+type combination struct {
+	subnet, storageAccess string
+	credentials, pickup   bool
+	partitionKey          string
+	deadline              string
+	telemetry             bool
+}
+
+func (c combination) values(example map[string]any) map[string]any {
+	v := map[string]any{}
+	for k, x := range example {
+		v[k] = x
+	}
+	v["subnetId"] = c.subnet
+	v["storagePublicNetworkAccess"] = c.storageAccess
+	if !c.credentials {
+		for _, k := range []string{"clusterServiceClientId", "clusterServiceTokenUrl", "clusterServiceSecretVault", "clusterServiceSecretName"} {
+			v[k] = ""
+		}
+	}
+	v["pickupEnabled"] = c.pickup
+	v["cosmosOperationsPartitionKey"] = c.partitionKey
+	for _, k := range []string{"Create", "Update", "Delete", "RequestCredential", "RevokeCredentials"} {
+		v["operationDeadline"+k] = c.deadline
+	}
+	if c.telemetry {
+		v["otlpEndpoint"] = "https://otel.int.example.internal:4318"
+		v["otelServiceName"] = "opstatus-int"
+		v["otelResourceAttributes"] = "deployment.environment=int"
+		v["otelTracesSampler"] = "parentbased_traceidratio"
+		v["otelTracesSamplerArg"] = "0.1"
+		v["otelMetricExportInterval"] = "30000"
+	}
+	return v
+}
+
+// TestHandlerStartsInEveryCombination deploys the template with every
+// combination of the parameters that change the app's settings and checks
+// that the handler's configuration loads from those settings alone, says
+// what the parameters chose, and that every other check holds.
+func TestHandlerStartsInEveryCombination(t *testing.T) {
+	f := load(t)
+	subnet := f.values["subnetId"].(string)
+	networks := [][2]string{{subnet, "Enabled"}, {subnet, "Disabled"}, {"", "Enabled"}}
+	n := 0
+	for _, network := range networks {
+		for _, credentials := range []bool{true, false} {
+			for _, pickup := range []bool{true, false} {
+				for _, partitionKey := range []string{"", "workaround"} {
+					for _, deadline := range []string{"", "none", "90m"} {
+						for _, telemetry := range []bool{false, true} {
+							c := combination{network[0], network[1], credentials, pickup, partitionKey, deadline, telemetry}
+							checkCombination(t, f, c)
+							n++
+						}
+					}
+				}
+			}
+		}
+	}
+	require.Equal(t, 144, n)
+}
+
+func checkCombination(t *testing.T, f fixture, c combination) {
+	t.Helper()
+	what := fmt.Sprintf("%+v", c)
+	f.values = c.values(f.values)
+	d, err := resolve(f.template, f.values, exampleScope)
+	require.NoError(t, err, what)
+	for _, check := range checks {
+		require.NoError(t, check.check(d, f), "%s: %s", check.name, what)
+	}
+	settings, err := d.appSettings()
+	require.NoError(t, err)
+	env := map[string]string{"FUNCTIONS_CUSTOMHANDLER_PORT": "7071"}
+	for k, v := range settings {
+		env[k] = v
+	}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	require.NoError(t, err, what)
+
+	require.Equal(t, c.pickup, cfg.PickupRuns, what)
+	require.Equal(t, c.credentials, cfg.ClusterServiceClientSecret != "", what)
+	if c.credentials {
+		require.Equal(t, "@Microsoft.KeyVault(VaultName=arohcp-int-eastus-svc;SecretName=opstatus-cluster-service)", cfg.ClusterServiceClientSecret, what)
+		require.NotEmpty(t, cfg.ClusterServiceClientID, what)
+		require.NotEmpty(t, cfg.ClusterServiceTokenURL, what)
+	}
+	want := map[string]time.Duration{"": config.DefaultCreateDeadline, "none": 0, "90m": 90 * time.Minute}[c.deadline]
+	require.Equal(t, want, cfg.CreateDeadline, what)
+	require.Equal(t, c.partitionKey, settings["COSMOS_OPERATIONS_PARTITION_KEY"], what)
+	require.Equal(t, c.telemetry, settings["OTEL_EXPORTER_OTLP_ENDPOINT"] != "", what)
+	require.Equal(t, int64(40), d.params["maximumInstanceCount"])
+	require.Equal(t, int64(3), int64(cfg.ClusterServiceMaxInFlight), what)
+}
+
+// TestChecksRefuseUnworkableParameters deploys parameter values with which
+// the app could not run and sees a check refuse each.
+func TestChecksRefuseUnworkableParameters(t *testing.T) {
+	tests := []struct {
+		name   string
+		values map[string]any
+		want   string
+	}{
+		{
+			name:   "private storage without VNet integration",
+			values: map[string]any{"subnetId": "", "storagePublicNetworkAccess": "Disabled"},
+			want:   "publicNetworkAccess Disabled without VNet integration",
+		},
+		{
+			name:   "a subnet ID that names a virtual network",
+			values: map[string]any{"subnetId": "/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/rp/providers/Microsoft.Network/virtualNetworks/rp"},
+			want:   "is not a subnet's resource ID",
+		},
+		{
+			name:   "a storage account name with a dash",
+			values: map[string]any{"storageAccountName": "opstatus-int"},
+			want:   "is not 3 to 24 lowercase letters and digits",
+		},
+		{
+			name:   "client credentials without the vault",
+			values: map[string]any{"clusterServiceSecretVault": ""},
+			want:   "key vault secrets user on /subscriptions/11111111-2222-3333-4444-555555555555/resourcegroups/arohcp-int-eastus-rp/providers/microsoft.keyvault/vaults//secrets/opstatus-cluster-service",
+		},
+		{
+			name:   "a deadline that is not a duration",
+			values: map[string]any{"operationDeadlineDelete": "soon"},
+			want:   "OPERATION_DEADLINE_DELETE",
+		},
+	}
+	f := load(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			edited := f
+			edited.values = map[string]any{}
+			for k, v := range f.values {
+				edited.values[k] = v
+			}
+			for k, v := range tc.values {
+				edited.values[k] = v
+			}
+			require.ErrorContains(t, runChecks(edited), tc.want)
+		})
+	}
+}
