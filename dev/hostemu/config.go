@@ -337,7 +337,8 @@ func parseFunction(name string, data []byte, settings map[string]string) (Functi
 	if err != nil {
 		return Function{}, fmt.Errorf("disabled: %w", err)
 	}
-	fn.Disabled = disabled || isTrue(settings["AzureWebJobs."+name+".Disabled"])
+	// Both names, as FunctionIndexer.IsDisabled (azure-webjobs-sdk) reads them.
+	fn.Disabled = disabled || isTrue(settings["AzureWebJobs."+name+".Disabled"]) || isTrue(settings["AzureWebJobs_"+name+"_Disabled"])
 
 	for i, b := range fj.Bindings {
 		if b.Name == "" {

@@ -173,8 +173,14 @@ func pickupRuns(getenv func(string) string) bool {
 	if strings.TrimSpace(getenv("COSMOS")) == "" && strings.TrimSpace(getenv("COSMOS__accountEndpoint")) == "" {
 		return false
 	}
-	disabled := strings.TrimSpace(getenv("AzureWebJobs.pickup.Disabled"))
-	return !strings.EqualFold(disabled, "true") && disabled != "1"
+	// The host reads both names: Linux app settings cannot hold dots
+	// (WebJobs FunctionIndexer.IsDisabled).
+	for _, name := range []string{"AzureWebJobs.pickup.Disabled", "AzureWebJobs_pickup_Disabled"} {
+		if v := strings.TrimSpace(getenv(name)); strings.EqualFold(v, "true") || v == "1" {
+			return false
+		}
+	}
+	return true
 }
 
 // budget sets the per-process Cluster Service cap within the app-wide

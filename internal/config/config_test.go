@@ -362,6 +362,8 @@ func TestPickupRuns(t *testing.T) {
 		{"disabled", with(append(pickup, "AzureWebJobs.pickup.Disabled", "True")...), false, "Leases"},
 		{"disabled by 1", with(append(pickup, "AzureWebJobs.pickup.Disabled", "1")...), false, "Leases"},
 		{"not disabled", with(append(pickup, "AzureWebJobs.pickup.Disabled", "false")...), true, "Leases"},
+		{"disabled by the Linux name", with(append(pickup, "AzureWebJobs_pickup_Disabled", "true")...), false, "Leases"},
+		{"not disabled by either name", with(append(pickup, "AzureWebJobs.pickup.Disabled", "false", "AzureWebJobs_pickup_Disabled", "0")...), true, "Leases"},
 		{"another function disabled", with(append(pickup, "AzureWebJobs.poll.Disabled", "true")...), true, "Leases"},
 	}
 	for _, tt := range tests {
