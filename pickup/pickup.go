@@ -59,7 +59,8 @@ func (f *Function) now() time.Time {
 }
 
 // Handle is the functions.Handler of pickup. It takes from the batch the
-// operations scan.ForPickup gives it (Accepted, written less than an
+// operations scan.ForPickup gives it (new: in their request's initial
+// status, Accepted or a Delete's Deleting, and written less than an
 // interval ago) that poll can act on, and polls them; every other document
 // is left to scan, and one that is not an operation at all is logged (a
 // bounded number a batch). Only a batch that is not a JSON array answers
@@ -134,8 +135,8 @@ type batch struct {
 	seen   map[queuemsg.Operation]bool
 	oldest time.Time // the oldest last write of ops
 
-	ignored    int // not Accepted: written by opstatus, or ended
-	leftToScan int // Accepted, but written too long ago (or not said when) to be pickup's
+	ignored    int // not in its request's initial status: written by opstatus, or ended
+	leftToScan int // in its initial status, but written too long ago (or not said when) to be pickup's
 	unusable   int // not an operation, or one poll could not act on
 	unlogged   int // unusable documents past maxLogged
 }
@@ -150,12 +151,12 @@ func (b *batch) take(i int, raw json.RawMessage, now time.Time, interval time.Du
 		return
 	}
 	p.ReadDetails(raw)
-	switch {
-	case p.Status != string(arm.ProvisioningStateAccepted):
-		b.ignored++
-		return
-	case !scan.ForPickup(p.Status, p.LastWrite, now, interval):
-		b.leftToScan++
+	if !scan.ForPickup(p.Status, p.Request, p.LastWrite, now, interval) {
+		if scan.Initial(p.Status, p.Request) {
+			b.leftToScan++
+		} else {
+			b.ignored++
+		}
 		return
 	}
 	op := queuemsg.Operation{SubscriptionID: p.PartitionKey, OperationID: p.ID}

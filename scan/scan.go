@@ -119,7 +119,7 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		if tally != nil {
 			tally.Add(p.Status, p.Request, resourceType(p.InternalID), p.StartTime, !arm.ProvisioningState(p.Status).IsTerminal())
 		}
-		if f.PickupRuns && LeftToPickup(p.Status, p.StartTime, p.LastWrite, started, f.Interval) {
+		if f.PickupRuns && LeftToPickup(p.Status, p.Request, p.StartTime, p.LastWrite, started, f.Interval) {
 			leftToPickup++
 			continue
 		}
