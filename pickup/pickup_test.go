@@ -354,3 +354,38 @@ func scanned(t *testing.T, s *scan.Function) []string {
 	}
 	return out
 }
+
+// In a fixed Operations partition, a new operation's subscription is its
+// externalId's: pickup names it in the message, and poll writes the
+// Resources item of that subscription. A new operation whose externalId
+// names no subscription, or a document of another partition, is one poll
+// could not act on.
+func TestPickupInAFixedPartition(t *testing.T) {
+	const fixed = "workaround"
+	f := newFixture(t, "installing")
+	f.db.OperationsPartition = fixed
+	f.pickup.Partition = fixed
+	key := "/subscriptions/" + strings.ToUpper(sub) + "/resourceGroups/rg/providers/Microsoft.RedHatOpenShift/hcpOpenShiftClusters/c"
+	f.db.PutOperation(&database.Operation{ID: "new", PartitionKey: fixed, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted,
+		ExternalID: key, InternalID: internalID("new"), StartTime: time.Now().UTC()})
+	f.db.PutResource(&database.Resource{ID: "res-new", PartitionKey: sub, Key: key, InternalID: internalID("new"),
+		ActiveOperationID: "new", ProvisioningState: arm.ProvisioningStateAccepted})
+	f.db.PutOperation(&database.Operation{ID: "no-sub", PartitionKey: fixed, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted,
+		ExternalID: "/resourceGroups/rg", InternalID: internalID("no-sub"), StartTime: time.Now().UTC()})
+	docs := []string{
+		f.doc(t, "new", nil),
+		f.doc(t, "no-sub", nil),
+		f.doc(t, "new", func(m map[string]any) { m["id"], m["partitionKey"] = "elsewhere", sub }),
+	}
+	res, err, logs := f.invoke(t, payload(docs...))
+	require.NoError(t, err)
+	require.Equal(t, poll.Tally{poll.OutcomeUpdated: 1}, res.ReturnValue, logs)
+	require.Equal(t, 1, f.cs.total())
+	require.Equal(t, arm.ProvisioningStateProvisioning, f.status(t, "new"))
+	r, err := f.db.GetResource(context.Background(), sub, key)
+	require.NoError(t, err)
+	require.Equal(t, arm.ProvisioningStateProvisioning, r.ProvisioningState)
+	require.Contains(t, logs, "documents=3 operations=1 ignored=0 left_to_scan=0 unusable=2")
+	require.Contains(t, logs, "externalId \\\"/resourceGroups/rg\\\" is no ARM resource ID of a subscription")
+	require.Contains(t, logs, "not in the Operations partition")
+}
