@@ -46,8 +46,17 @@ func pickupBody(t *testing.T, docs ...map[string]any) []byte {
 // batch holds besides (opstatus's own write) is not. scan leaves the
 // operations, still in their first status, to pickup until an interval has
 // passed since their write, and sends them after that.
+//
+// The Operations items are in their subscriptions' partitions, or all in
+// one fixed partition.
 func TestPickupThroughTheHandler(t *testing.T) {
-	s := startStack(t, append(pickupEnv(testenv.SharedCosmos(t).Endpoint), "SCAN_SCHEDULE=*/4 * * * * *")...)
+	for _, mode := range partitionModes {
+		t.Run(mode.name, func(t *testing.T) { pickupThroughTheHandler(t, mode.env) })
+	}
+}
+
+func pickupThroughTheHandler(t *testing.T, env []string) {
+	s := startStack(t, slices.Concat(pickupEnv(testenv.SharedCosmos(t).Endpoint), []string{"SCAN_SCHEDULE=*/4 * * * * *"}, env)...)
 	ctx := context.Background()
 	hour := clustersim.Duration(time.Hour)
 	require.NoError(t, s.sim.AddCluster("pending", clustersim.Script{Pending: hour}))
@@ -65,7 +74,7 @@ func TestPickupThroughTheHandler(t *testing.T) {
 	mine["startTime"] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
 	body, err := json.Marshal(mine)
 	require.NoError(t, err)
-	require.NoError(t, s.fe.PutRawOperation(ctx, subB, body))
+	require.NoError(t, s.fe.PutRawOperation(ctx, mine["partitionKey"].(string), body))
 	var docs []map[string]any
 	for _, ref := range [][2]string{{subA, "op-pending"}, {subA, "op-installing"}, {subB, "op-mine"}, {subB, "op-delete"}} {
 		doc, err := s.fe.Operation(ctx, ref[0], ref[1])
