@@ -97,8 +97,9 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 			skips[reasonItem]++
 			continue
 		case errors.Is(err, database.ErrNoSubscription):
-			// poll's read of it fails by the same rule.
-			f.skip(inv, started, p.PartitionKey+"/"+p.ID, reasonSubscription, err, "operation_id", p.ID)
+			// poll's read of it fails by the same rule; its text quotes
+			// the id, bounded.
+			f.skip(inv, started, p.PartitionKey+"/"+p.ID, reasonSubscription, err)
 			skips[reasonSubscription]++
 			continue
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
