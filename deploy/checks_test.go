@@ -480,6 +480,11 @@ var listCall = regexp.MustCompile(`(?i)\blist[a-z]*\s*\(`)
 // secretName matches setting names that hold credentials.
 var secretName = regexp.MustCompile(`(?i)key|secret|password|token|connection_?string|sas\b`)
 
+// notSecret names the settings secretName matches that hold no credential.
+var notSecret = map[string]bool{
+	"COSMOS_OPERATIONS_PARTITION_KEY": true, // a Cosmos DB partition key value
+}
+
 // checkNoSecrets checks that no key, connection string or secret is
 // created, read or set anywhere, and that the services accept nothing but
 // Microsoft Entra identities: Storage without shared keys, Application
@@ -501,7 +506,7 @@ func checkNoSecrets(texts map[string]string, d *deployment) error {
 		return err
 	}
 	for name, value := range settings {
-		if !secretName.MatchString(name) {
+		if !secretName.MatchString(name) || notSecret[name] {
 			continue
 		}
 		// The connection string of a component without local auth names
