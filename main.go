@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,6 +100,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		ResourcesContainer:  cfg.ResourcesContainer,
 		LocksContainer:      cfg.LocksContainer,
 		BillingContainer:    cfg.BillingContainer,
+		OperationsPartition: database.OperationsPartition(cfg.OperationsPartitionKey),
 		TracingProvider:     telemetry.AzureTracing(),
 	})
 	if err != nil {
@@ -138,7 +140,8 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	// functionTimeout: the listing takes at most a quarter of it.
 	scanFn := &scan.Function{DB: db, Deadline: timeout / 4, Interval: pollFn.Interval, PickupRuns: cfg.PickupRuns}
 	// pickup polls in its own invocation, within poll's bound.
-	pickupFn := &pickup.Function{Poll: pollFn.Handle, Interval: pollFn.Interval, Deadline: timeout / 2}
+	pickupFn := &pickup.Function{Poll: pollFn.Handle, Interval: pollFn.Interval, Deadline: timeout / 2,
+		Partition: database.OperationsPartition(cfg.OperationsPartitionKey)}
 	srv := functions.NewServer(logger, map[string]functions.Handler{
 		"scan":   scanFn.Handle,
 		"poll":   pollFn.Handle,
@@ -153,7 +156,8 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	logger.Info("opstatus listening", "addr", ln.Addr().String(), "pickup_runs", cfg.PickupRuns)
+	logger.Info("opstatus listening", "addr", ln.Addr().String(), "pickup_runs", cfg.PickupRuns,
+		"operations_partition", cmp.Or(cfg.OperationsPartitionKey, "(by subscription)"))
 	// The containers and the TTL are checked while the server starts, not
 	// before: the host waits for GET / to answer, and a missing container
 	// or a bad TTL still stops the process.

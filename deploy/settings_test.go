@@ -16,7 +16,9 @@ import (
 
 // localOnly are the settings the handler reads that a deployment leaves
 // unset: the host gives the port, and the others exist for emulators and
-// local runs (COSMOS is the local connection string of pickup's trigger).
+// local runs (COSMOS is the local connection string of pickup's trigger);
+// AzureWebJobs_pickup_Disabled is the host's other name for the dotted
+// setting the template sets.
 var localOnly = map[string]bool{
 	"FUNCTIONS_CUSTOMHANDLER_PORT":         true,
 	"COSMOS_KEY":                           true,
@@ -24,6 +26,7 @@ var localOnly = map[string]bool{
 	"CLUSTER_SERVICE_INSECURE_SKIP_VERIFY": true,
 	"NOTIFICATIONS_ALLOW_HTTP":             true,
 	"COSMOS":                               true,
+	"AzureWebJobs_pickup_Disabled":         true,
 }
 
 // handlerReads returns the settings config.Load reads, given settings.

@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -43,6 +44,9 @@ type Function struct {
 	// Interval is the scan schedule's interval: an operation is pickup's
 	// while its last write is younger than that (scan.ForPickup).
 	Interval time.Duration
+	// Partition is where the frontend writes the Operations items, which
+	// tells each one's subscription, as the DBClient's.
+	Partition database.OperationsPartition
 	// Deadline bounds an invocation's work, well inside the host's
 	// functionTimeout; default 2 minutes. What it leaves is deferred, and
 	// scan sends it an interval after its write.
@@ -59,7 +63,8 @@ func (f *Function) now() time.Time {
 }
 
 // Handle is the functions.Handler of pickup. It takes from the batch the
-// operations scan.ForPickup gives it (Accepted, written less than an
+// operations scan.ForPickup gives it (new: in their request's initial
+// status, Accepted or a Delete's Deleting, and written less than an
 // interval ago) that poll can act on, and polls them; every other document
 // is left to scan, and one that is not an operation at all is logged (a
 // bounded number a batch). Only a batch that is not a JSON array answers
@@ -76,7 +81,7 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(f.Deadline, defaultDeadline))
 	defer cancel()
 	now := f.now()
-	b := batch{log: inv.Log, seen: map[queuemsg.Operation]bool{}}
+	b := batch{log: inv.Log, partition: f.Partition, seen: map[queuemsg.Operation]bool{}}
 	for i, raw := range docs {
 		b.take(i, raw, now, f.Interval)
 	}
@@ -129,13 +134,14 @@ func (f *Function) poll(ctx context.Context, inv *functions.Invocation, m queuem
 
 // batch is what one invocation takes from its documents.
 type batch struct {
-	log    *slog.Logger
-	ops    []queuemsg.Operation
-	seen   map[queuemsg.Operation]bool
-	oldest time.Time // the oldest last write of ops
+	log       *slog.Logger
+	partition database.OperationsPartition
+	ops       []queuemsg.Operation
+	seen      map[queuemsg.Operation]bool
+	oldest    time.Time // the oldest last write of ops
 
-	ignored    int // not Accepted: written by opstatus, or ended
-	leftToScan int // Accepted, but written too long ago (or not said when) to be pickup's
+	ignored    int // not in its request's initial status: written by opstatus, or ended
+	leftToScan int // in its initial status, but written too long ago (or not said when) to be pickup's
 	unusable   int // not an operation, or one poll could not act on
 	unlogged   int // unusable documents past maxLogged
 }
@@ -143,24 +149,28 @@ type batch struct {
 // take judges document i of the batch at now and keeps it as an operation
 // to poll if it is pickup's.
 func (b *batch) take(i int, raw json.RawMessage, now time.Time, interval time.Duration) {
-	var p database.PendingOperation
-	if err := json.Unmarshal(raw, &p); err != nil || p.ID == "" || p.PartitionKey == "" {
+	p, subErr := b.partition.ReadPending(raw)
+	if errors.Is(subErr, database.ErrMalformed) {
 		b.unusable++
 		b.warn("change feed document is not an operation item; ignored", "index", i, "document", fmt.Sprintf("%.200s", raw))
 		return
 	}
-	p.ReadDetails(raw)
-	switch {
-	case p.Status != string(arm.ProvisioningStateAccepted):
-		b.ignored++
-		return
-	case !scan.ForPickup(p.Status, p.LastWrite, now, interval):
-		b.leftToScan++
+	if !scan.ForPickup(p.Status, p.Request, p.LastWrite, now, interval) {
+		if scan.Initial(p.Status, p.Request) {
+			b.leftToScan++
+		} else {
+			b.ignored++
+		}
 		return
 	}
-	op := queuemsg.Operation{SubscriptionID: p.PartitionKey, OperationID: p.ID}
 	// By scan's and poll's rules: scan skips it and logs it hourly, poll
 	// would call it invalid.
+	if subErr != nil {
+		b.unusable++
+		b.warn("new operation poll could not act on; left to scan", "index", i, "error", subErr)
+		return
+	}
+	op := queuemsg.Operation{SubscriptionID: p.SubscriptionID, OperationID: p.ID}
 	if err := op.Check(); err != nil { // its text quotes the ids, bounded
 		b.unusable++
 		b.warn("new operation poll could not act on; left to scan", "index", i, "error", err)
@@ -168,7 +178,7 @@ func (b *batch) take(i int, raw json.RawMessage, now time.Time, interval time.Du
 	}
 	if _, _, err := opkind.Check(arm.ProvisioningState(p.Status), arm.Request(p.Request), p.InternalID); err != nil {
 		b.unusable++
-		b.warn("new operation poll could not act on; left to scan", "subscription_id", p.PartitionKey, "operation_id", p.ID,
+		b.warn("new operation poll could not act on; left to scan", "subscription_id", p.SubscriptionID, "operation_id", p.ID,
 			"internal_id", p.InternalID, "reason", opkind.Reason(err), "error", err)
 		return
 	}

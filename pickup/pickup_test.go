@@ -125,11 +125,16 @@ func internalID(name string) string { return "/api/aro_hcp/v1alpha1/clusters/" +
 // create writes an Accepted cluster Create and its resource, as the
 // frontend does.
 func (f *fixture) create(id string) {
+	f.put(id, arm.RequestCreate, arm.ProvisioningStateAccepted)
+}
+
+// put writes a cluster operation and its resource in status.
+func (f *fixture) put(id string, request arm.Request, status arm.ProvisioningState) {
 	key := "/subscriptions/" + sub + "/resourceGroups/rg/providers/Microsoft.RedHatOpenShift/hcpOpenShiftClusters/" + id
-	f.db.PutOperation(&database.Operation{ID: id, PartitionKey: sub, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted,
+	f.db.PutOperation(&database.Operation{ID: id, PartitionKey: sub, Request: request, Status: status,
 		ExternalID: key, InternalID: internalID(id), StartTime: time.Now().UTC()})
 	f.db.PutResource(&database.Resource{ID: "res-" + id, PartitionKey: sub, Key: key, InternalID: internalID(id),
-		ActiveOperationID: id, ProvisioningState: arm.ProvisioningStateAccepted})
+		ActiveOperationID: id, ProvisioningState: status})
 }
 
 // doc is the operation item as the change feed carries it, with its
@@ -176,7 +181,7 @@ func (f *fixture) status(t *testing.T, id string) arm.ProvisioningState {
 }
 
 // Of everything the feed carries, pickup polls only the operations only
-// the frontend has written (Accepted) within the interval, that poll can
+// the frontend has written (Accepted for a Create) within the interval, that poll can
 // act on; the rest is left to scan, and what is not an operation at all is
 // logged and ignored. One Cluster Service call each, in the invocation.
 func TestPickupPollsOnlyNewOperations(t *testing.T) {
@@ -212,6 +217,30 @@ func TestPickupPollsOnlyNewOperations(t *testing.T) {
 	require.Contains(t, logs, "documents=15 operations=2 ignored=2 left_to_scan=2 unusable=8")
 	require.Equal(t, 8, strings.Count(logs, "level=WARN"), logs)
 	require.Contains(t, logs, "reason=internal_id")
+}
+
+// The frontend creates a Delete Deleting, not Accepted: a new Delete is
+// pickup's as a new Create is. A Create or Update that opstatus moved to
+// Deleting is opstatus's own write, and a Delete written an interval ago is
+// scan's.
+func TestPickupPollsNewDeletes(t *testing.T) {
+	f := newFixture(t, "uninstalling")
+	f.put("delete", arm.RequestDelete, arm.ProvisioningStateDeleting)
+	f.put("old-delete", arm.RequestDelete, arm.ProvisioningStateDeleting)
+	f.put("create", arm.RequestCreate, arm.ProvisioningStateDeleting)
+	f.put("update", arm.RequestUpdate, arm.ProvisioningStateDeleting)
+	docs := []string{
+		f.doc(t, "delete", nil),
+		f.doc(t, "old-delete", func(m map[string]any) { m["_ts"] = m["_ts"].(float64) - interval.Seconds() - 1 }),
+		f.doc(t, "create", nil),
+		f.doc(t, "update", nil),
+	}
+	res, err, logs := f.invoke(t, payload(docs...))
+	require.NoError(t, err)
+	require.Equal(t, poll.Tally{poll.OutcomeUnchanged: 1}, res.ReturnValue, logs)
+	require.Equal(t, 1, f.cs.count(internalID("delete")), "the new Delete is checked in the invocation")
+	require.Equal(t, 1, f.cs.total(), "no call for anything else")
+	require.Contains(t, logs, "documents=4 operations=1 ignored=2 left_to_scan=1 unusable=0")
 }
 
 // A batch of unusable documents logs at most ten of them one by one, and
@@ -324,4 +353,39 @@ func scanned(t *testing.T, s *scan.Function) []string {
 		}
 	}
 	return out
+}
+
+// In a fixed Operations partition, a new operation's subscription is its
+// externalId's: pickup names it in the message, and poll writes the
+// Resources item of that subscription. A new operation whose externalId
+// names no subscription, or a document of another partition, is one poll
+// could not act on.
+func TestPickupInAFixedPartition(t *testing.T) {
+	const fixed = "workaround"
+	f := newFixture(t, "installing")
+	f.db.OperationsPartition = fixed
+	f.pickup.Partition = fixed
+	key := "/subscriptions/" + strings.ToUpper(sub) + "/resourceGroups/rg/providers/Microsoft.RedHatOpenShift/hcpOpenShiftClusters/c"
+	f.db.PutOperation(&database.Operation{ID: "new", PartitionKey: fixed, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted,
+		ExternalID: key, InternalID: internalID("new"), StartTime: time.Now().UTC()})
+	f.db.PutResource(&database.Resource{ID: "res-new", PartitionKey: sub, Key: key, InternalID: internalID("new"),
+		ActiveOperationID: "new", ProvisioningState: arm.ProvisioningStateAccepted})
+	f.db.PutOperation(&database.Operation{ID: "no-sub", PartitionKey: fixed, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted,
+		ExternalID: "/resourceGroups/rg", InternalID: internalID("no-sub"), StartTime: time.Now().UTC()})
+	docs := []string{
+		f.doc(t, "new", nil),
+		f.doc(t, "no-sub", nil),
+		f.doc(t, "new", func(m map[string]any) { m["id"], m["partitionKey"] = "elsewhere", sub }),
+	}
+	res, err, logs := f.invoke(t, payload(docs...))
+	require.NoError(t, err)
+	require.Equal(t, poll.Tally{poll.OutcomeUpdated: 1}, res.ReturnValue, logs)
+	require.Equal(t, 1, f.cs.total())
+	require.Equal(t, arm.ProvisioningStateProvisioning, f.status(t, "new"))
+	r, err := f.db.GetResource(context.Background(), sub, key)
+	require.NoError(t, err)
+	require.Equal(t, arm.ProvisioningStateProvisioning, r.ProvisioningState)
+	require.Contains(t, logs, "documents=3 operations=1 ignored=0 left_to_scan=0 unusable=2")
+	require.Contains(t, logs, "externalId \\\"/resourceGroups/rg\\\" is no ARM resource ID of a subscription")
+	require.Contains(t, logs, "not in the Operations partition")
 }

@@ -36,9 +36,8 @@ func (f *Function) openBilling(ctx context.Context, log *slog.Logger, op *databa
 	if c.cluster == nil {
 		return errors.New("billing: the cluster object was not read")
 	}
-	// The operation's partition key is the lowercase subscription of the
-	// cluster's externalId: its operations live in its subscription.
-	sub := op.PartitionKey
+	// The lowercase subscription of the cluster's externalId.
+	sub := op.SubscriptionID()
 	open, err := f.DB.OpenBilling(ctx, sub, op.ExternalID)
 	if err != nil {
 		return fmt.Errorf("billing: %w", err)
@@ -74,7 +73,7 @@ func (f *Function) openBilling(ctx context.Context, log *slog.Logger, op *databa
 // deleted cluster: one, or none for a cluster that never became billable.
 func (f *Function) closeBilling(ctx context.Context, log *slog.Logger, op *database.Operation) error {
 	_, err := reread(func(int) (struct{}, error) {
-		open, err := f.DB.OpenBilling(ctx, op.PartitionKey, op.ExternalID)
+		open, err := f.DB.OpenBilling(ctx, op.SubscriptionID(), op.ExternalID)
 		if err != nil {
 			return struct{}{}, fmt.Errorf("billing: %w", err)
 		}

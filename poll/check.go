@@ -36,6 +36,11 @@ func (r *run) check(ctx context.Context, it *item) {
 		it.log.Error("operation item is unreadable; left as it is", "error", err)
 		it.outcome = OutcomeInvalid
 		return
+	case errors.Is(err, database.ErrNoSubscription), errors.Is(err, database.ErrOtherSubscription):
+		// Nothing can be written under the message's subscription lock.
+		it.log.Error("operation is not one of the message's subscription; left as it is", "error", err)
+		it.outcome = OutcomeInvalid
+		return
 	case err != nil:
 		it.defer_(err)
 		return

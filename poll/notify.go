@@ -77,7 +77,7 @@ type notification struct {
 // notificationUri is to be cleared.
 func (r *run) deliver(ctx context.Context, it *item) bool {
 	op := it.ended
-	cur, err := r.f.DB.GetOperation(ctx, op.PartitionKey, op.ID)
+	cur, err := r.f.DB.GetOperation(ctx, op.SubscriptionID(), op.ID)
 	switch {
 	case errors.Is(err, database.ErrNotFound):
 		r.settle(it, OutcomeGone)
@@ -125,7 +125,7 @@ func (r *run) deliver(ctx context.Context, it *item) bool {
 func (r *run) clear(ctx context.Context, it *item) error {
 	op := it.ended
 	_, err := reread(func(int) (struct{}, error) {
-		cur, err := r.f.DB.GetOperation(ctx, op.PartitionKey, op.ID)
+		cur, err := r.f.DB.GetOperation(ctx, op.SubscriptionID(), op.ID)
 		switch {
 		case errors.Is(err, database.ErrNotFound):
 		case err != nil:

@@ -205,7 +205,7 @@ type resourceRead struct {
 // that moves it, without the lock (see apply).
 func (f *Function) readResource(ctx context.Context, op *database.Operation) *resourceRead {
 	pre := &resourceRead{key: op.ExternalID}
-	pre.r, pre.err = f.DB.GetResource(ctx, op.PartitionKey, op.ExternalID)
+	pre.r, pre.err = f.DB.GetResource(ctx, op.SubscriptionID(), op.ExternalID)
 	return pre
 }
 
@@ -215,7 +215,7 @@ func (f *Function) getResource(ctx context.Context, op *database.Operation, pre 
 	if pre != nil && strings.EqualFold(pre.key, op.ExternalID) {
 		return pre.r, pre.err
 	}
-	return f.DB.GetResource(ctx, op.PartitionKey, op.ExternalID)
+	return f.DB.GetResource(ctx, op.SubscriptionID(), op.ExternalID)
 }
 
 // followResource moves the Resources item with its active operation.
@@ -228,7 +228,7 @@ func (f *Function) followResource(ctx context.Context, log *slog.Logger, op *dat
 			return struct{}{}, nil
 		}
 		if unreadable(err) {
-			heads, herr := f.DB.ResourceHeads(ctx, op.PartitionKey, op.ExternalID)
+			heads, herr := f.DB.ResourceHeads(ctx, op.SubscriptionID(), op.ExternalID)
 			if herr != nil {
 				return struct{}{}, herr
 			}
@@ -271,7 +271,7 @@ func (f *Function) deleteResources(ctx context.Context, log *slog.Logger, op *da
 			log.Warn("Resources item now belongs to another operation; kept", "active_operation_id", r.ActiveOperationID)
 			return struct{}{}, nil
 		}
-		children, err := f.DB.ChildResources(ctx, op.PartitionKey, r.Key)
+		children, err := f.DB.ChildResources(ctx, op.SubscriptionID(), r.Key)
 		if err != nil {
 			return struct{}{}, err
 		}
@@ -313,7 +313,7 @@ func unreadable(err error) bool {
 // cannot read it either, so no later operation can have taken it over.
 // It asks for another read (errReadAgain) when the items changed meanwhile.
 func (f *Function) deleteUnreadable(ctx context.Context, log *slog.Logger, op *database.Operation, cause error) error {
-	heads, err := f.DB.ResourceHeads(ctx, op.PartitionKey, op.ExternalID)
+	heads, err := f.DB.ResourceHeads(ctx, op.SubscriptionID(), op.ExternalID)
 	if err != nil {
 		return err
 	}
@@ -330,7 +330,7 @@ func (f *Function) deleteUnreadable(ctx context.Context, log *slog.Logger, op *d
 	}
 	var children []database.ResourceRef
 	if len(kept) == 0 {
-		if children, err = f.DB.ChildResources(ctx, op.PartitionKey, op.ExternalID); err != nil {
+		if children, err = f.DB.ChildResources(ctx, op.SubscriptionID(), op.ExternalID); err != nil {
 			return err
 		}
 		if err := f.deleteAll(ctx, children...); err != nil {

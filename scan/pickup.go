@@ -6,15 +6,27 @@ import (
 	"github.com/opstatus/opstatus/internal/arm"
 )
 
-// ForPickup reports whether an operation is the pickup function's to check
-// first rather than scan's: its status is Accepted, which only the
-// frontend writes (every write opstatus makes moves the status on or
-// clears notificationUri), and its last write (the item's _ts, lastWrite)
-// (to the second, so the write's latest possible instant) is less than one
-// scan interval before now. The change feed brings pickup that write within
-// seconds.
-func ForPickup(status string, lastWrite, now time.Time, interval time.Duration) bool {
-	return status == string(arm.ProvisioningStateAccepted) && recent(latest(lastWrite), now, interval)
+// Initial reports whether status is the one the frontend creates an
+// operation of request in: Deleting for a Delete (so that a second delete
+// of the resource is refused with 409 Conflict), Accepted for every other
+// request. opstatus never writes an operation back into it: Accepted is
+// never an answer, and a Delete that is Deleting stays so until it ends.
+func Initial(status, request string) bool {
+	if request == string(arm.RequestDelete) {
+		return status == string(arm.ProvisioningStateDeleting)
+	}
+	return status == string(arm.ProvisioningStateAccepted)
+}
+
+// ForPickup reports whether an operation is new, and so the pickup
+// function's to check first rather than scan's: its status is its
+// request's initial one (Initial), and its last write (the item's _ts,
+// lastWrite, to the second, so the write's latest possible instant) is
+// less than one scan interval before now. The change feed brings pickup
+// that write within seconds. A Create or Update that opstatus moved to
+// Deleting is not new.
+func ForPickup(status, request string, lastWrite, now time.Time, interval time.Duration) bool {
+	return Initial(status, request) && recent(latest(lastWrite), now, interval)
 }
 
 // LeftToPickup reports whether scan leaves an operation alone while pickup
@@ -24,10 +36,10 @@ func ForPickup(status string, lastWrite, now time.Time, interval time.Duration) 
 // first interval, so that write answered pickup's check. Scan sends it
 // once its last write is an interval old: an operation is checked at most
 // once an interval, and within two if pickup missed it. An operation the
-// frontend created in another status than Accepted is pickup's neither;
-// scan sends it after its first interval.
-func LeftToPickup(status string, startTime, lastWrite, now time.Time, interval time.Duration) bool {
-	return ForPickup(status, lastWrite, now, interval) ||
+// frontend created in another status than its request's initial one is
+// pickup's neither; scan sends it after its first interval.
+func LeftToPickup(status, request string, startTime, lastWrite, now time.Time, interval time.Duration) bool {
+	return ForPickup(status, request, lastWrite, now, interval) ||
 		(recent(startTime, now, interval) && recent(latest(lastWrite), now, interval))
 }
 

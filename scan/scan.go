@@ -96,12 +96,18 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 			f.skip(inv, started, err.Error(), reasonItem, err)
 			skips[reasonItem]++
 			continue
+		case errors.Is(err, database.ErrNoSubscription):
+			// poll's read of it fails by the same rule; its text quotes
+			// the id, bounded.
+			f.skip(inv, started, p.PartitionKey+"/"+p.ID, reasonSubscription, err)
+			skips[reasonSubscription]++
+			continue
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			return nil, fmt.Errorf("listing pending operations did not finish within %s (after %d); the host's functionTimeout must also leave time to write the messages", deadline, len(ops))
 		case err != nil:
 			return nil, fmt.Errorf("list pending operations: %w", err)
 		}
-		op := queuemsg.Operation{SubscriptionID: p.PartitionKey, OperationID: p.ID}
+		op := queuemsg.Operation{SubscriptionID: p.SubscriptionID, OperationID: p.ID}
 		// By poll's own rules: whatever scan sends, poll acts on or
 		// answers 2xx, never into the poison queue, and what poll would
 		// call invalid on every scan is not sent.
@@ -112,14 +118,14 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 			continue
 		}
 		if _, _, err := opkind.Check(arm.ProvisioningState(p.Status), arm.Request(p.Request), p.InternalID); err != nil {
-			f.skip(inv, started, key, opkind.Reason(err), err, "subscription_id", p.PartitionKey, "operation_id", p.ID)
+			f.skip(inv, started, key, opkind.Reason(err), err, "subscription_id", p.SubscriptionID, "operation_id", p.ID)
 			skips[opkind.Reason(err)]++
 			continue
 		}
 		if tally != nil {
 			tally.Add(p.Status, p.Request, resourceType(p.InternalID), p.StartTime, !arm.ProvisioningState(p.Status).IsTerminal())
 		}
-		if f.PickupRuns && LeftToPickup(p.Status, p.StartTime, p.LastWrite, started, f.Interval) {
+		if f.PickupRuns && LeftToPickup(p.Status, p.Request, p.StartTime, p.LastWrite, started, f.Interval) {
 			leftToPickup++
 			continue
 		}

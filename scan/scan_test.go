@@ -105,6 +105,30 @@ func TestScanListsPendingOperationsAcrossSubscriptions(t *testing.T) {
 	require.Equal(t, scanStart, read.ScannedAt)
 }
 
+// In a fixed Operations partition scan lists that partition alone, and
+// each message names the subscription of the operation's externalId,
+// lowercase: poll takes its lock and writes its Resources items. An
+// operation whose externalId names no subscription is skipped by the rule
+// poll's read fails by, and counted.
+func TestScanInAFixedPartition(t *testing.T) {
+	db := databasetesting.NewMemoryClient(time.Second)
+	db.OperationsPartition = "workaround"
+	put := func(partition, id, externalID string) {
+		db.PutOperation(&database.Operation{ID: id, PartitionKey: partition, ExternalID: externalID,
+			Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted, InternalID: clusterID})
+	}
+	put("workaround", "1", "/subscriptions/SUB-B/resourceGroups/rg/providers/Microsoft.RedHatOpenShift/hcpOpenShiftClusters/c1")
+	put("workaround", "2", "/subscriptions/sub-a/resourceGroups/rg/providers/Microsoft.RedHatOpenShift/hcpOpenShiftClusters/c2")
+	put("workaround", "no-sub", "/resourceGroups/rg")
+	put("sub-a", "elsewhere", "/subscriptions/sub-a/resourceGroups/rg/providers/Microsoft.RedHatOpenShift/hcpOpenShiftClusters/c3")
+
+	res, err, logs := scanLogged(t, &scan.Function{DB: db}, timer)
+	require.NoError(t, err)
+	require.Equal(t, []string{"sub-a/2", "sub-b/1"}, flat(res.Outputs[scan.OutputBinding].([]queuemsg.Message)))
+	require.Contains(t, logs, "reason=subscription")
+	require.Contains(t, logs, "skipped=1")
+}
+
 // Operations go out sorted by subscription, in messages of at most
 // queuemsg.BatchSize, each operation exactly once, whatever order the
 // listing gives; each scan starts at a message chosen at random and goes
@@ -200,7 +224,7 @@ func (s slowListing) PendingOperations(ctx context.Context) iter.Seq2[database.P
 				return
 			case <-time.After(s.delay):
 			}
-			if !yield(database.PendingOperation{ID: fmt.Sprint(i), PartitionKey: "s"}, nil) {
+			if !yield(database.PendingOperation{ID: fmt.Sprint(i), PartitionKey: "s", SubscriptionID: "s"}, nil) {
 				return
 			}
 		}

@@ -10,8 +10,9 @@ import (
 
 // Reasons of scan's own for skipping an operation, beside opkind's.
 const (
-	reasonItem = "item" // the listed item does not decode
-	reasonID   = "id"   // an id no Cosmos item can have
+	reasonItem         = "item"         // the listed item does not decode
+	reasonID           = "id"           // an id no Cosmos item can have
+	reasonSubscription = "subscription" // in a fixed Operations partition, an externalId without a subscription
 )
 
 // skipLogEvery is how often one skipped operation is logged again: an

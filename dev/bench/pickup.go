@@ -232,10 +232,11 @@ func (res *pickupResult) firstIntervals(calls map[string][]time.Time, ds dataset
 	res.Delays = summarizeCensored(delays, censored, scanInterval)
 }
 
-// arrive writes ds's operations as the frontend creates them, Accepted,
-// one every 1/rate seconds (each write in its own goroutine, so that a
-// slow one does not hold up the schedule), each cluster installing in sim
-// first; it returns when each write began.
+// arrive writes ds's operations as the frontend creates them, one every
+// 1/rate seconds (each write in its own goroutine, so that a slow one does
+// not hold up the schedule): every other one a cluster Create, Accepted,
+// its cluster installing in sim, the others a Delete, Deleting, its
+// cluster uninstalling (arrivalItems). It returns when each write began.
 func arrive(ctx context.Context, fe *frontend.Frontend, sim *clustersim.Sim, ds dataset, rate float64) ([]time.Time, error) {
 	written := make([]time.Time, len(ds.ops))
 	every := time.Duration(float64(time.Second) / rate)
@@ -250,27 +251,27 @@ func arrive(ctx context.Context, fe *frontend.Frontend, sim *clustersim.Sim, ds 
 			return nil, ctx.Err()
 		case <-time.After(time.Until(start.Add(time.Duration(i) * every))):
 		}
-		if err := sim.AddCluster(o.Cluster, clustersim.Script{Installing: clustersim.Duration(installing)}); err != nil {
+		var err error
+		if arrivalDeletes(i) {
+			if err = sim.AddCluster(o.Cluster, clustersim.Script{}); err == nil {
+				err = sim.DeleteCluster(o.Cluster, installing)
+			}
+		} else {
+			err = sim.AddCluster(o.Cluster, clustersim.Script{Installing: clustersim.Duration(installing)})
+		}
+		if err != nil {
 			wg.Wait()
 			return nil, err
 		}
 		wg.Go(func() {
+			now := time.Now()
+			res, op := arrivalItems(i, o, now)
 			// The Resources item first: pickup may act as soon as the
 			// operation is written.
-			err := fe.PutResource(ctx, frontend.Resource{
-				ID: "res-" + o.ID, PartitionKey: o.Sub, Key: o.Key(), InternalID: o.InternalID(),
-				ActiveOperationID: o.ID, ProvisioningState: "Accepted",
-			})
-			now := time.Now()
+			err := fe.PutResource(ctx, res)
 			written[i] = now
 			if err == nil {
-				err = fe.PutOperation(ctx, frontend.Operation{
-					ID: o.ID, PartitionKey: o.Sub, TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
-					Request: "Create", Status: "Accepted",
-					ExternalID: o.Key(), InternalID: o.InternalID(),
-					OperationID: "/subscriptions/" + o.Sub + "/providers/Microsoft.RedHatOpenShift/locations/eastus/hcpOperationStatuses/" + o.ID,
-					StartTime:   now.UTC(), LastTransitionTime: now.UTC(),
-				})
+				err = fe.PutOperation(ctx, op)
 			}
 			if err != nil {
 				mu.Lock()
@@ -283,8 +284,33 @@ func arrive(ctx context.Context, fe *frontend.Frontend, sim *clustersim.Sim, ds 
 	return written, errors.Join(errs...)
 }
 
+// arrivalDeletes reports whether arrival i is a Delete: ARO-HCP's frontend
+// creates a Delete Deleting and every other request Accepted, and pickup
+// must take both.
+func arrivalDeletes(i int) bool { return i%2 == 1 }
+
+// arrivalItems returns the Resources and Operations items the frontend
+// writes at now for arrival i: a Create, Accepted, of a new cluster, or a
+// Delete, Deleting, of an existing one.
+func arrivalItems(i int, o benchOp, now time.Time) (frontend.Resource, frontend.Operation) {
+	request, status, state := "Create", "Accepted", "Accepted"
+	if arrivalDeletes(i) {
+		request, status, state = "Delete", "Deleting", "Deleting"
+	}
+	return frontend.Resource{
+			ID: "res-" + o.ID, PartitionKey: o.Sub, Key: o.Key(), InternalID: o.InternalID(),
+			ActiveOperationID: o.ID, ProvisioningState: state,
+		}, frontend.Operation{
+			ID: o.ID, PartitionKey: o.Sub, TenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
+			Request: request, Status: status,
+			ExternalID: o.Key(), InternalID: o.InternalID(),
+			OperationID: "/subscriptions/" + o.Sub + "/providers/Microsoft.RedHatOpenShift/locations/eastus/hcpOperationStatuses/" + o.ID,
+			StartTime:   now.UTC(), LastTransitionTime: now.UTC(),
+		}
+}
+
 func printPickup(w io.Writer, r pickupResult) {
-	fmt.Fprintf(w, "pickup: %d arrivals at %.0f/s over %d pending operations, ≤%d poll instances: write → first Cluster Service call p50 %s, p99 %s, max %s; %d arrivals unchecked in their first interval; %.3f calls per arrival in it (max %d); %d first calls in pickup invocations; %d pickup invocations for %d documents\n",
+	fmt.Fprintf(w, "pickup: %d arrivals (every other one a Delete) at %.0f/s over %d pending operations, ≤%d poll instances: write → first Cluster Service call p50 %s, p99 %s, max %s; %d arrivals unchecked in their first interval; %.3f calls per arrival in it (max %d); %d first calls in pickup invocations; %d pickup invocations for %d documents\n",
 		r.Arrivals, r.Rate, r.Background, r.Instances, secs(r.Delays.P50), fresh(r.Delays.P99, r.Delays.P99AtLeast), fresh(r.Delays.Max, r.Delays.MaxAtLeast),
 		r.Unchecked, r.callsPerOp(), r.MaxCalls, r.ByPickup, r.Pickups, r.Documents)
 	fmt.Fprintf(w, "pickup's trigger traffic: %.2f change feed reads/s and %.2f lease requests/s without arrivals (%s); %.2f feed reads and %.2f lease requests more per arrival; billed pickup execution %s per arrival\n",

@@ -5,7 +5,24 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/scan"
 )
+
+// The arrivals are new operations as ARO-HCP's frontend writes them, Deletes
+// among them: each one is pickup's.
+func TestPickupArrivalsIncludeDeletes(t *testing.T) {
+	ds := newDataset("p", 4, 2)
+	now := time.Now()
+	requests := map[string]int{}
+	for i, o := range ds.ops {
+		res, op := arrivalItems(i, o, now)
+		requests[op.Request]++
+		require.Equal(t, op.Status, res.ProvisioningState)
+		require.True(t, scan.ForPickup(op.Status, op.Request, now, now, scanInterval), "arrival %d (%s %s) is new", i, op.Request, op.Status)
+	}
+	require.Equal(t, map[string]int{"Create": 2, "Delete": 2}, requests)
+}
 
 func TestPickupFirstIntervals(t *testing.T) {
 	ds := newDataset("p", 3, 1)

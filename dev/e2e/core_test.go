@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -47,8 +48,18 @@ func (s *handlerStack) seed(sub, opID, request, status, key, internalID string) 
 	}))
 }
 
+// TestHandlerEndToEnd runs scan and poll through the built handler, with
+// the Operations items in their subscriptions' partitions and in one fixed
+// partition: the locks, Resources items and messages are the
+// subscriptions' either way.
 func TestHandlerEndToEnd(t *testing.T) {
-	s := startStack(t)
+	for _, mode := range partitionModes {
+		t.Run(mode.name, func(t *testing.T) { handlerEndToEnd(t, mode.env) })
+	}
+}
+
+func handlerEndToEnd(t *testing.T, env []string) {
+	s := startStack(t, env...)
 	ctx := context.Background()
 	sec := time.Second
 
@@ -138,6 +149,44 @@ func TestHandlerEndToEnd(t *testing.T) {
 		msgs = append(msgs, m["operationId"])
 	}
 	require.Equal(t, []string{"op-locked"}, msgs, "only the unfinished operation is left")
+}
+
+// In a fixed Operations partition, the built handler acts on an
+// operation only under the subscription of its externalId: a message that
+// names another one is invalid, and an operation whose externalId names
+// none is skipped by scan and invalid in poll. Nothing is called, locked or
+// written for either.
+func TestFixedPartitionOperationsOfNoSubscription(t *testing.T) {
+	s := startStack(t, partitionModes[1].env...)
+	ctx := context.Background()
+	require.NoError(t, s.sim.AddCluster("c", clustersim.Script{Installing: clustersim.Duration(time.Hour)}))
+	s.seed(subA, "op-a", "Create", "Accepted", clusterKey(subA, "c"), "/api/aro_hcp/v1alpha1/clusters/c")
+	require.NoError(t, s.fe.PutOperation(ctx, frontend.Operation{ID: "op-none", PartitionKey: subA, Request: "Create", Status: "Accepted",
+		ExternalID: "/resourceGroups/rg/providers/Microsoft.RedHatOpenShift/hcpOpenShiftClusters/c", InternalID: "/api/aro_hcp/v1alpha1/clusters/c"}))
+	item, err := s.fe.Operation(ctx, subA, "op-none")
+	require.NoError(t, err)
+	require.Equal(t, "workaround", item["partitionKey"])
+	before := s.snapshot(opRef(subA, "op-a"), opRef(subA, "op-none"), resRef(subA, "res-op-a"))
+
+	r := s.invoke("scan", "scan-skips", map[string]any{"Data": map[string]any{"timer": map[string]any{"IsPastDue": false}}, "Metadata": map[string]any{}})
+	require.Equal(t, http.StatusOK, r.Status, r.Logs)
+	var msgs []struct{ Operations []map[string]string }
+	require.NoError(t, json.Unmarshal(r.Outputs["operations"], &msgs))
+	require.Len(t, msgs, 1)
+	require.Equal(t, []map[string]string{{"subscriptionId": subA, "operationId": "op-a"}}, msgs[0].Operations,
+		"the message names the externalId's subscription")
+	s.requireLog(t, r, testenv.HostError, "operation skipped", "subscription", "op-none")
+
+	require.Equal(t, "invalid", s.pollOp(subB, "op-a"), "a message naming another subscription than the externalId's")
+	require.Equal(t, "invalid", s.pollOp("workaround", "op-a"), "a message naming the partition")
+	require.Equal(t, "invalid", s.pollOp(subA, "op-none"))
+	require.Zero(t, s.csRequests())
+	s.requireUnchanged(before)
+	for _, sub := range []string{subA, subB, "workaround"} {
+		s.requireNoLockLeft(sub)
+	}
+	require.Equal(t, "updated", s.pollOp(strings.ToUpper(subA), "op-a"), "its own subscription, in any case")
+	require.Equal(t, "Provisioning", s.opStatus(subA, "op-a"))
 }
 
 func TestHandlerRejectsMalformedMessages(t *testing.T) {

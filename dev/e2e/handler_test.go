@@ -43,6 +43,20 @@ type handlerStack struct {
 	cmd    *exec.Cmd
 }
 
+// partitionSetting names the one partition of every Operations item.
+const partitionSetting = "COSMOS_OPERATIONS_PARTITION_KEY"
+
+// partitionModes are the two ways the frontend may write the Operations
+// items, as the handler's extra settings: each in its subscription's
+// partition, or all in ARO-HCP's frontend's "workaround" (2024-10).
+var partitionModes = []struct {
+	name string
+	env  []string
+}{
+	{"by subscription", nil},
+	{"fixed partition", []string{partitionSetting + "=workaround"}},
+}
+
 func startStack(t *testing.T, extraEnv ...string) *handlerStack {
 	t.Helper()
 	ctx := context.Background()
@@ -92,6 +106,13 @@ func startStack(t *testing.T, extraEnv ...string) *handlerStack {
 			t.Logf("handler stdout:\n%s\nhandler stderr:\n%s", stdout.String(), stderr.String())
 		}
 	})
+	// The frontend writes the Operations items where the handler is told
+	// they are.
+	for _, kv := range extraEnv {
+		if v, ok := strings.CutPrefix(kv, partitionSetting+"="); ok {
+			fe.OperationsPartition = v
+		}
+	}
 	s := &handlerStack{t: t, url: "http://127.0.0.1:" + port, db: dbName, fe: fe, sim: sim, clock: clock, arm: rec, stdout: stdout, stderr: stderr, cmd: cmd}
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(s.url + "/")

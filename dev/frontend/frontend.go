@@ -31,6 +31,12 @@ var (
 
 // Frontend is a client of one database.
 type Frontend struct {
+	// OperationsPartition, when set, is the one partition every Operations
+	// item is written in and read from, whatever its subscription, as
+	// ARO-HCP's frontend did (2024-10) with "workaround"; when empty, each
+	// is in its subscription's. It is taken as it is, not lowercased.
+	OperationsPartition string
+
 	db         *azcosmos.DatabaseClient
 	operations *azcosmos.ContainerClient
 	resources  *azcosmos.ContainerClient
@@ -120,9 +126,10 @@ func withExtra(v any, extra map[string]any) ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// PutOperation upserts an operation item.
+// PutOperation upserts an operation item, in the partition of its
+// subscription (PartitionKey, lowercased) or in OperationsPartition.
 func (f *Frontend) PutOperation(ctx context.Context, op Operation) error {
-	op.PartitionKey = strings.ToLower(op.PartitionKey)
+	op.PartitionKey = f.operationsPartition(op.PartitionKey)
 	body, err := withExtra(op, op.Extra)
 	if err != nil {
 		return err
@@ -148,9 +155,18 @@ func (f *Frontend) PutResource(ctx context.Context, r Resource) error {
 	return err
 }
 
-// Operation reads an operation item as a generic map, or nil if missing.
+// Operation reads an operation item of subscriptionID (in its partition, or
+// in OperationsPartition) as a generic map, or nil if missing.
 func (f *Frontend) Operation(ctx context.Context, subscriptionID, id string) (map[string]any, error) {
-	return read(ctx, f.operations, strings.ToLower(subscriptionID), id)
+	return read(ctx, f.operations, f.operationsPartition(subscriptionID), id)
+}
+
+// operationsPartition is the partition of subscriptionID's operations.
+func (f *Frontend) operationsPartition(subscriptionID string) string {
+	if f.OperationsPartition != "" {
+		return f.OperationsPartition
+	}
+	return strings.ToLower(subscriptionID)
 }
 
 // Resource reads a resource item by id as a generic map, or nil if missing.

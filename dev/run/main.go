@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,17 +30,20 @@ func main() {
 	keep := flag.Bool("keep-running", false, "keep the stack running after the demo converges, until Ctrl-C")
 	realHost := flag.Bool("func", false, "run the app under the real Functions host (func start) instead of the host emulator")
 	timeout := flag.Duration("timeout", 3*time.Minute, "give up when the demo has not converged by then")
+	partition := flag.String("operations-partition", os.Getenv(stack.OperationsPartitionSetting),
+		"write every Operations item in this one partition, as ARO-HCP's frontend did with \"workaround\", and tell the handler so "+
+			"("+stack.OperationsPartitionSetting+"); default "+stack.OperationsPartitionSetting+" of the environment, or each in its subscription's")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	code, err := run(ctx, os.Stdout, *keep, *realHost, *timeout)
+	code, err := run(ctx, os.Stdout, *keep, *realHost, *timeout, strings.TrimSpace(*partition))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "run:", err)
 	}
 	os.Exit(code)
 }
 
-func run(ctx context.Context, out io.Writer, keep, realHost bool, timeout time.Duration) (int, error) {
+func run(ctx context.Context, out io.Writer, keep, realHost bool, timeout time.Duration, partition string) (int, error) {
 	started := time.Now()
 	host := "the host emulator"
 	if realHost {
@@ -56,8 +60,12 @@ func run(ctx context.Context, out io.Writer, keep, realHost bool, timeout time.D
 	}
 	defer sink.Close()
 	outcomes := demo.NewOutcomes()
+	settings := demo.TelemetrySettings(sink)
+	if partition != "" {
+		settings[stack.OperationsPartitionSetting] = partition
+	}
 	s, err := stack.Start(ctx, stack.Options{NoHost: realHost, Host: hostemu.Options{OnInvocation: outcomes.Record},
-		Settings: demo.TelemetrySettings(sink)})
+		Settings: settings})
 	if err != nil {
 		return 1, err
 	}
@@ -69,6 +77,10 @@ func run(ctx context.Context, out io.Writer, keep, realHost bool, timeout time.D
 	}()
 	fmt.Fprintf(out, "up in %s · handler and host logs: %s\n", time.Since(started).Round(time.Millisecond), s.LogPath)
 	fmt.Fprintf(out, "  Cosmos %s · Cluster Service simulator %s · queue %s\n", s.Cosmos.Endpoint, s.SimURL, s.Azurite.QueueEndpoint)
+	if partition != "" {
+		fmt.Fprintf(out, "  every Operations item in partition %q (%s): each operation's subscription is its externalId's\n",
+			partition, stack.OperationsPartitionSetting)
+	}
 
 	if realHost {
 		stop, err := funcStart(ctx, s)

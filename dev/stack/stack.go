@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +35,10 @@ const Database = "opstatus"
 
 // Location is the stack's AZURE_LOCATION, which billing items record.
 const Location = "eastus"
+
+// OperationsPartitionSetting names the one partition of every Operations
+// item, when the frontend writes them so.
+const OperationsPartitionSetting = "COSMOS_OPERATIONS_PARTITION_KEY"
 
 // Options configure Start.
 type Options struct {
@@ -54,7 +59,9 @@ type Options struct {
 	// the Cosmos server (a fault proxy in front of it, say), given the
 	// server's own endpoint.
 	CosmosWrap func(endpoint string) (string, error)
-	// Settings are extra app settings for the handler.
+	// Settings are extra app settings for the handler. With
+	// COSMOS_OPERATIONS_PARTITION_KEY among them, the Frontend writes the
+	// Operations items in that partition.
 	Settings map[string]string
 	// NoHost leaves the host emulator out: the caller runs a host itself
 	// (make func-start runs the real one) with Stack.Settings.
@@ -174,6 +181,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		settings[k] = v
 	}
 	s.Settings = settings
+	s.Frontend.OperationsPartition = strings.TrimSpace(settings[OperationsPartitionSetting])
 	for _, q := range []string{"operations", "operations-poison"} {
 		if _, err := s.Queue.CreateQueue(ctx, q, nil); err != nil && !queueExists(err) {
 			return nil, fmt.Errorf("create queue %s: %w", q, err)

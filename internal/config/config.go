@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/opstatus/opstatus/internal/schedule"
 )
@@ -25,6 +27,10 @@ type Config struct {
 	ResourcesContainer       string
 	LocksContainer           string
 	BillingContainer         string
+	// OperationsPartitionKey is the one partition every Operations item is
+	// in (COSMOS_OPERATIONS_PARTITION_KEY, such as ARO-HCP's frontend's
+	// "workaround"); empty when each is in its subscription's.
+	OperationsPartitionKey string
 	// LeasesContainer is the lease container of the pickup function's
 	// change-feed trigger (COSMOS_LEASES_CONTAINER); empty when not set.
 	LeasesContainer string
@@ -116,6 +122,7 @@ func Load(getenv func(string) string) (Config, error) {
 		ResourcesContainer:               r.or("COSMOS_RESOURCES_CONTAINER", "Resources"),
 		LocksContainer:                   r.or("COSMOS_LOCKS_CONTAINER", "Locks"),
 		BillingContainer:                 r.or("COSMOS_BILLING_CONTAINER", DefaultBillingContainer),
+		OperationsPartitionKey:           r.partitionKey("COSMOS_OPERATIONS_PARTITION_KEY"),
 		LeasesContainer:                  strings.TrimSpace(getenv("COSMOS_LEASES_CONTAINER")),
 		Location:                         r.location("AZURE_LOCATION"),
 		ClusterServiceURL:                r.url("CLUSTER_SERVICE_URL", true),
@@ -286,6 +293,22 @@ func (r *reader) location(name string) string {
 			r.fail(name, "%q is not an Azure region name (lowercase letters and digits, such as eastus)", v)
 			return ""
 		}
+	}
+	return v
+}
+
+// maxPartitionKeyBytes is the longest partition key value Cosmos DB
+// takes, in bytes of UTF-8.
+const maxPartitionKeyBytes = 2048
+
+// partitionKey reads an optional partition key value: UTF-8 text of at
+// most maxPartitionKeyBytes without control characters, taken as it is
+// (keys are case-sensitive).
+func (r *reader) partitionKey(name string) string {
+	v := strings.TrimSpace(r.getenv(name))
+	if !utf8.ValidString(v) || len(v) > maxPartitionKeyBytes || strings.ContainsFunc(v, unicode.IsControl) {
+		r.fail(name, "%.80q is not a partition key value (UTF-8 text of at most %d bytes without control characters)", v, maxPartitionKeyBytes)
+		return ""
 	}
 	return v
 }

@@ -112,6 +112,14 @@ func TestLoadOptionalSettings(t *testing.T) {
 			func(t *testing.T, c Config) {
 				require.Equal(t, []string{"Operations", "Locks", "Billing"}, []string{c.OperationsContainer, c.LocksContainer, c.BillingContainer})
 			}},
+		{"operations by subscription by default", validEnv(),
+			func(t *testing.T, c Config) { require.Empty(t, c.OperationsPartitionKey) }},
+		{"a fixed operations partition", with("COSMOS_OPERATIONS_PARTITION_KEY", " workaround "),
+			func(t *testing.T, c Config) { require.Equal(t, "workaround", c.OperationsPartitionKey) }},
+		{"a fixed operations partition keeps its case", with("COSMOS_OPERATIONS_PARTITION_KEY", "Ops Ü"),
+			func(t *testing.T, c Config) { require.Equal(t, "Ops Ü", c.OperationsPartitionKey) }},
+		{"a blank operations partition is none", with("COSMOS_OPERATIONS_PARTITION_KEY", " \t"),
+			func(t *testing.T, c Config) { require.Empty(t, c.OperationsPartitionKey) }},
 		{"location", with("AZURE_LOCATION", " westus2 "),
 			func(t *testing.T, c Config) { require.Equal(t, "westus2", c.Location) }},
 		{"bools", with("COSMOS_INSECURE_SKIP_VERIFY", "true", "CLUSTER_SERVICE_INSECURE_SKIP_VERIFY", "TRUE", "NOTIFICATIONS_ALLOW_HTTP", " 1 "),
@@ -221,6 +229,10 @@ func TestLoadErrors(t *testing.T) {
 		{"deadline negative", with("OPERATION_DEADLINE_CREATE", "-1h"), "OPERATION_DEADLINE_CREATE"},
 		{"deadline zero", with("OPERATION_DEADLINE_UPDATE", "0"), "OPERATION_DEADLINE_UPDATE"},
 		{"deadline without a unit", with("OPERATION_DEADLINE_DELETE", "12"), "OPERATION_DEADLINE_DELETE"},
+
+		{"operations partition with a control character", with("COSMOS_OPERATIONS_PARTITION_KEY", "work\x00around"), "COSMOS_OPERATIONS_PARTITION_KEY"},
+		{"operations partition not UTF-8", with("COSMOS_OPERATIONS_PARTITION_KEY", "work\xffaround"), "COSMOS_OPERATIONS_PARTITION_KEY"},
+		{"operations partition too long", with("COSMOS_OPERATIONS_PARTITION_KEY", strings.Repeat("w", 2049)), "COSMOS_OPERATIONS_PARTITION_KEY"},
 
 		// Locations: region names, not display names.
 		{"location a display name", with("AZURE_LOCATION", "East US"), "AZURE_LOCATION"},

@@ -29,7 +29,8 @@ type store struct {
 	// (operations or resources) in the partition its partitionKey names,
 	// without an etag check.
 	put func(t *testing.T, container, body string)
-	// raw returns an item of container as stored, or nil when there is none.
+	// raw returns an item of container as stored, or nil when there is
+	// none: an operation in subscriptionID's partition or in the fixed one.
 	raw func(t *testing.T, container, subscriptionID, id string) map[string]any
 }
 
@@ -39,8 +40,9 @@ const (
 )
 
 // memoryStore is the in-memory DBClient.
-func memoryStore(t *testing.T, lockTTL time.Duration) store {
+func memoryStore(t *testing.T, lockTTL time.Duration, partition database.OperationsPartition) store {
 	mem := databasetesting.NewMemoryClient(lockTTL)
+	mem.OperationsPartition = partition
 	return store{
 		DBClient: mem,
 		put: func(t *testing.T, container, body string) {
@@ -69,7 +71,7 @@ func memoryStore(t *testing.T, lockTTL time.Duration) store {
 // shared Cosmos test server, which lists with the details as the in-memory
 // client does. Its Locks container has lockTTL as its DefaultTimeToLive:
 // none when zero, -1 when negative.
-func cosmosStore(t *testing.T, lockTTL time.Duration) store {
+func cosmosStore(t *testing.T, lockTTL time.Duration, partition database.OperationsPartition) store {
 	ctx := t.Context()
 	cosmos := testenv.SharedCosmos(t)
 	name := testenv.DatabaseName(t)
@@ -84,8 +86,10 @@ func cosmosStore(t *testing.T, lockTTL time.Duration) store {
 		testenv.ContainerSpec{Name: "Locks", PartitionKeyPath: "/id", DefaultTTL: ttl},
 	))
 	cfg := cosmosConfig(t, name)
+	cfg.OperationsPartition = partition
 	fe, err := frontend.New(cosmos.Endpoint, cosmos.Key, name)
 	require.NoError(t, err)
+	fe.OperationsPartition = string(partition)
 	client, err := testenv.NewCosmosClient(cosmos.Endpoint, cosmos.Key)
 	require.NoError(t, err)
 	return store{
@@ -129,6 +133,9 @@ func partitionKeyOf(t *testing.T, body string) azcosmos.PartitionKey {
 	t.Fatalf("partitionKey %v cannot be a partition key", value)
 	return azcosmos.PartitionKey{}
 }
+
+// fixed is ARO-HCP's frontend's one Operations partition (2024-10).
+const fixed = database.OperationsPartition("workaround")
 
 const (
 	sub        = "sub1"
@@ -201,7 +208,22 @@ func getResource(t *testing.T, s store, key string) *database.Resource {
 // comparisons: it is the store's clock, not the test's.
 func listPending(t *testing.T, s store) (listed []database.PendingOperation, malformed int) {
 	t.Helper()
+	listed, malformed, noSub := listPendingAll(t, s)
+	require.Empty(t, noSub, "operations whose subscription cannot be told")
+	return listed, malformed
+}
+
+// listPendingAll is listPending that also returns the operations listed
+// with ErrNoSubscription, their last write cleared too.
+func listPendingAll(t *testing.T, s store) (listed []database.PendingOperation, malformed int, noSub []database.PendingOperation) {
+	t.Helper()
 	for p, err := range s.PendingOperations(t.Context()) {
+		if errors.Is(err, database.ErrNoSubscription) {
+			require.Empty(t, p.SubscriptionID)
+			p.LastWrite = time.Time{}
+			noSub = append(noSub, p)
+			continue
+		}
 		if err != nil {
 			require.ErrorIs(t, err, database.ErrMalformed)
 			malformed++
@@ -211,7 +233,7 @@ func listPending(t *testing.T, s store) (listed []database.PendingOperation, mal
 		p.LastWrite = time.Time{}
 		listed = append(listed, p)
 	}
-	return listed, malformed
+	return listed, malformed, noSub
 }
 
 // contractCase is a behaviour both DBClients have: run on a store holding
@@ -219,7 +241,9 @@ func listPending(t *testing.T, s store) (listed []database.PendingOperation, mal
 type contractCase struct {
 	name string
 	// lockTTL is the Locks container's DefaultTimeToLive; zero for none.
-	lockTTL    time.Duration
+	lockTTL time.Duration
+	// partition is where the Operations items are; zero: by subscription.
+	partition  database.OperationsPartition
 	operations []string
 	resources  []string
 	run        func(t *testing.T, s store)
@@ -235,6 +259,7 @@ var contractCases = []contractCase{
 			require.NoError(t, err)
 			require.Equal(t, "op1", op.ID)
 			require.Equal(t, sub, op.PartitionKey)
+			require.Equal(t, sub, op.SubscriptionID(), "by subscription, the partition key is the subscription")
 			require.Equal(t, arm.RequestCreate, op.Request)
 			require.Equal(t, arm.ProvisioningStateAccepted, op.Status)
 			require.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), op.StartTime)
@@ -400,12 +425,12 @@ var contractCases = []contractCase{
 				return strings.Compare(a.PartitionKey+"/"+a.ID, b.PartitionKey+"/"+b.ID)
 			})
 			pending := func(id, status, request string) database.PendingOperation {
-				return database.PendingOperation{ID: id, PartitionKey: sub, Status: status, Request: request}
+				return database.PendingOperation{ID: id, PartitionKey: sub, SubscriptionID: sub, Status: status, Request: request}
 			}
 			accepted := pending("accepted", "Accepted", "Create")
 			accepted.StartTime, accepted.InternalID = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), clusterCS
 			deleting := pending("deleting", "Deleting", "Delete")
-			deleting.PartitionKey = otherSub
+			deleting.PartitionKey, deleting.SubscriptionID = otherSub, otherSub
 			require.Equal(t, []database.PendingOperation{
 				accepted,
 				pending("ill-typed-details", "Accepted", ""),
@@ -841,6 +866,124 @@ var contractCases = []contractCase{
 			require.ErrorIs(t, err, database.ErrNotFound)
 		},
 	},
+	{
+		name: "by subscription, an operation is its partition's whatever its externalId",
+		operations: []string{operation("op1", fields{"externalId": "/subscriptions/" + otherSub + "/resourceGroups/rg"}),
+			operation("op2", fields{"externalId": absent})},
+		run: func(t *testing.T, s store) {
+			for _, id := range []string{"op1", "op2"} {
+				op := getOperation(t, s, id)
+				require.Equal(t, sub, op.SubscriptionID())
+			}
+			listed, _ := listPending(t, s)
+			require.Len(t, listed, 2)
+			for _, p := range listed {
+				require.Equal(t, sub, p.SubscriptionID)
+			}
+		},
+	},
+	{
+		name:      "in a fixed partition, GetOperation reads there the operation of its externalId's subscription",
+		partition: fixed,
+		operations: []string{
+			operation("op1", fields{"partitionKey": string(fixed), "externalId": strings.ToUpper(clusterKey)}),
+			// The subscription's own partition is not read.
+			operation("op2", nil),
+		},
+		run: func(t *testing.T, s store) {
+			for _, asked := range []string{sub, strings.ToUpper(sub)} {
+				op, err := s.GetOperation(t.Context(), asked, "op1")
+				require.NoError(t, err, asked)
+				require.Equal(t, string(fixed), op.PartitionKey)
+				require.Equal(t, sub, op.SubscriptionID(), "lowercase, as the partition keys of the subscription's items")
+			}
+			_, err := s.GetOperation(t.Context(), otherSub, "op1")
+			require.ErrorIs(t, err, database.ErrOtherSubscription, "the message names another subscription than its externalId's")
+			require.NotErrorIs(t, err, database.ErrNotFound)
+			_, err = s.GetOperation(t.Context(), sub, "op2")
+			require.ErrorIs(t, err, database.ErrNotFound)
+		},
+	},
+	{
+		name:      "in a fixed partition, an operation whose externalId names no subscription is ErrNoSubscription",
+		partition: fixed,
+		operations: []string{
+			operation("absent", fields{"partitionKey": string(fixed), "externalId": absent}),
+			operation("null", fields{"partitionKey": string(fixed), "externalId": nil}),
+			operation("empty", fields{"partitionKey": string(fixed), "externalId": ""}),
+			operation("no-subscription", fields{"partitionKey": string(fixed), "externalId": "/resourceGroups/rg/providers/p/t/n"}),
+			operation("empty-subscription", fields{"partitionKey": string(fixed), "externalId": "/subscriptions//resourceGroups/rg"}),
+			operation("relative", fields{"partitionKey": string(fixed), "externalId": "subscriptions/" + sub + "/resourceGroups/rg"}),
+			operation("other-segment", fields{"partitionKey": string(fixed), "externalId": "/tenants/" + sub}),
+		},
+		run: func(t *testing.T, s store) {
+			ids := []string{"absent", "null", "empty", "no-subscription", "empty-subscription", "relative", "other-segment"}
+			for _, id := range ids {
+				_, err := s.GetOperation(t.Context(), sub, id)
+				require.ErrorIs(t, err, database.ErrNoSubscription, id)
+			}
+			listed, malformed, noSub := listPendingAll(t, s)
+			require.Empty(t, listed)
+			require.Zero(t, malformed)
+			var got []string
+			for _, p := range noSub {
+				require.Equal(t, string(fixed), p.PartitionKey)
+				got = append(got, p.ID)
+			}
+			require.ElementsMatch(t, ids, got, "listed, each with its ErrNoSubscription")
+		},
+	},
+	{
+		name:       "in a fixed partition, ReplaceOperation writes there and tells the written operation's subscription",
+		partition:  fixed,
+		operations: []string{operation("op1", fields{"partitionKey": string(fixed), "externalId": clusterKey})},
+		run: func(t *testing.T, s store) {
+			op := getOperation(t, s, "op1")
+			op.Status = arm.ProvisioningStateProvisioning
+			written, err := s.ReplaceOperation(t.Context(), op)
+			require.NoError(t, err)
+			require.Equal(t, sub, written.SubscriptionID())
+			require.Equal(t, "Provisioning", s.raw(t, operations, sub, "op1")["status"])
+			require.Equal(t, string(fixed), s.raw(t, operations, sub, "op1")["partitionKey"])
+		},
+	},
+	{
+		name:      "a fixed partition key is taken as it is, not lowercased",
+		partition: "Fixed-Ops",
+		operations: []string{operation("op1", fields{"partitionKey": "Fixed-Ops", "externalId": clusterKey}),
+			operation("op1", fields{"partitionKey": "fixed-ops", "externalId": clusterKey, "status": "Updating"})},
+		run: func(t *testing.T, s store) {
+			op := getOperation(t, s, "op1")
+			require.Equal(t, arm.ProvisioningStateAccepted, op.Status)
+			op.Status = arm.ProvisioningStateProvisioning
+			_, err := s.ReplaceOperation(t.Context(), op)
+			require.NoError(t, err)
+			require.Equal(t, "Provisioning", s.raw(t, operations, sub, "op1")["status"])
+			listed, _ := listPending(t, s)
+			require.Len(t, listed, 1)
+			require.Equal(t, "Fixed-Ops", listed[0].PartitionKey)
+		},
+	},
+	{
+		name:      "in a fixed partition, PendingOperations lists that partition alone, each operation with its externalId's subscription",
+		partition: fixed,
+		operations: []string{
+			operation("a", fields{"partitionKey": string(fixed), "externalId": clusterKey}),
+			operation("b", fields{"partitionKey": string(fixed), "externalId": "/SUBSCRIPTIONS/" + strings.ToUpper(otherSub) + "/resourceGroups/rg",
+				"status": "Deleting", "request": "Delete"}),
+			operation("ended", fields{"partitionKey": string(fixed), "externalId": clusterKey, "status": "Succeeded"}),
+			operation("by-subscription", fields{"externalId": clusterKey}),
+		},
+		run: func(t *testing.T, s store) {
+			listed, _ := listPending(t, s)
+			slices.SortFunc(listed, func(a, b database.PendingOperation) int { return strings.Compare(a.ID, b.ID) })
+			require.Equal(t, []database.PendingOperation{
+				{ID: "a", PartitionKey: string(fixed), SubscriptionID: sub, Status: "Accepted", Request: "Create", ExternalID: clusterKey},
+				{ID: "b", PartitionKey: string(fixed), SubscriptionID: otherSub, Status: "Deleting", Request: "Delete",
+					ExternalID: "/SUBSCRIPTIONS/" + strings.ToUpper(otherSub) + "/resourceGroups/rg"},
+			}, listed)
+		},
+	},
 }
 
 // TestDBClientContract runs every behaviour of contractCases against the
@@ -849,7 +992,7 @@ var contractCases = []contractCase{
 func TestDBClientContract(t *testing.T) {
 	for _, impl := range []struct {
 		name string
-		open func(t *testing.T, lockTTL time.Duration) store
+		open func(t *testing.T, lockTTL time.Duration, partition database.OperationsPartition) store
 	}{{"memory", memoryStore}, {"cosmos", cosmosStore}} {
 		t.Run(impl.name, func(t *testing.T) {
 			t.Parallel()
@@ -859,7 +1002,7 @@ func TestDBClientContract(t *testing.T) {
 			for _, c := range contractCases {
 				t.Run(c.name, func(t *testing.T) {
 					t.Parallel()
-					s := impl.open(t, c.lockTTL)
+					s := impl.open(t, c.lockTTL, c.partition)
 					for _, body := range c.operations {
 						s.put(t, operations, body)
 					}

@@ -31,6 +31,9 @@ type CosmosConfig struct {
 	ResourcesContainer  string
 	LocksContainer      string
 	BillingContainer    string
+	// OperationsPartition is where the frontend writes the Operations
+	// items: by subscription (zero) or in one fixed partition.
+	OperationsPartition OperationsPartition
 	// PageSize is the scan query's page size; 0 means 1000.
 	PageSize int32
 	// TracingProvider traces the client's calls and requests; the zero
@@ -46,6 +49,7 @@ type CosmosClient struct {
 	resources  *azcosmos.ContainerClient
 	locks      *cosmosLocks
 	billing    *azcosmos.ContainerClient
+	partition  OperationsPartition
 	pageSize   int32
 }
 
@@ -100,7 +104,7 @@ func NewCosmosClient(cfg CosmosConfig) (*CosmosClient, error) {
 		}
 		return c, nil
 	}
-	c := &CosmosClient{client: client, database: cfg.Database, pageSize: cfg.PageSize}
+	c := &CosmosClient{client: client, database: cfg.Database, partition: cfg.OperationsPartition, pageSize: cfg.PageSize}
 	if c.pageSize <= 0 {
 		c.pageSize = 1000
 	}
@@ -137,9 +141,10 @@ func (c *CosmosClient) ReadContainer(ctx context.Context, name string) error {
 }
 
 // pendingQuery keeps the filter on the server and projects only what a queue
-// message needs, what scan decides by whether poll can act on an operation
+// message needs (the externalId too: in a fixed partition it tells the
+// subscription), what scan decides by whether poll can act on an operation
 // and whether pickup has just checked it, and what scan's metrics count.
-var pendingQuery = "SELECT c.id, c.partitionKey, c.status, c.request, c.startTime, c.internalId, c._ts FROM c WHERE c.status NOT IN (" +
+var pendingQuery = "SELECT c.id, c.partitionKey, c.externalId, c.status, c.request, c.startTime, c.internalId, c._ts FROM c WHERE c.status NOT IN (" +
 	quoted(arm.TerminalStates) + ")" + " OR (IS_STRING(c.notificationUri) AND LENGTH(c.notificationUri) > 0)"
 
 // quoted lists states as SQL string literals: 'Succeeded','Failed',...
@@ -151,11 +156,15 @@ func quoted(states []arm.ProvisioningState) string {
 	return strings.Join(parts, ",")
 }
 
-// PendingOperations pages through one cross-partition query.
+// PendingOperations pages through one cross-partition query, or a query of
+// the fixed partition.
 func (c *CosmosClient) PendingOperations(ctx context.Context) iter.Seq2[PendingOperation, error] {
 	return func(yield func(PendingOperation, error) bool) {
-		pager := c.operations.NewQueryItemsPager(pendingQuery, azcosmos.NewPartitionKey(),
-			&azcosmos.QueryOptions{PageSizeHint: c.pageSize})
+		scope := azcosmos.NewPartitionKey()
+		if c.partition.Fixed() {
+			scope = azcosmos.NewPartitionKeyString(string(c.partition))
+		}
+		pager := c.operations.NewQueryItemsPager(pendingQuery, scope, &azcosmos.QueryOptions{PageSizeHint: c.pageSize})
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
 			if err != nil {
@@ -163,15 +172,7 @@ func (c *CosmosClient) PendingOperations(ctx context.Context) iter.Seq2[PendingO
 				return
 			}
 			for _, raw := range page.Items {
-				var p PendingOperation
-				if err := json.Unmarshal(raw, &p); err != nil || p.ID == "" || p.PartitionKey == "" {
-					if !yield(PendingOperation{}, fmt.Errorf("%w: pending operation %.200s", ErrMalformed, raw)) {
-						return
-					}
-					continue
-				}
-				p.ReadDetails(raw)
-				if !yield(p, nil) {
+				if !yield(c.partition.ReadPending(raw)) {
 					return
 				}
 			}
@@ -179,29 +180,33 @@ func (c *CosmosClient) PendingOperations(ctx context.Context) iter.Seq2[PendingO
 	}
 }
 
-// GetOperation point-reads one operation.
+// GetOperation point-reads one operation in the partition of its
+// subscription, or in the fixed one.
 func (c *CosmosClient) GetOperation(ctx context.Context, subscriptionID, operationID string) (*Operation, error) {
-	resp, err := c.operations.ReadItem(ctx, pk(subscriptionID), operationID, nil)
+	resp, err := c.operations.ReadItem(ctx, azcosmos.NewPartitionKeyString(c.partition.Key(subscriptionID)), operationID, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read operation %s: %w", operationID, classify(err))
 	}
-	// UnmarshalJSON directly: json.Unmarshal would scan the item twice more
-	// before calling it.
-	var op Operation
-	if err := op.UnmarshalJSON(resp.Value); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	op, err := c.partition.ReadOperation(resp.Value, subscriptionID)
+	if err != nil {
+		return nil, err
 	}
 	if op.ETag == "" {
 		op.ETag = resp.ETag
 	}
-	return &op, nil
+	return op, nil
 }
 
-// ReplaceOperation replaces op with If-Match on op.ETag.
+// ReplaceOperation replaces op with If-Match on op.ETag, in the partition
+// of its partitionKey lowercased, or in the fixed one.
 func (c *CosmosClient) ReplaceOperation(ctx context.Context, op *Operation) (*Operation, error) {
 	out := &Operation{}
-	if err := replace(ctx, c.operations, op.PartitionKey, op.ID, op, op.ETag, out); err != nil {
+	partition := azcosmos.NewPartitionKeyString(c.partition.Key(op.PartitionKey))
+	if err := replaceIn(ctx, c.operations, partition, op.ID, op, op.ETag, out); err != nil {
 		return nil, fmt.Errorf("replace operation %s: %w", op.ID, err)
+	}
+	if err := c.partition.Tell(out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -311,8 +316,14 @@ func (c *CosmosClient) DeleteResource(ctx context.Context, r ResourceRef) error 
 	return nil
 }
 
-// replace writes v with If-Match and decodes the written item into out.
-func replace(ctx context.Context, c *azcosmos.ContainerClient, partition, id string, v any, etag azcore.ETag, out json.Unmarshaler) error {
+// replace writes v with If-Match in the subscription's partition and
+// decodes the written item into out.
+func replace(ctx context.Context, c *azcosmos.ContainerClient, subscriptionID, id string, v any, etag azcore.ETag, out json.Unmarshaler) error {
+	return replaceIn(ctx, c, pk(subscriptionID), id, v, etag, out)
+}
+
+// replaceIn is replace in partition.
+func replaceIn(ctx context.Context, c *azcosmos.ContainerClient, partition azcosmos.PartitionKey, id string, v any, etag azcore.ETag, out json.Unmarshaler) error {
 	if etag == "" {
 		return fmt.Errorf("item %s has no etag: read it before writing", id)
 	}
@@ -320,7 +331,7 @@ func replace(ctx context.Context, c *azcosmos.ContainerClient, partition, id str
 	if err != nil {
 		return err
 	}
-	resp, err := c.ReplaceItem(ctx, pk(partition), id, body, &azcosmos.ItemOptions{
+	resp, err := c.ReplaceItem(ctx, partition, id, body, &azcosmos.ItemOptions{
 		IfMatchEtag:                  etagOpt(etag),
 		EnableContentResponseOnWrite: true,
 	})

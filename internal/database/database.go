@@ -44,16 +44,22 @@ var (
 
 // DBClient is everything opstatus does with Cosmos DB.
 type DBClient interface {
-	// PendingOperations yields, across all subscriptions, every operation that
-	// is not terminal or whose notification is not delivered yet, in the
-	// same order from call to call as long as the items do not change. An
-	// item it cannot decode yields an ErrMalformed error and the sequence
-	// goes on; any other error ends it.
+	// PendingOperations yields, across all subscriptions (all the
+	// partitions, or the fixed one: OperationsPartition), every operation
+	// that is not terminal or whose notification is not delivered yet, in
+	// the same order from call to call as long as the items do not change.
+	// An item it cannot decode yields an ErrMalformed error, and one whose
+	// subscription cannot be told yields itself with an ErrNoSubscription
+	// error (OperationsPartition.ReadPending); the sequence goes on. Any
+	// other error ends it.
 	PendingOperations(ctx context.Context) iter.Seq2[PendingOperation, error]
-	// GetOperation point-reads one operation.
+	// GetOperation point-reads the operation operationID of subscription
+	// subscriptionID, with its subscription told
+	// (OperationsPartition.ReadOperation): ErrNoSubscription when it cannot
+	// be, ErrOtherSubscription when it is another's.
 	GetOperation(ctx context.Context, subscriptionID, operationID string) (*Operation, error)
 	// ReplaceOperation writes op if its item still has op.ETag and returns
-	// the item as written.
+	// the item as written, its subscription told.
 	ReplaceOperation(ctx context.Context, op *Operation) (*Operation, error)
 
 	// GetResource returns the resource whose key equals key, ignoring case;

@@ -38,11 +38,15 @@ type Operation struct {
 	// second.
 	Timestamp time.Time `json:"-"`
 
-	raw []byte // the item as read, for the fields opstatus does not know
+	raw          []byte // the item as read, for the fields opstatus does not know
+	subscription string // told by OperationsPartition.Tell
 }
 
-// SubscriptionID returns the subscription the operation belongs to.
-func (o *Operation) SubscriptionID() string { return o.PartitionKey }
+// SubscriptionID returns the subscription the operation belongs to, as
+// the DBClient that returned it told it (OperationsPartition): its
+// partition key, or in a fixed partition its externalId's subscription.
+// The lock, the Resources and Billing items are that subscription's.
+func (o *Operation) SubscriptionID() string { return o.subscription }
 
 // MarshalJSON writes the known fields over the fields the item was read with.
 // An error opstatus has not changed is written back exactly as read, with
@@ -197,35 +201,43 @@ type Lock struct {
 
 // PendingOperation is what scan needs of an operation to enqueue it, to
 // tell whether poll can act on it, and to count it: Status, Request,
-// StartTime and InternalID, as the item has them, or zero when it has none
-// or they do not decode. They never keep an operation from being listed.
+// StartTime, InternalID and ExternalID, as the item has them, or zero when
+// it has none or they do not decode. They never keep an operation from
+// being listed.
 type PendingOperation struct {
-	ID           string    `json:"id"`
-	PartitionKey string    `json:"partitionKey"`
-	Status       string    `json:"-"`
-	Request      string    `json:"-"`
-	StartTime    time.Time `json:"-"`
-	InternalID   string    `json:"-"`
+	ID           string `json:"id"`
+	PartitionKey string `json:"partitionKey"`
+	// SubscriptionID is the operation's subscription, as
+	// OperationsPartition.ReadPending tells it: what a queue message names.
+	SubscriptionID string    `json:"-"`
+	Status         string    `json:"-"`
+	Request        string    `json:"-"`
+	StartTime      time.Time `json:"-"`
+	InternalID     string    `json:"-"`
+	ExternalID     string    `json:"-"`
 	// LastWrite is the item's _ts, its last write to the second, by which
 	// scan tells an operation the pickup function has just checked; zero
 	// when the item has none.
 	LastWrite time.Time `json:"-"`
 }
 
-// ReadDetails sets Status, Request, StartTime, InternalID and LastWrite
-// from the item raw, each left zero when it is missing or ill-typed.
+// ReadDetails sets Status, Request, StartTime, InternalID, ExternalID and
+// LastWrite from the item raw, each left zero when it is missing or
+// ill-typed.
 func (p *PendingOperation) ReadDetails(raw []byte) {
 	var v struct {
 		Status     any `json:"status"`
 		Request    any `json:"request"`
 		StartTime  any `json:"startTime"`
 		InternalID any `json:"internalId"`
+		ExternalID any `json:"externalId"`
 		TS         any `json:"_ts"`
 	}
 	_ = json.Unmarshal(raw, &v) // the ids were read from raw: it is JSON
 	p.Status, _ = v.Status.(string)
 	p.Request, _ = v.Request.(string)
 	p.InternalID, _ = v.InternalID.(string)
+	p.ExternalID, _ = v.ExternalID.(string)
 	p.StartTime = time.Time{}
 	if s, ok := v.StartTime.(string); ok {
 		p.StartTime, _ = time.Parse(time.RFC3339Nano, s)

@@ -13,13 +13,13 @@ import (
 
 func TestPendingOperationReadsDetailsLeniently(t *testing.T) {
 	p := database.PendingOperation{ID: "op", PartitionKey: "sub"}
-	p.ReadDetails([]byte(`{"id":"op","partitionKey":"sub","status":"Accepted","request":"Create","startTime":"2026-12-01T12:00:00.5Z","internalId":"/api/clusters_mgmt/v1/clusters/c","_ts":1796126400}`))
+	p.ReadDetails([]byte(`{"id":"op","partitionKey":"sub","status":"Accepted","request":"Create","startTime":"2026-12-01T12:00:00.5Z","internalId":"/api/clusters_mgmt/v1/clusters/c","externalId":"/subscriptions/sub/x","_ts":1796126400}`))
 	require.Equal(t, database.PendingOperation{ID: "op", PartitionKey: "sub", Status: "Accepted", Request: "Create",
 		StartTime: time.Date(2026, 12, 1, 12, 0, 0, 5e8, time.UTC), InternalID: "/api/clusters_mgmt/v1/clusters/c",
-		LastWrite: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}, p)
+		ExternalID: "/subscriptions/sub/x", LastWrite: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}, p)
 
 	// Ill-typed or missing details are left zero; the ids stay.
-	p.ReadDetails([]byte(`{"id":"op","partitionKey":"sub","status":7,"request":{"a":1},"startTime":"yesterday","internalId":1,"_ts":"1796126400"}`))
+	p.ReadDetails([]byte(`{"id":"op","partitionKey":"sub","status":7,"request":{"a":1},"startTime":"yesterday","internalId":1,"externalId":[],"_ts":"1796126400"}`))
 	require.Equal(t, database.PendingOperation{ID: "op", PartitionKey: "sub"}, p)
 	for _, ts := range []string{"-1", "0", "1e300", "null"} {
 		p.ReadDetails([]byte(`{"id":"op","partitionKey":"sub","_ts":` + ts + `}`))
@@ -50,6 +50,6 @@ func TestCosmosPendingOperationsReadDetails(t *testing.T) {
 	require.False(t, got[0].LastWrite.Before(before) || got[0].LastWrite.After(after),
 		"the item's _ts %s, written between %s and %s", got[0].LastWrite, before, after)
 	got[0].LastWrite = time.Time{}
-	require.Equal(t, []database.PendingOperation{{ID: "op1", PartitionKey: "sub1", Status: "Deleting", Request: "Delete", StartTime: start,
+	require.Equal(t, []database.PendingOperation{{ID: "op1", PartitionKey: "sub1", SubscriptionID: "sub1", Status: "Deleting", Request: "Delete", StartTime: start,
 		InternalID: "/api/clusters_mgmt/v1/clusters/c"}}, got)
 }

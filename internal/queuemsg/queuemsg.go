@@ -36,8 +36,9 @@ const (
 	MaxOperations = 1000
 )
 
-// Operation names one operation: the Operations item's partition key (the
-// subscription, lower case) and its id.
+// Operation names one operation: its subscription (lower case: the
+// Operations item's partition key, or in a fixed Operations partition the
+// subscription of its externalId) and the item's id.
 type Operation struct {
 	SubscriptionID string `json:"subscriptionId"`
 	OperationID    string `json:"operationId"`
@@ -271,7 +272,7 @@ func (c Clock) Skew() (time.Duration, bool) {
 
 // Check reports why the operation cannot be acted on, or nil: its id, and
 // its subscription as Cosmos DB sees it (lower case, as the partition key
-// and as the id of the subscription's lock item), must each pass
+// of its Resources items and the id of its lock item), must each pass
 // database.CheckID. scan sends only operations that pass, and poll answers
 // the others as invalid: the rule is here once, so that the two cannot
 // disagree.

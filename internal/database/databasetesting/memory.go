@@ -37,6 +37,11 @@ type MemoryClient struct {
 	// 0 when it has none, -1 when items expire only by their own ttl.
 	defaultTTL int
 
+	// OperationsPartition is where the Operations items are, as
+	// database.CosmosConfig's: by subscription (zero) or in one fixed
+	// partition. Set it before the first call.
+	OperationsPartition database.OperationsPartition
+
 	// Hook, when set, runs before every call with the call's name
 	// ("GetOperation", "ReplaceResource", "Lock.Create", ...); an error it
 	// returns fails the call. Tests use it to count calls and inject faults.
@@ -208,12 +213,19 @@ func (m *MemoryClient) PutRawResource(body []byte) {
 	m.upsert(m.resources, body)
 }
 
-// RawOperation returns the operation item id of subscriptionID as stored,
-// with its _etag and _ts, or nil when there is none.
+// RawOperation returns the operation item id of subscriptionID (in its
+// partition, or in the fixed one) as stored, with its _etag and _ts, or
+// nil when there is none.
 func (m *MemoryClient) RawOperation(subscriptionID, id string) []byte {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return slices.Clone(m.operations[lookup(subscriptionID, id)].body)
+	return slices.Clone(m.operations[m.operationKey(subscriptionID, id)].body)
+}
+
+// operationKey is the key of subscriptionID's operation id, as
+// CosmosClient reads it.
+func (m *MemoryClient) operationKey(subscriptionID, id string) itemKey {
+	return itemKey{partition: m.OperationsPartition.Key(subscriptionID), id: id}
 }
 
 // RawResource returns the resource item id of subscriptionID as stored,
@@ -240,9 +252,11 @@ func (m *MemoryClient) Resources() []*database.Resource {
 	return out
 }
 
-// PendingOperations filters every operation as the Cosmos query does, and
-// reads what it projects: an item listed whose id or partitionKey is not a
-// non-empty string is reported as malformed.
+// PendingOperations filters every operation, or those of the fixed
+// partition, as the Cosmos query does, and reads what it projects: an item
+// listed whose id or partitionKey is not a non-empty string is reported as
+// malformed, one whose subscription cannot be told with
+// ErrNoSubscription.
 func (m *MemoryClient) PendingOperations(ctx context.Context) iter.Seq2[database.PendingOperation, error] {
 	return func(yield func(database.PendingOperation, error) bool) {
 		if err := m.begin(ctx, "PendingOperations"); err != nil {
@@ -256,6 +270,9 @@ func (m *MemoryClient) PendingOperations(ctx context.Context) iter.Seq2[database
 		m.mu.Lock()
 		var items []listed
 		for k, it := range m.operations {
+			if m.OperationsPartition.Fixed() && k.partition != string(m.OperationsPartition) {
+				continue
+			}
 			if pending(it.body) {
 				items = append(items, listed{k, it.body})
 			}
@@ -266,15 +283,7 @@ func (m *MemoryClient) PendingOperations(ctx context.Context) iter.Seq2[database
 			return cmpKeys(a.key, b.key)
 		})
 		for _, it := range items {
-			var p database.PendingOperation
-			if err := json.Unmarshal(it.body, &p); err != nil || p.ID == "" || p.PartitionKey == "" {
-				if !yield(database.PendingOperation{}, fmt.Errorf("%w: pending operation %.200s", database.ErrMalformed, it.body)) {
-					return
-				}
-				continue
-			}
-			p.ReadDetails(it.body)
-			if !yield(p, nil) {
+			if !yield(m.OperationsPartition.ReadPending(it.body)) {
 				return
 			}
 		}
@@ -310,40 +319,50 @@ func pending(body []byte) bool {
 	return json.Unmarshal(fields["notificationUri"], &uri) == nil && uri != ""
 }
 
-// GetOperation point-reads one operation.
+// GetOperation point-reads one operation in the partition of its
+// subscription, or in the fixed one.
 func (m *MemoryClient) GetOperation(ctx context.Context, subscriptionID, operationID string) (*database.Operation, error) {
 	if err := m.begin(ctx, "GetOperation"); err != nil {
 		return nil, fmt.Errorf("read operation %s: %w", operationID, err)
 	}
 	m.mu.Lock()
-	it, ok := m.operations[lookup(subscriptionID, operationID)]
+	it, ok := m.operations[m.operationKey(subscriptionID, operationID)]
 	m.mu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("read operation %s: %w", operationID, database.ErrNotFound)
 	}
-	op := &database.Operation{}
-	if err := op.UnmarshalJSON(it.body); err != nil {
-		return nil, fmt.Errorf("%w: %w", database.ErrMalformed, err)
-	}
-	return op, nil
+	return m.OperationsPartition.ReadOperation(it.body, subscriptionID)
 }
 
-// ReplaceOperation replaces op if its item still has op.ETag.
+// ReplaceOperation replaces op if its item still has op.ETag, in the
+// partition of its partitionKey lowercased, or in the fixed one.
 func (m *MemoryClient) ReplaceOperation(ctx context.Context, op *database.Operation) (*database.Operation, error) {
 	out := &database.Operation{}
-	if err := m.replace(ctx, "ReplaceOperation", always(m.operations), partitionKeyField, op.PartitionKey, op.ID, op, op.ETag, out); err != nil {
+	k := m.operationKey(op.PartitionKey, op.ID)
+	if err := m.replaceAt(ctx, "ReplaceOperation", always(m.operations), partitionKeyField, k, op, op.ETag, out); err != nil {
 		return nil, fmt.Errorf("replace operation %s: %w", op.ID, err)
+	}
+	if err := m.OperationsPartition.Tell(out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-// replace is a Cosmos replace with If-Match: 404 before 412, and a body
-// whose partition key (its field partitionField) is not the partition it is
-// sent to refused (Cosmos DB's 400, which carries no sentinel). items
-// returns the container's items, or the error of a missing container; it
-// runs under m.mu.
+// replace is a Cosmos replace with If-Match in the subscription's
+// partition (see replaceAt).
 func (m *MemoryClient) replace(ctx context.Context, call string, items func() (map[itemKey]memItem, error),
-	partitionField, partition, id string, v any, etag azcore.ETag, out json.Unmarshaler) error {
+	partitionField, subscriptionID, id string, v any, etag azcore.ETag, out json.Unmarshaler) error {
+	return m.replaceAt(ctx, call, items, partitionField, lookup(subscriptionID, id), v, etag, out)
+}
+
+// replaceAt is a Cosmos replace of item k with If-Match: 404 before 412,
+// and a body whose partition key (its field partitionField) is not the
+// partition it is sent to refused (Cosmos DB's 400, which carries no
+// sentinel). items returns the container's items, or the error of a
+// missing container; it runs under m.mu.
+func (m *MemoryClient) replaceAt(ctx context.Context, call string, items func() (map[itemKey]memItem, error),
+	partitionField string, k itemKey, v any, etag azcore.ETag, out json.Unmarshaler) error {
+	id := k.id
 	if err := m.hook(call); err != nil {
 		return err
 	}
@@ -358,7 +377,6 @@ func (m *MemoryClient) replace(ctx context.Context, call string, items func() (m
 	if err != nil {
 		return err
 	}
-	k := lookup(partition, id)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	all, err := items()
