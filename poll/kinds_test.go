@@ -150,6 +150,16 @@ func TestRevocationWaitsForEveryUnexpiredCredential(t *testing.T) {
 	require.Zero(t, f.count("GetResource")+f.count("ReplaceResource"))
 }
 
+// A credential list whose page leaves out an empty items, as ARO-HCP's
+// client reads it, is an empty list: the revocation is done.
+func TestRevocationEndsOnAPageWithoutItems(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestRevokeCredentials, Status: arm.ProvisioningStateDeleting})
+	f.cs.setObject(credsCS, http.StatusOK, `{"kind":"BreakGlassCredentialList","page":1,"size":0,"total":0}`)
+	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
+	require.Equal(t, arm.ProvisioningStateSucceeded, f.op(t, "op").Status)
+}
+
 // An operation whose kind and request do not go together, or whose request
 // is unknown, is invalid: nobody is called and nothing is written.
 func TestKindAndRequestThatDoNotGoTogetherAreInvalid(t *testing.T) {
