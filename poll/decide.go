@@ -33,6 +33,9 @@ type said struct {
 	// of a cluster whose credentials are being revoked.
 	credential  clusterservice.Credential
 	credentials []clusterservice.Credential
+	// failure is a Cluster Service call that failed for good (see
+	// endsOverdue): what the table would read is unknown.
+	failure error
 }
 
 // facts is what a decision takes of the operation.
@@ -96,7 +99,7 @@ var tables = map[opkind.Kind]func(facts, said) verdict{
 // decide applies kind's table to what Cluster Service said about the
 // operation op, then the rules every kind shares: a finished operation
 // never changes; one past its deadline ends Failed, unless the answer ends
-// it; Change says whether anything is to be written; a Failed or Canceled
+// it (a call that failed for good, said.failure, ends nothing); Change says whether anything is to be written; a Failed or Canceled
 // written carries an error with a code and a message (endError).
 func decide(kind opkind.Kind, op facts, s said) decision {
 	d := decideState(kind, op, s)
@@ -121,7 +124,12 @@ func decideState(kind opkind.Kind, op facts, s said) decision {
 		// check never asks; a fresh read under the lock may find it so.
 		return unchanged
 	}
-	v := table(op, s)
+	var v verdict
+	if s.failure != nil {
+		v.problem = fmt.Sprintf("Cluster Service failed: %v", s.failure)
+	} else {
+		v = table(op, s)
+	}
 	d := decision{State: v.state, Error: v.err, Problem: v.problem, DeleteResources: v.deleteResources}
 	if d.State == "" {
 		d.State = op.current

@@ -354,6 +354,20 @@ func TestDecideNotable(t *testing.T) {
 			op:   facts{request: reqCred, current: provisioning, overdue: time.Minute},
 			said: said{credential: clusterservice.Credential{Status: "issued"}},
 			want: decision{State: succeeded, Change: true}},
+		{name: "Cluster Service failed for good: nothing is known", kind: opkind.CredentialRevocation,
+			op:   facts{request: revoke, current: deleting, now: now},
+			said: said{failure: errors.New("HTTP 403")},
+			want: decision{State: deleting}, problem: "Cluster Service failed: HTTP 403"},
+		{name: "past its deadline, Cluster Service failed for good: Failed", kind: opkind.CredentialRevocation,
+			op:   facts{request: revoke, current: deleting, overdue: time.Hour, now: now},
+			said: said{failure: errors.New("HTTP 403")},
+			want: decision{State: failed, Change: true, Overdue: time.Hour,
+				Error: ise("The operation did not complete within its deadline of 1h0m0s.")}},
+		{name: "past its deadline, a failure wins over what else was said", kind: opkind.Cluster,
+			op:   facts{request: create, current: provisioning, overdue: time.Hour},
+			said: said{status: clusterservice.Status{State: "ready"}, failure: errors.New("HTTP 403")},
+			want: decision{State: failed, Change: true, Overdue: time.Hour,
+				Error: ise("The operation did not complete within its deadline of 1h0m0s.")}},
 		{name: "past its deadline, a 404 for a Create fails it", kind: opkind.NodePool,
 			op:   facts{request: create, current: accepted, overdue: time.Hour},
 			said: said{gone: true},
@@ -450,7 +464,7 @@ func TestEveryEndCarriesAnError(t *testing.T) {
 	}
 	ends := 0
 	for kind, answers := range byKind {
-		answers = append(answers, answer{"gone", said{gone: true}})
+		answers = append(answers, answer{"gone", said{gone: true}}, answer{"failure", said{failure: errors.New("403")}})
 		for _, a := range answers {
 			for _, request := range requests[kind] {
 				for _, current := range unfinished {
