@@ -75,11 +75,33 @@ func (r *run) check(ctx context.Context, it *item) {
 	facts := r.facts(op)
 	s, err := r.ask(ctx, it, kind, id, facts)
 	if err != nil {
-		it.defer_(fmt.Errorf("cluster service: %w", err))
-		return
+		err = fmt.Errorf("cluster service: %w", err)
+		if !endsOverdue(facts, err) {
+			it.defer_(err)
+			return
+		}
+		s = said{failure: err}
 	}
 	d := decide(kind, facts, s)
+	var cluster *clusterservice.Cluster
+	if d.Billing == billingOpen {
+		cl, err := r.f.Cluster.Cluster(ctx, id)
+		switch {
+		case err == nil:
+			cluster = &cl
+		case !endsOverdue(facts, err):
+			it.defer_(fmt.Errorf("cluster service, for the cluster's billing: %w", err))
+			return
+		default:
+			// The Create cannot be written Succeeded without its billing.
+			s.failure = fmt.Errorf("cluster service, for the cluster's billing: %w", err)
+			d = decide(kind, facts, s)
+		}
+	}
 	switch {
+	case d.Overdue > 0 && s.failure != nil:
+		it.log.Error("operation past its deadline and Cluster Service fails for good; ending it Failed",
+			"request", op.Request, "deadline", d.Overdue, "error", s.failure)
 	case d.Overdue > 0:
 		it.log.Warn("operation past its deadline; ending it Failed", "request", op.Request, "deadline", d.Overdue)
 	case d.Problem != "":
@@ -90,19 +112,22 @@ func (r *run) check(ctx context.Context, it *item) {
 		it.outcome = OutcomeUnchanged
 		return
 	}
-	c := &change{kind: kind, id: id, said: s}
-	if d.Billing == billingOpen {
-		cluster, err := r.f.Cluster.Cluster(ctx, id)
-		if err != nil {
-			it.defer_(fmt.Errorf("cluster service, for the cluster's billing: %w", err))
-			return
-		}
-		c.cluster = &cluster
-	}
+	c := &change{kind: kind, id: id, said: s, cluster: cluster}
 	if kind.WritesResources() {
 		c.resource = r.f.readResource(ctx, op)
 	}
 	it.change = c
+}
+
+// endsOverdue reports whether a failed Cluster Service call ends the
+// operation of facts by its deadline rather than leaving it for the next
+// scan: past the deadline, a failure that is not transient (a 403, a
+// malformed reply, a list that does not end) never keeps it pending. A
+// transient one does, as before the deadline: Cluster Service may yet
+// answer with a status that ends the operation, which wins over the
+// deadline, and an outage must not fail every overdue operation at once.
+func endsOverdue(op facts, err error) bool {
+	return op.overdue > 0 && !Transient(err)
 }
 
 // ask makes the Cluster Service calls of kind's row for the operation and

@@ -2,6 +2,7 @@ package poll_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -111,4 +112,100 @@ func TestTerminalStatusWinsOverTheDeadline(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A Cluster Service call that fails for good (not transient) ends an
+// operation past its deadline Failed with the deadline's error, as an
+// answer would; before the deadline, and for a transient failure, the
+// operation is deferred and left as it is.
+func TestDeadlineFiresWhenClusterServiceKeepsFailing(t *testing.T) {
+	deadlines := poll.Deadlines{Create: time.Hour, RequestCredential: 30 * time.Minute, RevokeCredentials: 45 * time.Minute}
+	const forbidden = `{"kind":"Error","id":"403","code":"CLUSTERS-MGMT-403","reason":"Forbidden"}`
+	creds := func(body string) func(f *fixture) {
+		return func(f *fixture) { f.cs.setObject(credsCS, http.StatusOK, body) }
+	}
+	for _, tc := range []struct {
+		name      string
+		op        database.Operation
+		cs        func(f *fixture)
+		transient bool
+	}{
+		{name: "credential request answered 403",
+			op: database.Operation{Request: arm.RequestRequestCredential, Status: arm.ProvisioningStateProvisioning, InternalID: credCS},
+			cs: func(f *fixture) { f.cs.setObject(credCS, http.StatusForbidden, forbidden) }},
+		{name: "credential request answered with an object without an id",
+			op: database.Operation{Request: arm.RequestRequestCredential, Status: arm.ProvisioningStateAccepted, InternalID: credCS},
+			cs: func(f *fixture) {
+				f.cs.setObject(credCS, http.StatusOK, `{"kind":"BreakGlassCredential","status":"created"}`)
+			}},
+		{name: "cluster Create answered 403",
+			op: database.Operation{Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning},
+			cs: func(f *fixture) { f.cs.set(clusterCS, http.StatusForbidden, forbidden) }},
+		{name: "cluster Create ready, its object for billing answered 403",
+			op: database.Operation{Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning},
+			cs: func(f *fixture) {
+				f.cs.set(clusterCS, http.StatusOK, clusterStatus("ready"))
+				f.cs.setObject(clusterCS, http.StatusForbidden, forbidden)
+			}},
+		{name: "revocation whose credential list ends short of its total",
+			op: database.Operation{Request: arm.RequestRevokeCredentials, Status: arm.ProvisioningStateDeleting},
+			cs: creds(`{"kind":"BreakGlassCredentialList","page":1,"size":1,"total":3,"items":[{"id":"a","status":"revoked"}]}`)},
+		{name: "cluster Create answered 503", transient: true,
+			op: database.Operation{Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning},
+			cs: func(f *fixture) {
+				f.cs.set(clusterCS, http.StatusServiceUnavailable, `{"kind":"Error","reason":"unavailable"}`)
+			}},
+	} {
+		for _, age := range []time.Duration{20 * time.Minute, 2 * time.Hour} {
+			past := age > time.Hour
+			t.Run(fmt.Sprintf("%s/started %s ago", tc.name, age), func(t *testing.T) {
+				f := newFixture(t)
+				f.fn.Deadlines = deadlines
+				op := tc.op
+				op.ID, op.StartTime, op.NotificationURI = "op", f.now.Add(-age), f.armURL
+				op.LastTransitionTime = op.StartTime
+				f.putOp(op)
+				tc.cs(f)
+				outcome := f.poll(t, "op")
+				got := f.op(t, "op")
+				if !past || tc.transient {
+					require.Equal(t, poll.OutcomeDeferred, outcome)
+					require.Equal(t, tc.op.Status, got.Status)
+					require.Nil(t, got.Error)
+					require.Empty(t, f.arm.got())
+					return
+				}
+				require.Equal(t, poll.OutcomeUpdated, outcome)
+				require.Equal(t, arm.ProvisioningStateFailed, got.Status)
+				require.Equal(t, arm.CodeInternalServerError, got.Error.Code)
+				require.Regexp(t, `^The operation did not complete within its deadline of \S+\.`, got.Error.Message)
+				require.NotContains(t, got.Error.Message, "403", "Cluster Service's failure is logged, not told the customer")
+				require.Equal(t, f.now, got.LastTransitionTime)
+				require.Empty(t, f.open(), "a Create ended Failed is not billed")
+				sent := f.arm.got()
+				require.Len(t, sent, 1)
+				require.Equal(t, got.Error, sent[0].Error)
+			})
+		}
+	}
+}
+
+// A credential list that never ends costs one bounded listing a poll, and
+// past the deadline it ends the revocation.
+func TestRevocationWithAListThatNeverEnds(t *testing.T) {
+	f := newFixture(t)
+	f.fn.Deadlines = poll.Deadlines{RevokeCredentials: 45 * time.Minute}
+	f.cs.endless = true
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestRevokeCredentials, Status: arm.ProvisioningStateDeleting,
+		StartTime: f.now.Add(-10 * time.Minute)})
+	require.Equal(t, poll.OutcomeDeferred, f.poll(t, "op"))
+	listings := f.cs.calls()
+	require.Equal(t, 100, listings, "one bounded listing")
+
+	f.now = f.now.Add(time.Hour)
+	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
+	require.Equal(t, 2*listings, f.cs.calls())
+	op := f.op(t, "op")
+	require.Equal(t, arm.ProvisioningStateFailed, op.Status)
+	require.Contains(t, op.Error.Message, "deadline of 45m0s")
 }

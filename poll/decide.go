@@ -33,6 +33,9 @@ type said struct {
 	// of a cluster whose credentials are being revoked.
 	credential  clusterservice.Credential
 	credentials []clusterservice.Credential
+	// failure is a Cluster Service call that failed for good (see
+	// endsOverdue): what the table would read is unknown.
+	failure error
 }
 
 // facts is what a decision takes of the operation.
@@ -96,8 +99,18 @@ var tables = map[opkind.Kind]func(facts, said) verdict{
 // decide applies kind's table to what Cluster Service said about the
 // operation op, then the rules every kind shares: a finished operation
 // never changes; one past its deadline ends Failed, unless the answer ends
-// it; Change says whether anything is to be written.
+// it (a call that failed for good, said.failure, ends nothing); Change says whether anything is to be written; a Failed or Canceled
+// written carries an error with a code and a message (endError).
 func decide(kind opkind.Kind, op facts, s said) decision {
+	d := decideState(kind, op, s)
+	if d.Change {
+		d.Error = endError(d.State, d.Error)
+	}
+	return d
+}
+
+// decideState is decide without the rule on errors.
+func decideState(kind opkind.Kind, op facts, s said) decision {
 	unchanged := decision{State: op.current}
 	table, ok := tables[kind]
 	switch {
@@ -111,7 +124,12 @@ func decide(kind opkind.Kind, op facts, s said) decision {
 		// check never asks; a fresh read under the lock may find it so.
 		return unchanged
 	}
-	v := table(op, s)
+	var v verdict
+	if s.failure != nil {
+		v.problem = fmt.Sprintf("Cluster Service failed: %v", s.failure)
+	} else {
+		v = table(op, s)
+	}
 	d := decision{State: v.state, Error: v.err, Problem: v.problem, DeleteResources: v.deleteResources}
 	if d.State == "" {
 		d.State = op.current
@@ -138,6 +156,48 @@ func decide(kind opkind.Kind, op facts, s said) decision {
 		}
 	}
 	return d
+}
+
+// endError is the error written with state: for Failed and Canceled, err
+// with an empty code or message (its details' too) given ARO-HCP's, since
+// ARM's asynchronous-operations contract requires both; nil for any other
+// state.
+func endError(state arm.ProvisioningState, err *arm.CloudErrorBody) *arm.CloudErrorBody {
+	var code, msg string
+	switch state {
+	case arm.ProvisioningStateFailed:
+		code, msg = arm.CodeInternalServerError, msgInternalServerError
+	case arm.ProvisioningStateCanceled:
+		code, msg = arm.CodeCanceled, msgSuperseded
+	default:
+		return nil
+	}
+	out := &arm.CloudErrorBody{}
+	if err != nil {
+		*out = *err
+	}
+	filled(out, code, msg)
+	return out
+}
+
+// filled gives e and its details the code and message they lack; details
+// get InternalServerError's, whatever e's.
+func filled(e *arm.CloudErrorBody, code, msg string) {
+	if e.Code == "" {
+		e.Code = code
+	}
+	if e.Message == "" {
+		e.Message = msg
+	}
+	if len(e.Details) == 0 {
+		return
+	}
+	details := make([]arm.CloudErrorBody, len(e.Details))
+	for i, d := range e.Details {
+		filled(&d, arm.CodeInternalServerError, msgInternalServerError)
+		details[i] = d
+	}
+	e.Details = details
 }
 
 // overdue ends an operation that has passed its deadline: Failed,
@@ -195,8 +255,11 @@ const (
 	credExpired            = "expired"
 )
 
-// The ARM errors opstatus words itself.
+// The ARM errors opstatus words itself; the first two as ARO-HCP words
+// them.
 const (
+	msgInternalServerError    = "Internal server error."
+	msgSuperseded             = "This operation was superseded by another"
 	msgCredentialFailed       = "Failed to provision cluster credential"
 	msgRevocationFailed       = "Failed to revoke cluster credential"
 	codeMultipleErrors        = "MultipleErrorsOccurred"
@@ -248,12 +311,10 @@ func needsInflightChecks(st clusterservice.Status) bool {
 // (checksErr nil), the error built from the failed checks as ARO-HCP's
 // backend does (one: that check's details.error; several:
 // MultipleErrorsOccurred with one detail each; none, which should not
-// happen: InternalServerError with the provision message).
+// happen: InternalServerError with the provision message). decide gives
+// an empty code or message ARO-HCP's.
 func clusterError(st clusterservice.Status, checks []clusterservice.InflightCheck, checksErr error) *arm.CloudErrorBody {
 	provision := &arm.CloudErrorBody{Code: st.ErrorCode, Message: st.ErrorMessage}
-	if provision.Code == "" {
-		provision.Code = arm.CodeInternalServerError
-	}
 	if provision.Message == "" {
 		provision.Message = st.Description
 	}
@@ -364,8 +425,10 @@ func credentialVerdict(op facts, s said) verdict {
 		return verdict{state: arm.ProvisioningStateFailed,
 			err: &arm.CloudErrorBody{Code: arm.CodeInternalServerError, Message: msgCredentialFailed}}
 	case credAwaitingRevocation, credRevoked, credExpired:
-		// A revocation overtook the request.
-		return verdict{state: arm.ProvisioningStateCanceled}
+		// A revocation overtook the request: ARO-HCP's frontend cancels
+		// a pending credential request with this error.
+		return verdict{state: arm.ProvisioningStateCanceled,
+			err: &arm.CloudErrorBody{Code: arm.CodeCanceled, Message: msgSuperseded}}
 	default:
 		return unhandled("credential", c.Status)
 	}

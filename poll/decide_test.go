@@ -124,13 +124,17 @@ var externalAuthTable = map[string]tableRow{
 	"uninstalling": {goesTo: deleting},
 }
 
+// superseded is the error of a credential request a revocation overtook,
+// as ARO-HCP's frontend cancels one.
+var superseded = &arm.CloudErrorBody{Code: "Canceled", Message: "This operation was superseded by another"}
+
 var credentialTable = map[string]tableRow{
 	"created":             {goesTo: provisioning},
 	"issued":              {goesTo: succeeded},
 	"failed":              {goesTo: failed, err: ise("Failed to provision cluster credential")},
-	"awaiting_revocation": {goesTo: canceled},
-	"revoked":             {goesTo: canceled},
-	"expired":             {goesTo: canceled},
+	"awaiting_revocation": {goesTo: canceled, err: superseded},
+	"revoked":             {goesTo: canceled, err: superseded},
+	"expired":             {goesTo: canceled, err: superseded},
 }
 
 // Every state of each table, and states in no table, for every request of
@@ -199,7 +203,19 @@ func TestDecideNotable(t *testing.T) {
 		{name: "cluster error with nothing", kind: opkind.Cluster,
 			op:   facts{request: update, current: updating},
 			said: said{status: clusterservice.Status{State: "error"}},
-			want: decision{State: failed, Error: ise(""), Change: true}},
+			want: decision{State: failed, Error: ise("Internal server error."), Change: true}},
+		{name: "cluster error with a code alone", kind: opkind.Cluster,
+			op:   facts{request: create, current: provisioning},
+			said: said{status: clusterservice.Status{State: "error", ErrorCode: "OCM3001"}},
+			want: decision{State: failed, Error: &arm.CloudErrorBody{Code: "OCM3001", Message: "Internal server error."}, Change: true}},
+		{name: "OCM4001: a check failed without details, the provision error without a message", kind: opkind.Cluster,
+			op:   facts{request: create, current: provisioning},
+			said: said{status: clusterservice.Status{State: "error", ErrorCode: "OCM4001"}, checks: []clusterservice.InflightCheck{{Name: "egress", State: "failed"}}},
+			want: decision{State: failed, Error: ise(`Inflight check "egress" failed.`), Change: true}},
+		{name: "OCM4001: none failed and no provision message", kind: opkind.Cluster,
+			op:   facts{request: create, current: provisioning},
+			said: said{status: clusterservice.Status{State: "error", ErrorCode: "OCM4001"}, checks: []clusterservice.InflightCheck{}},
+			want: decision{State: failed, Error: ise("Internal server error."), Change: true}},
 		{name: "OCM4001: one failed check", kind: opkind.Cluster,
 			op:   facts{request: create, current: provisioning},
 			said: said{status: ocm4001, checks: []clusterservice.InflightCheck{{Name: "ok", State: "passed"}, egress}},
@@ -235,6 +251,10 @@ func TestDecideNotable(t *testing.T) {
 			said: said{gone: true},
 			want: decision{State: provisioning}, problem: "does not know"},
 		// Node pools.
+		{name: "node pool error without a message", kind: opkind.NodePool,
+			op:   facts{request: create, current: provisioning},
+			said: said{status: clusterservice.Status{State: "error"}},
+			want: decision{State: failed, Error: ise("Internal server error."), Change: true}},
 		{name: "node pool gone finishes a Delete, no billing", kind: opkind.NodePool,
 			op:   facts{request: del, current: accepted},
 			said: said{gone: true},
@@ -260,6 +280,10 @@ func TestDecideNotable(t *testing.T) {
 			op:   facts{request: update, current: accepted},
 			said: said{gone: true},
 			want: decision{State: accepted}, problem: "does not know"},
+		{name: "external auth error without a message", kind: opkind.ExternalAuth,
+			op:   facts{request: update, current: updating},
+			said: said{auth: clusterservice.ExternalAuth{HasState: true, State: "error"}},
+			want: decision{State: failed, Error: ise("Internal server error."), Change: true}},
 		// Credential requests.
 		{name: "credential gone writes nothing", kind: opkind.CredentialRequest,
 			op:   facts{request: reqCred, current: accepted},
@@ -330,6 +354,20 @@ func TestDecideNotable(t *testing.T) {
 			op:   facts{request: reqCred, current: provisioning, overdue: time.Minute},
 			said: said{credential: clusterservice.Credential{Status: "issued"}},
 			want: decision{State: succeeded, Change: true}},
+		{name: "Cluster Service failed for good: nothing is known", kind: opkind.CredentialRevocation,
+			op:   facts{request: revoke, current: deleting, now: now},
+			said: said{failure: errors.New("HTTP 403")},
+			want: decision{State: deleting}, problem: "Cluster Service failed: HTTP 403"},
+		{name: "past its deadline, Cluster Service failed for good: Failed", kind: opkind.CredentialRevocation,
+			op:   facts{request: revoke, current: deleting, overdue: time.Hour, now: now},
+			said: said{failure: errors.New("HTTP 403")},
+			want: decision{State: failed, Change: true, Overdue: time.Hour,
+				Error: ise("The operation did not complete within its deadline of 1h0m0s.")}},
+		{name: "past its deadline, a failure wins over what else was said", kind: opkind.Cluster,
+			op:   facts{request: create, current: provisioning, overdue: time.Hour},
+			said: said{status: clusterservice.Status{State: "ready"}, failure: errors.New("HTTP 403")},
+			want: decision{State: failed, Change: true, Overdue: time.Hour,
+				Error: ise("The operation did not complete within its deadline of 1h0m0s.")}},
 		{name: "past its deadline, a 404 for a Create fails it", kind: opkind.NodePool,
 			op:   facts{request: create, current: accepted, overdue: time.Hour},
 			said: said{gone: true},
@@ -355,4 +393,143 @@ func TestInflightProblem(t *testing.T) {
 	require.Empty(t, inflightProblem(st, []clusterservice.InflightCheck{{Name: "a", State: "failed", Error: "x"}}))
 	require.Contains(t, inflightProblem(st, []clusterservice.InflightCheck{{Name: "a", State: "passed"}}), "none of the cluster's 1 inflight checks failed")
 	require.Contains(t, inflightProblem(st, []clusterservice.InflightCheck{{Name: "a", State: "failed"}}), `"a" has no details.error`)
+}
+
+// TestEveryEndCarriesAnError: whatever a table makes of an answer, with
+// Cluster Service's messages or without, before the deadline or past it,
+// a Failed or Canceled written carries an error with a code and a message
+// (details too), and any other status written carries none.
+func TestEveryEndCarriesAnError(t *testing.T) {
+	now := time.Now()
+	later := now.Add(time.Hour)
+	others := []string{"hibernating", "", "unknown"}
+	states := func(table map[string]tableRow, extra ...string) []string {
+		out := append(append([]string{}, others...), extra...)
+		for s := range table {
+			out = append(out, s)
+		}
+		return out
+	}
+	creds := func(status string) []clusterservice.Credential {
+		return []clusterservice.Credential{{Status: status, Expiration: later}}
+	}
+	var credStates []string
+	for s := range credentialTable {
+		credStates = append(credStates, s)
+	}
+	type answer struct {
+		name string
+		said said
+	}
+	byKind := map[opkind.Kind][]answer{}
+	for _, withWords := range []bool{false, true} {
+		m := ""
+		if withWords {
+			m = "m"
+		}
+		add := func(kind opkind.Kind, name string, s said) {
+			byKind[kind] = append(byKind[kind], answer{fmt.Sprintf("%s/words=%v", name, withWords), s})
+		}
+		for _, st := range states(clusterTable) {
+			add(opkind.Cluster, st, said{status: clusterservice.Status{State: st, ErrorMessage: m, Description: m}})
+			if withWords {
+				add(opkind.Cluster, st+"/code", said{status: clusterservice.Status{State: st, ErrorCode: "OCM3001"}})
+			}
+		}
+		checks := []clusterservice.InflightCheck{{Name: "a", State: "failed", Error: m}, {Name: "b", State: "failed"}}
+		for n := range len(checks) + 1 {
+			add(opkind.Cluster, fmt.Sprintf("OCM4001/%d failed", n),
+				said{status: clusterservice.Status{State: "error", ErrorCode: "OCM4001", ErrorMessage: m}, checks: checks[:n]})
+		}
+		add(opkind.Cluster, "OCM4001/unreadable",
+			said{status: clusterservice.Status{State: "error", ErrorCode: "OCM4001", ErrorMessage: m}, checksErr: errors.New("403")})
+		for _, st := range states(nodePoolTable) {
+			add(opkind.NodePool, st, said{status: clusterservice.Status{State: st, ErrorMessage: m}})
+		}
+		for _, st := range states(externalAuthTable) {
+			add(opkind.ExternalAuth, st, said{auth: clusterservice.ExternalAuth{HasState: true, State: st, Message: m}})
+		}
+		add(opkind.ExternalAuth, "no state", said{auth: clusterservice.ExternalAuth{}})
+		for _, st := range states(credentialTable) {
+			add(opkind.CredentialRequest, st, said{credential: clusterservice.Credential{Status: st, Expiration: later}})
+		}
+		for _, st := range append(credStates, others...) {
+			add(opkind.CredentialRevocation, st, said{credentials: creds(st)})
+		}
+		add(opkind.CredentialRevocation, "none", said{credentials: []clusterservice.Credential{}})
+	}
+	requests := map[opkind.Kind][]arm.Request{
+		opkind.Cluster: {create, update, del}, opkind.NodePool: {create, update, del}, opkind.ExternalAuth: {create, update, del},
+		opkind.CredentialRequest: {reqCred}, opkind.CredentialRevocation: {revoke},
+	}
+	ends := 0
+	for kind, answers := range byKind {
+		answers = append(answers, answer{"gone", said{gone: true}}, answer{"failure", said{failure: errors.New("403")}})
+		for _, a := range answers {
+			for _, request := range requests[kind] {
+				for _, current := range unfinished {
+					for _, overdue := range []time.Duration{0, time.Hour} {
+						op := facts{request: request, current: current, overdue: overdue, now: now}
+						d := decide(kind, op, a.said)
+						name := fmt.Sprintf("%s/%s/%s/%s/overdue=%v", kind, a.name, request, current, overdue)
+						if !d.Change {
+							require.Nil(t, d.Error, name)
+							continue
+						}
+						if d.State != failed && d.State != canceled {
+							require.Nil(t, d.Error, name)
+							continue
+						}
+						ends++
+						require.NotNil(t, d.Error, name)
+						requireCodeAndMessage(t, *d.Error, name)
+						if d.State == canceled {
+							require.Equal(t, "Canceled", d.Error.Code, name)
+						}
+					}
+				}
+			}
+		}
+	}
+	require.Greater(t, ends, 100, "the answers end operations")
+}
+
+func requireCodeAndMessage(t *testing.T, e arm.CloudErrorBody, name string) {
+	t.Helper()
+	require.NotEmpty(t, e.Code, name)
+	require.NotEmpty(t, e.Message, name)
+	for _, d := range e.Details {
+		requireCodeAndMessage(t, d, name)
+	}
+}
+
+func TestEndError(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		state arm.ProvisioningState
+		in    *arm.CloudErrorBody
+		want  *arm.CloudErrorBody
+	}{
+		{"Failed without an error", failed, nil, ise("Internal server error.")},
+		{"Failed keeps what it has", failed, &arm.CloudErrorBody{Code: "OCM3001", Message: "m", Target: "t"},
+			&arm.CloudErrorBody{Code: "OCM3001", Message: "m", Target: "t"}},
+		{"Failed with a code alone", failed, &arm.CloudErrorBody{Code: "OCM3001"},
+			&arm.CloudErrorBody{Code: "OCM3001", Message: "Internal server error."}},
+		{"Failed with empty details", failed, &arm.CloudErrorBody{Code: "X", Message: "m", Details: []arm.CloudErrorBody{{}, {Message: "d"}}},
+			&arm.CloudErrorBody{Code: "X", Message: "m", Details: []arm.CloudErrorBody{*ise("Internal server error."), *ise("d")}}},
+		{"Canceled without an error", canceled, nil, superseded},
+		{"Canceled with a message alone", canceled, &arm.CloudErrorBody{Message: "m"}, &arm.CloudErrorBody{Code: "Canceled", Message: "m"}},
+		{"Succeeded has none", succeeded, ise("m"), nil},
+		{"Deleting has none", deleting, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before *arm.CloudErrorBody
+			if tc.in != nil {
+				c := *tc.in
+				before = &c
+			}
+			require.Equal(t, tc.want, endError(tc.state, tc.in))
+			require.Equal(t, before, tc.in, "the error given is not changed")
+		})
+	}
 }

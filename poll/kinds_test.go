@@ -130,6 +130,47 @@ func TestCredentialRequestFailed(t *testing.T) {
 	require.Equal(t, &arm.CloudErrorBody{Code: arm.CodeInternalServerError, Message: "Failed to provision cluster credential"}, op.Error)
 }
 
+// A credential request that a revocation overtook ends Canceled with
+// ARO-HCP's error, in the item and in ARM's notification.
+func TestCredentialRequestOvertakenIsCanceledWithAnError(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestRequestCredential, Status: arm.ProvisioningStateProvisioning,
+		ExternalID: clusterKey + "/breakGlassCredentials/b1", InternalID: credCS, NotificationURI: f.armURL})
+	f.cs.setObject(credCS, http.StatusOK, credential("b1", "revoked", f.now.Add(time.Hour)))
+	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
+	want := &arm.CloudErrorBody{Code: "Canceled", Message: "This operation was superseded by another"}
+	op := f.op(t, "op")
+	require.Equal(t, arm.ProvisioningStateCanceled, op.Status)
+	require.Equal(t, want, op.Error)
+	got := f.arm.got()
+	require.Len(t, got, 1)
+	require.Equal(t, arm.ProvisioningStateCanceled, got[0].Status)
+	require.Equal(t, want, got[0].Error)
+}
+
+// A node pool or external auth in error without a message from Cluster
+// Service ends with ARO-HCP's "Internal server error.", never an empty
+// message.
+func TestErrorWithoutAMessageGetsOne(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "pool", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning,
+		ExternalID: clusterKey + "/nodePools/np", InternalID: clusterCS + "/node_pools/np", NotificationURI: f.armURL})
+	f.cs.set(clusterCS+"/node_pools/np", http.StatusOK, `{"kind":"NodePoolStatus","id":"np","state":{"kind":"NodePoolState","value":"error"}}`)
+	f.putOp(database.Operation{ID: "auth", Request: arm.RequestUpdate, Status: arm.ProvisioningStateUpdating,
+		ExternalID: authKey, InternalID: authCS})
+	f.cs.setObject(authCS, http.StatusOK, externalAuth("error", ""))
+	want := &arm.CloudErrorBody{Code: arm.CodeInternalServerError, Message: "Internal server error."}
+	for _, id := range []string{"pool", "auth"} {
+		require.Equal(t, poll.OutcomeUpdated, f.poll(t, id))
+		op := f.op(t, id)
+		require.Equal(t, arm.ProvisioningStateFailed, op.Status, id)
+		require.Equal(t, want, op.Error, id)
+	}
+	got := f.arm.got()
+	require.Len(t, got, 1)
+	require.Equal(t, want, got[0].Error)
+}
+
 func TestRevocationWaitsForEveryUnexpiredCredential(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestRevokeCredentials, Status: arm.ProvisioningStateAccepted})
@@ -148,6 +189,16 @@ func TestRevocationWaitsForEveryUnexpiredCredential(t *testing.T) {
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 	require.Equal(t, arm.ProvisioningStateSucceeded, f.op(t, "op").Status)
 	require.Zero(t, f.count("GetResource")+f.count("ReplaceResource"))
+}
+
+// A credential list whose page leaves out an empty items, as ARO-HCP's
+// client reads it, is an empty list: the revocation is done.
+func TestRevocationEndsOnAPageWithoutItems(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestRevokeCredentials, Status: arm.ProvisioningStateDeleting})
+	f.cs.setObject(credsCS, http.StatusOK, `{"kind":"BreakGlassCredentialList","page":1,"size":0,"total":0}`)
+	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
+	require.Equal(t, arm.ProvisioningStateSucceeded, f.op(t, "op").Status)
 }
 
 // An operation whose kind and request do not go together, or whose request

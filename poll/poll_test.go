@@ -3,10 +3,13 @@ package poll_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -34,6 +37,9 @@ type fakeCS struct {
 	mu       sync.Mutex
 	replies  map[string]reply // by status path
 	requests []string
+	// endless answers the credential list with full pages whose total
+	// always promises one more.
+	endless bool
 }
 
 type reply struct {
@@ -57,8 +63,19 @@ func (f *fakeCS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.requests = append(f.requests, r.URL.Path)
 	rep, ok := f.replies[r.URL.Path]
+	endless := f.endless && r.URL.Path == credsCS
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
+	if endless {
+		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+		items := make([]string, 100)
+		for i := range items {
+			items[i] = fmt.Sprintf(`{"id":"bgc-%d-%d","status":"revoked"}`, page, i)
+		}
+		_, _ = fmt.Fprintf(w, `{"kind":"BreakGlassCredentialList","page":%d,"size":100,"total":%d,"items":[%s]}`,
+			page, (page+1)*100, strings.Join(items, ","))
+		return
+	}
 	if !ok {
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = io.WriteString(w, `{"kind":"Error","id":"404","code":"CLUSTERS-MGMT-404","reason":"not found"}`)

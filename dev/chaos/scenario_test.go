@@ -88,7 +88,7 @@ type op struct {
 	Request       string // Create, Update, Delete, RequestCredential or RevokeCredentials
 	Start         string // the status the frontend wrote
 	Want          string // the terminal status the lifecycle implies
-	WantCode      string // the error code of a Failed operation
+	WantCode      string // the error code of a Failed or Canceled operation
 	Cluster, Pool string // simulator ids; Pool empty for a cluster
 	Auth          string // the external auth's simulator id, for its operations
 	Credential    string // the credential's simulator id, for a request
@@ -241,6 +241,7 @@ func scenario(rng *rand.Rand, subs []string, n int, minLife, maxLife time.Durati
 			o.WantCode = "InternalServerError"
 		case kindCredentialOvertook:
 			o.Request, o.Credential, o.Want = "RequestCredential", "bgc0", "Canceled"
+			o.WantCode = "Canceled"
 		case kindRevoke:
 			o.Request = "RevokeCredentials"
 		case kindRevokeFail:
@@ -586,13 +587,17 @@ func checkOutcome(ops []op, opItems, resItems map[string]item) []string {
 		if st != o.Want {
 			bad = append(bad, fmt.Sprintf("%s (%s): status %q, want %q", o.ID, o.Kind, st, o.Want))
 		}
-		if o.Want == "Failed" {
-			code := ""
+		if o.Want == "Failed" || o.Want == "Canceled" {
+			code, msg := "", ""
 			if e, ok := it["error"].(map[string]any); ok {
 				code, _ = e["code"].(string)
+				msg, _ = e["message"].(string)
 			}
 			if code != o.WantCode {
 				bad = append(bad, fmt.Sprintf("%s (%s): error code %q, want %q", o.ID, o.Kind, code, o.WantCode))
+			}
+			if msg == "" {
+				bad = append(bad, fmt.Sprintf("%s (%s): %s without an error message", o.ID, o.Kind, st))
 			}
 		}
 		if it.str("chaosTag") != o.ID {

@@ -105,7 +105,7 @@ func endOf(t *testing.T, sim *clustersim.Sim, now time.Time, o op) (status, code
 		case clustersim.CredentialFailed:
 			return "Failed", "InternalServerError"
 		case clustersim.CredentialAwaitingRevocation, clustersim.CredentialRevoked, clustersim.CredentialExpired:
-			return "Canceled", ""
+			return "Canceled", "Canceled"
 		}
 		return "", ""
 	case o.Auth != "":

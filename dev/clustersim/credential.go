@@ -217,12 +217,13 @@ type credentialJSON struct {
 
 // credentialListJSON is one OCM page: Size is how many items it holds.
 type credentialListJSON struct {
-	Kind  string           `json:"kind"`
-	HREF  string           `json:"href"`
-	Page  int              `json:"page"`
-	Size  int              `json:"size"`
-	Total int              `json:"total"`
-	Items []credentialJSON `json:"items"`
+	Kind  string `json:"kind"`
+	HREF  string `json:"href"`
+	Page  int    `json:"page"`
+	Size  int    `json:"size"`
+	Total int    `json:"total"`
+	// Items is left out when nil: EmptyCredentialPageNoItems.
+	Items []credentialJSON `json:"items,omitzero"`
 }
 
 // credentialFaults is what the fault configuration does to credential
@@ -320,7 +321,8 @@ func (s *Sim) credentialListHandler(w http.ResponseWriter, r *http.Request) {
 
 // credentialList returns one page of a cluster's credentials, sorted by
 // ID, or the reason of a 404. With Faults.EndlessCredentialList every page
-// is full and the total always promises another page.
+// is full and the total always promises another page; with
+// Faults.EmptyCredentialPageNoItems an empty page has no items.
 func (s *Sim) credentialList(id string, page, size int, f Faults) (credentialListJSON, string) {
 	return read(s, APIClustersMgmt, KindCluster, id, "", func(x ref, now time.Time) credentialListJSON {
 		cf := s.credentialFaultsFor(f)
@@ -341,6 +343,10 @@ func (s *Sim) credentialList(id string, page, size int, f Faults) (credentialLis
 			if page < math.MaxInt/size-1 {
 				total = (page + 1) * size
 			}
+		}
+		if len(items) == 0 && f.EmptyCredentialPageNoItems {
+			s.stats.fault(FaultEmptyCredentialPageNoItems)
+			items = nil
 		}
 		return credentialListJSON{Kind: "BreakGlassCredentialList", HREF: credentialsPath(id),
 			Page: page, Size: len(items), Total: total, Items: items}

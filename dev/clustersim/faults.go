@@ -46,6 +46,10 @@ type Faults struct {
 	// CredentialNoExpiration serves every credential (list items too)
 	// without its expiration_timestamp.
 	CredentialNoExpiration bool `json:"credentialNoExpiration,omitempty"`
+	// EmptyCredentialPageNoItems serves a page of a credential list that
+	// holds no credential without its items, as a server that leaves out
+	// an empty list does.
+	EmptyCredentialPageNoItems bool `json:"emptyCredentialPageNoItems,omitempty"`
 }
 
 // Fault kinds counted in Stats.Faults.
@@ -59,10 +63,11 @@ const (
 	// Faults.InflightChecksStatus.
 	FaultInflightChecks = "inflightChecks"
 	// The faults that change bodies count once per answer they apply to.
-	FaultEndlessCredentialList  = "endlessCredentialList"
-	FaultExternalAuthNoStatus   = "externalAuthNoStatus"
-	FaultUnknownState           = "unknownState"
-	FaultCredentialNoExpiration = "credentialNoExpiration"
+	FaultEndlessCredentialList      = "endlessCredentialList"
+	FaultExternalAuthNoStatus       = "externalAuthNoStatus"
+	FaultUnknownState               = "unknownState"
+	FaultCredentialNoExpiration     = "credentialNoExpiration"
+	FaultEmptyCredentialPageNoItems = "emptyCredentialPageNoItems"
 )
 
 const defaultFaultTimeout = 30 * time.Second

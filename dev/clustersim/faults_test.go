@@ -176,17 +176,19 @@ func TestBodyFaults(t *testing.T) {
 	)
 	// observed is what the typed clients read from the three bodies.
 	type observed struct {
-		eaState    string // "" = no status
-		bgcStatus  string
-		bgcExpires bool
-		listSizes  []int // of pages 1 to 3 with size=5
-		listTotals []int
-		listStatus []string
-		listExpire bool // every item has expiration_timestamp
+		eaState     string // "" = no status
+		bgcStatus   string
+		bgcExpires  bool
+		listSizes   []int // of pages 1 to 3 with size=5
+		listTotals  []int
+		listStatus  []string
+		listExpire  bool   // every item has expiration_timestamp
+		listNoItems []bool // of pages 1 to 3: the page has no items field
 	}
 	normal := observed{eaState: clustersim.StateReady, bgcStatus: clustersim.CredentialIssued, bgcExpires: true,
 		listSizes: []int{3, 0, 0}, listTotals: []int{3, 3, 3},
-		listStatus: []string{clustersim.CredentialIssued, clustersim.CredentialIssued, clustersim.CredentialRevoked}, listExpire: true}
+		listStatus: []string{clustersim.CredentialIssued, clustersim.CredentialIssued, clustersim.CredentialRevoked}, listExpire: true,
+		listNoItems: []bool{false, false, false}}
 	tests := []struct {
 		name       string
 		faults     clustersim.Faults
@@ -211,6 +213,9 @@ func TestBodyFaults(t *testing.T) {
 			},
 			// The external auth, the credential and each of the three pages.
 			wantFaults: map[string]int64{clustersim.FaultUnknownState: 5}},
+		{name: "empty credential page without items", faults: clustersim.Faults{EmptyCredentialPageNoItems: true},
+			want:       func(o observed) observed { o.listNoItems = []bool{false, true, true}; return o },
+			wantFaults: map[string]int64{clustersim.FaultEmptyCredentialPageNoItems: 2}},
 		{name: "credential without expiration", faults: clustersim.Faults{CredentialNoExpiration: true},
 			want:       func(o observed) observed { o.bgcExpires, o.listExpire = false, false; return o },
 			wantFaults: map[string]int64{clustersim.FaultCredentialNoExpiration: 4}},
@@ -248,6 +253,8 @@ func TestBodyFaults(t *testing.T) {
 				require.NoError(t, err)
 				got.listSizes = append(got.listSizes, resp.Size())
 				got.listTotals = append(got.listTotals, resp.Total())
+				_, hasItems := resp.GetItems()
+				got.listNoItems = append(got.listNoItems, !hasItems)
 				for _, it := range resp.Items().Slice() {
 					require.False(t, ids[it.ID()], "item %s twice", it.ID())
 					ids[it.ID()] = true

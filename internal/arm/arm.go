@@ -76,9 +76,10 @@ type CloudErrorBody struct {
 	Details []CloudErrorBody `json:"details,omitempty"`
 }
 
-// Error codes opstatus itself writes.
+// Error codes opstatus itself writes, as ARO-HCP's frontend writes them.
 const (
 	CodeInternalServerError = "InternalServerError"
+	CodeCanceled            = "Canceled"
 )
 
 // OperationStatus is the ARM asynchronous operation status resource, the body

@@ -154,10 +154,12 @@ func (c *Client) Credential(ctx context.Context, id InternalID) (Credential, err
 // page, credentialPageSize a page. Each page is a request of its own with
 // Status's errors (an OCM 404: the cluster does not exist). The list ends
 // with a page of fewer items than the page size, or once the items reach
-// the list's total. A page without items, another page than asked for,
-// more items than asked for or than the total, a credential listed twice
-// (pages that shifted or repeat), or a list that ends short of its total
-// is malformed; one still going after maxCredentialPages pages is a
+// the list's total. A page without items is an empty page, as ARO-HCP's
+// client reads it (Cluster Service may leave out an empty list); a reply
+// with neither items nor page, size or total is no page at all. Another
+// page than asked for, more items than asked for or than the total, a
+// credential listed twice (pages that shifted or repeat), or a list that
+// ends short of its total is malformed; one still going after maxCredentialPages pages is a
 // non-transient error wrapping errListDoesNotEnd. Other kinds are refused
 // without a request.
 func (c *Client) Credentials(ctx context.Context, cluster InternalID) ([]Credential, error) {
@@ -181,8 +183,8 @@ func (c *Client) Credentials(ctx context.Context, cluster InternalID) ([]Credent
 		switch {
 		case err != nil:
 			return nil, err
-		case !p.found:
-			return nil, fmt.Errorf("%s: malformed reply: no items", where)
+		case !p.isPage:
+			return nil, fmt.Errorf("%s: malformed reply: not a page (no items, page, size or total)", where)
 		case p.hasPage && p.page != page:
 			return nil, fmt.Errorf("%s: malformed reply: page %d instead of %d", where, p.page, page)
 		case len(p.items) > credentialPageSize:
@@ -217,7 +219,7 @@ func (c *Client) Credentials(ctx context.Context, cluster InternalID) ([]Credent
 // credentialPage is one page of a credential list as it came.
 type credentialPage struct {
 	items             []*cmv1.BreakGlassCredential
-	found             bool // the reply had items
+	isPage            bool // the reply had items, a page, a size or a total
 	page, total       int
 	hasPage, hasTotal bool // the reply had a page, a total
 }
@@ -229,11 +231,12 @@ func (c *Client) listCredentials(ctx context.Context, cluster InternalID, page i
 	if err != nil {
 		return credentialPage{}, parseError(resp.Status(), err)
 	}
-	var p credentialPage
-	list, ok := resp.GetItems()
-	p.items, p.found = list.Items(), ok
+	list, hasItems := resp.GetItems()
+	_, hasSize := resp.GetSize()
+	p := credentialPage{items: list.Items()}
 	p.page, p.hasPage = resp.GetPage()
 	p.total, p.hasTotal = resp.GetTotal()
+	p.isPage = hasItems || hasSize || p.hasPage || p.hasTotal
 	return p, nil
 }
 

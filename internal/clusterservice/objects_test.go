@@ -421,6 +421,7 @@ type listServer struct {
 	page       int  // the page sent; 0: the one asked for; -1: none
 	size       int  // items on a full page; 0: the size asked for
 	ignorePage bool // serve the first page whatever is asked
+	noEmpty    bool // leave items out of a page that has none
 }
 
 func (l listServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -452,7 +453,9 @@ func (l listServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case l.total > 0:
 		fields = append(fields, fmt.Sprintf(`"total":%d`, l.total))
 	}
-	fields = append(fields, `"items":[`+strings.Join(items, ",")+`]`)
+	if len(items) > 0 || !l.noEmpty {
+		fields = append(fields, `"items":[`+strings.Join(items, ",")+`]`)
+	}
 	replyJSON(http.StatusOK, "{"+strings.Join(fields, ",")+"}")(w, r)
 }
 
@@ -469,6 +472,9 @@ func TestCredentialsPages(t *testing.T) {
 		{name: "three pages", list: listServer{n: 250}, requests: 3},
 		{name: "three pages without total", list: listServer{n: 250, total: -1}, requests: 3},
 		{name: "without page numbers", list: listServer{n: 250, page: -1}, requests: 3},
+		{name: "none, without items", list: listServer{n: 0, noEmpty: true}, requests: 1},
+		{name: "none, without items or total", list: listServer{n: 0, total: -1, noEmpty: true}, requests: 1},
+		{name: "a full page, then one without items", list: listServer{n: 100, total: -1, noEmpty: true}, requests: 2},
 		{name: "as many as the bound", list: listServer{n: maxCredentialPages * credentialPageSize}, requests: maxCredentialPages},
 	} {
 		for _, id := range []InternalID{cmCluster, hcpCluster} {
@@ -550,9 +556,13 @@ func TestCredentialsPageBodies(t *testing.T) {
 	}{
 		{name: "empty list", body: `{"kind":"BreakGlassCredentialList","page":1,"size":0,"total":0,"items":[]}`, want: []Credential{}},
 		{name: "no total, no page", body: `{"items":[{"id":"a","status":"issued"}]}`, want: []Credential{{ID: "a", Status: "issued"}}},
-		{name: "no items", body: `{"kind":"BreakGlassCredentialList","page":1,"size":0,"total":0}`, err: "malformed reply: no items"},
-		{name: "empty object", body: `{}`, err: "malformed reply: no items"},
-		{name: "empty body", body: ``, err: "malformed reply: no items"},
+		{name: "no items", body: `{"kind":"BreakGlassCredentialList","page":1,"size":0,"total":0}`, want: []Credential{}},
+		{name: "only a size", body: `{"size":0}`, want: []Credential{}},
+		{name: "null items", body: `{"page":1,"total":0,"items":null}`, want: []Credential{}},
+		{name: "empty object", body: `{}`, err: "malformed reply: not a page"},
+		{name: "no items, short of its total", body: `{"kind":"BreakGlassCredentialList","page":1,"size":0,"total":3}`,
+			err: "malformed reply: the list ends at 0 items, short of its total 3"},
+		{name: "empty body", body: ``, err: "malformed reply: not a page"},
 		{name: "an item without id", body: `{"items":[{"id":"a"},{"status":"issued"}]}`, err: "an item is not a break-glass credential (no id)"},
 		{name: "a null item", body: `{"items":[null]}`, err: "no id"},
 		{name: "twice on one page", body: `{"items":[{"id":"a"},{"id":"a"}]}`, err: `credential "a" listed twice`},

@@ -58,6 +58,29 @@ func BillingID(resourceID, clusterID string) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
 
+// IsBillingID reports whether id has the form of BillingID's ids, an RFC
+// 9562 version 8 UUID in lowercase: whether the item is opstatus's, of a
+// life its id names, or another writer's, such as ARO-HCP's backend, which
+// named its items with random (version 4) UUIDs.
+func IsBillingID(id string) bool {
+	if len(id) != 36 || id[14] != '8' || !strings.ContainsRune("89ab", rune(id[19])) {
+		return false
+	}
+	for i, r := range id {
+		switch i {
+		case 8, 13, 18, 23:
+			if r != '-' {
+				return false
+			}
+		default:
+			if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // Validate reports the first field a new billing item needs and b lacks,
 // before anything is sent: an item in a partition that listings never read,
 // or without a creation time, would bill wrongly for good.

@@ -39,6 +39,25 @@ func TestBillingIDNamesOneLifeOfACluster(t *testing.T) {
 	}
 }
 
+func TestIsBillingID(t *testing.T) {
+	for _, id := range []string{database.BillingID(clusterKey, "c1"), database.BillingID(clusterKey, "c2"),
+		database.BillingID("", ""), "6b973b2b-3ef3-8d22-b94b-35a153baeb46"} {
+		require.True(t, database.IsBillingID(id), id)
+	}
+	for _, id := range []string{
+		"6b973b2b-3ef3-4d22-b94b-35a153baeb46", // version 4: the backend's random ids
+		"6b973b2b-3ef3-8d22-794b-35a153baeb46", // another variant
+		"6B973B2B-3EF3-8D22-B94B-35A153BAEB46",
+		"6b973b2b-3ef3-8d22-b94b-35a153baeb4",
+		"6b973b2b-3ef3-8d22-b94b-35a153baeb466",
+		"6b973b2b3ef3-8d22-b94b-35a153baeb46-",
+		"6b973b2g-3ef3-8d22-b94b-35a153baeb46",
+		"b-delete3", "", "random-uuid",
+	} {
+		require.False(t, database.IsBillingID(id), id)
+	}
+}
+
 func TestBillingJSON(t *testing.T) {
 	deleted := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	b := database.Billing{ID: "b1", SubscriptionID: "sub1", ResourceID: clusterKey,
