@@ -32,7 +32,18 @@ const (
 	// scaleWaitDecisions bounds the decisions a run waits for one that
 	// scales poll out before it measures.
 	scaleWaitDecisions = 3
+	// defaultStartDelay is the assumed time from a scale decision's new
+	// instance to its host starting the handler: Flex documents none.
+	defaultStartDelay = 2 * time.Second
 )
+
+// limitText says how maximumInstanceCount bounds the instances.
+func limitText(appWide bool) string {
+	if appWide {
+		return "(app-wide: every group's instances together)"
+	}
+	return "(per function group)"
+}
 
 // flexSettings are the Cluster Service settings the template derives for
 // budget and maximumInstanceCount maxInstances.
@@ -64,7 +75,9 @@ func (e *env) hostOptions(cfg config, maxInstances int, onInvocation func(hostem
 		StorageLatency: cfg.storageLatency,
 		Flex: &hostemu.FlexOptions{
 			MaximumInstanceCount: maxInstances,
+			AppWideLimit:         cfg.appWide,
 			AlwaysReady:          cfg.alwaysReady,
+			StartDelay:           cfg.startDelay,
 			ScaleInterval:        cfg.scaleInterval,
 		},
 		OnScale: scale.record,
@@ -74,7 +87,7 @@ func (e *env) hostOptions(cfg config, maxInstances int, onInvocation func(hostem
 // startedInstances is how many instances a Flex host starts with: scan's
 // one and poll's always ready.
 func startedInstances(cfg config, maxInstances int) int {
-	return 1 + min(cfg.alwaysReady, maxInstances)
+	return 1 + min(cfg.alwaysReady["poll"], maxInstances)
 }
 
 // mayScaleOut reports whether a scan of n operations can make the scale
@@ -82,7 +95,7 @@ func startedInstances(cfg config, maxInstances int) int {
 func mayScaleOut(cfg config, hc hostemu.HostConfig, n, maxInstances int) bool {
 	per := max(hc.Queues.BatchSize+hc.Queues.NewBatchThreshold, 1)
 	messages := (n + opsPerMessage - 1) / opsPerMessage
-	return min((messages+per-1)/per, maxInstances) > cfg.alwaysReady
+	return min((messages+per-1)/per, maxInstances) > cfg.alwaysReady["poll"]
 }
 
 // scaleLog keeps the scale controller's decisions for poll.

@@ -60,7 +60,7 @@ func TestMayScaleOut(t *testing.T) {
 		{2500, 100, 2, true},  // 25 messages: three
 		{2400, 100, 2, false}, // 24 messages: two
 	} {
-		require.Equal(t, tt.want, mayScaleOut(config{alwaysReady: tt.alwaysReady}, hc, tt.n, tt.instances), "%+v", tt)
+		require.Equal(t, tt.want, mayScaleOut(config{alwaysReady: map[string]int{"poll": tt.alwaysReady}}, hc, tt.n, tt.instances), "%+v", tt)
 	}
 }
 

@@ -42,6 +42,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/testenv"
 )
 
@@ -68,11 +69,16 @@ type config struct {
 	backlogSlow      time.Duration
 	backlogRecover   time.Duration
 
-	// The Flex Consumption regime: poll's always-ready instances, the
-	// scale controller's period, and the app-wide Cluster Service budget
-	// (CLUSTER_SERVICE_BUDGET). instances are maximumInstanceCounts.
-	alwaysReady   int
+	// The Flex Consumption regime: the always-ready instances by
+	// function, the scale controller's period, how long a new instance
+	// takes to start its handler, whether maximumInstanceCount bounds the
+	// whole app rather than each function group, and the app-wide Cluster
+	// Service budget (CLUSTER_SERVICE_BUDGET). instances are
+	// maximumInstanceCounts.
+	alwaysReady   map[string]int
 	scaleInterval time.Duration
+	startDelay    time.Duration
+	appWide       bool
 	budget        int
 
 	holdsN, holdsSubs, holdsRounds int
@@ -140,7 +146,9 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&ns, "n", "1000,10000,50000", "numbers of pending operations, comma-separated")
 	fs.BoolVar(&quick, "quick", false, "N = 1,000 only, one run of each scenario, at most 5 rounds of holds, for iteration (overrides -n and -repeat)")
 	fs.StringVar(&instances, "instances", "4", "maximumInstanceCount values for opstatus, comma-separated: poll's instances follow the queue up to it (the template's is 4)")
-	fs.IntVar(&cfg.alwaysReady, "always-ready", 1, "poll instances kept however short the queue (Flex's alwaysReady); 0 lets poll scale to zero")
+	alwaysReady := fs.String("always-ready", "", "function=count,…: instances a function keeps however little work it has (Flex's alwaysReady; the template sets none, so poll and pickup scale to zero)")
+	fs.DurationVar(&cfg.startDelay, "start-delay", defaultStartDelay, "how long an instance a scale decision adds takes before its handler starts: an ASSUMPTION, Flex documents no cold-start time")
+	fs.BoolVar(&cfg.appWide, "app-wide-limit", false, "maximumInstanceCount bounds the whole app's instances (a Microsoft PM's reading) instead of each function group's (the REST spec's)")
 	fs.DurationVar(&cfg.scaleInterval, "scale-interval", 30*time.Second, "how often the scale controller decides poll's instance count (the platform's 30 s)")
 	fs.IntVar(&cfg.budget, "budget", defaultBudget, "CLUSTER_SERVICE_BUDGET: Cluster Service requests the whole app may have in flight; each handler's cap is min(64, budget / maximumInstanceCount), as the template sets it")
 	fs.StringVar(&baselineNs, "baseline-n", "1000", "N values at which the serial baseline runs; at the other N it is extrapolated linearly from the largest of them")
@@ -188,6 +196,9 @@ func parseFlags(args []string) (config, error) {
 		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
+	if cfg.alwaysReady, err = hostemu.ParseAlwaysReady(*alwaysReady); err != nil {
+		return cfg, fmt.Errorf("-always-ready: %w", err)
+	}
 	if quick {
 		ns, cfg.repeat, cfg.holdsRounds = "1000", 1, min(cfg.holdsRounds, 5)
 	}
@@ -236,8 +247,8 @@ func parseFlags(args []string) (config, error) {
 	if cfg.holdsSubs < 1 || cfg.holdsRounds < 1 || cfg.holdsSubs*cfg.holdsRounds > (cfg.holdsN+cfg.opsPerSub-1)/cfg.opsPerSub {
 		return cfg, fmt.Errorf("-holds-subs × -holds-rounds: want at least 1 and at most the %d subscriptions of -holds-n", (cfg.holdsN+cfg.opsPerSub-1)/cfg.opsPerSub)
 	}
-	if cfg.alwaysReady < 0 || cfg.scaleInterval <= 0 {
-		return cfg, fmt.Errorf("-always-ready below 0 or -scale-interval not positive")
+	if cfg.scaleInterval <= 0 || cfg.startDelay < 0 {
+		return cfg, fmt.Errorf("-scale-interval not positive or -start-delay negative")
 	}
 	for _, k := range append(slices.Clone(cfg.instances), cfg.backlogInstances) {
 		if cfg.budget < k {
@@ -315,8 +326,8 @@ func run(ctx context.Context, cfg config) error {
 	res.Machine.print(out)
 	fmt.Fprintf(out, "Cluster Service latency %s · Storage latency %s per queue request · N %v · opstatus maximumInstanceCount %v · %d operations per subscription\n",
 		cfg.latency, cfg.storageLatency, cfg.ns, cfg.instances, cfg.opsPerSub)
-	fmt.Fprintf(out, "Flex Consumption: scan in one instance; poll's instances follow the queue from %d always ready up to the maximum, a scale decision every %s; CLUSTER_SERVICE_BUDGET %d (per handler min(%d, budget / maximum))\n",
-		cfg.alwaysReady, cfg.scaleInterval, cfg.budget, templateMaxInFlight)
+	fmt.Fprintf(out, "Flex Consumption: scan in one instance; poll's instances follow the queue and pickup's the change feed's lag, from the always-ready %v up to the maximum %s, a scale decision every %s, a new instance's handler starting %s after it (assumed); CLUSTER_SERVICE_BUDGET %d\n",
+		cfg.alwaysReady, limitText(cfg.appWide), cfg.scaleInterval, cfg.startDelay, cfg.budget)
 	if cfg.only["baseline"] {
 		fmt.Fprintf(out, "serial baseline: runs at N %v; at the other N it is extrapolated linearly (a serial pass grows with N), marked *\n", cfg.baselineNs)
 	}

@@ -319,7 +319,7 @@ func (h hostResult) messagesPerScan() int64 {
 func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int, flip bool) (res hostResult, err error) {
 	n := len(fx.ds.ops)
 	res = hostResult{N: n, Instances: instances, WallStart: time.Now(), SeedTime: fx.seedTime, Flipped: flip,
-		Flex: true, AlwaysReady: min(cfg.alwaysReady, instances), Budget: cfg.budget}
+		Flex: true, AlwaysReady: min(cfg.alwaysReady["poll"], instances), Budget: cfg.budget}
 	if err := e.clearQueues(ctx); err != nil {
 		return res, err
 	}
