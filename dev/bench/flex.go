@@ -45,14 +45,28 @@ func limitText(appWide bool) string {
 	return "(per function group)"
 }
 
-// flexSettings are the Cluster Service settings the template derives for
-// budget and maximumInstanceCount maxInstances.
+// pickupReach is how many instances pickup's group can reach here: one
+// per lease, and the Cosmos test server's containers have one physical
+// partition.
+const pickupReach = 1
+
+// flexSettings are the Cluster Service settings for budget and
+// maximumInstanceCount maxInstances: the per-process cap the template
+// wants, lowered so that poll's instances and pickup's together stay
+// within the budget (internal/config checks the same).
 func flexSettings(budget, maxInstances int) map[string]string {
 	return map[string]string{
 		"CLUSTER_SERVICE_BUDGET":        strconv.Itoa(budget),
 		"MAXIMUM_INSTANCE_COUNT":        strconv.Itoa(maxInstances),
-		"CLUSTER_SERVICE_MAX_IN_FLIGHT": strconv.Itoa(min(templateMaxInFlight, budget/max(maxInstances, 1))),
+		"PICKUP_MAXIMUM_INSTANCE_COUNT": strconv.Itoa(min(pickupReach, maxInstances)),
+		"CLUSTER_SERVICE_MAX_IN_FLIGHT": strconv.Itoa(perProcessCap(budget, maxInstances)),
 	}
+}
+
+// perProcessCap is the Cluster Service cap of each handler process for
+// budget and maximumInstanceCount maxInstances.
+func perProcessCap(budget, maxInstances int) int {
+	return min(templateMaxInFlight, budget/max(maxInstances+min(pickupReach, maxInstances), 1))
 }
 
 // flexHandlerSettings are the handler's settings for database db under a
@@ -395,6 +409,9 @@ func (r *results) csInFlightMax() (int64, bool) {
 	if r.Backlog != nil && r.Budget > 0 {
 		m, ok = max(m, r.Backlog.CSInFlightMax), true
 	}
+	for _, x := range r.Mixed {
+		m, ok = max(m, x.CSInFlightMax), true
+	}
 	return m, ok
 }
 
@@ -403,6 +420,15 @@ func (r *results) flexHeadlines() {
 	if m, ok := r.csInFlightMax(); ok {
 		r.add("cs_in_flight_max", strconv.FormatInt(m, 10))
 		r.add("cs_budget", strconv.Itoa(r.Budget))
+	}
+	for _, x := range r.Mixed {
+		suffix := "per_group"
+		if x.AppWide {
+			suffix = "app_wide"
+		}
+		r.add("cs_in_flight_max_mixed_"+suffix, strconv.FormatInt(x.CSInFlightMax, 10))
+		r.add("poll_instances_max_mixed_"+suffix, strconv.Itoa(x.PollMax))
+		r.add("pickup_instances_max_mixed_"+suffix, strconv.Itoa(x.PickupMax))
 	}
 	ns, _ := r.dims()
 	polls := 0

@@ -88,6 +88,12 @@ type config struct {
 	pickupN, pickupBackground int
 	pickupRate                float64
 
+	// The mixed scenario: a backlog pass under a slow Cluster Service
+	// while new operations arrive at -pickup-rate, under both readings of
+	// maximumInstanceCount.
+	mixedN, mixedInstances int
+	mixedLatency, mixedFor time.Duration
+
 	// hostJSON, handler and settings replace the repository's host.json
 	// and handler, and add app settings, for experiments.
 	hostJSON, handler string
@@ -115,7 +121,7 @@ const (
 const harnessGCPercent = 400
 
 // scenarios that -only can name.
-var scenarios = []string{"coldstart", "scan", "opstatus", "baseline", "holds", "backlog", "pickup"}
+var scenarios = []string{"coldstart", "scan", "opstatus", "baseline", "holds", "backlog", "pickup", "mixed"}
 
 func parseInts(s string) ([]int, error) {
 	var out []int
@@ -172,6 +178,10 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.pickupN, "pickup-n", 1000, "new operations the frontend writes in the pickup scenario")
 	fs.Float64Var(&cfg.pickupRate, "pickup-rate", 20, "new operations per second in the pickup scenario")
 	fs.IntVar(&cfg.pickupBackground, "pickup-background", 1000, "pending operations scan and poll keep checking during the pickup scenario")
+	fs.IntVar(&cfg.mixedN, "mixed-n", 4000, "pending operations in the mixed scenario (enough messages for poll to ask for -mixed-instances)")
+	fs.IntVar(&cfg.mixedInstances, "mixed-instances", 4, "maximumInstanceCount in the mixed scenario")
+	fs.DurationVar(&cfg.mixedLatency, "mixed-latency", 3*time.Second, "Cluster Service latency in the mixed scenario, so that every handler fills its cap")
+	fs.DurationVar(&cfg.mixedFor, "mixed-for", 90*time.Second, "how long new operations arrive in the mixed scenario")
 	fs.BoolVar(&record, "record", false, "a full run writes its plot and results to "+recordPlot+" and "+recordJSON+" (what BENCHMARKS.md shows) instead of "+outPlot+" and "+outJSON)
 	fs.StringVar(&cfg.plotPath, "plot", "", "write the PNG plot here (default "+outPlot+" for a full run, none with -only or -quick)")
 	fs.StringVar(&cfg.jsonPath, "json", "", "write every result as JSON here (default "+outJSON+" for a full run, none with -only or -quick)")
@@ -250,10 +260,13 @@ func parseFlags(args []string) (config, error) {
 	if cfg.scaleInterval <= 0 || cfg.startDelay < 0 {
 		return cfg, fmt.Errorf("-scale-interval not positive or -start-delay negative")
 	}
-	for _, k := range append(slices.Clone(cfg.instances), cfg.backlogInstances) {
-		if cfg.budget < k {
-			return cfg, fmt.Errorf("-budget %d: less than one Cluster Service request in flight for each of %d instances", cfg.budget, k)
+	for _, k := range append(slices.Clone(cfg.instances), cfg.backlogInstances, cfg.mixedInstances) {
+		if perProcessCap(cfg.budget, k) < 1 {
+			return cfg, fmt.Errorf("-budget %d: less than one Cluster Service request in flight for each of %d poll and %d pickup instances", cfg.budget, k, min(pickupReach, k))
 		}
+	}
+	if cfg.mixedN < 1 || cfg.mixedLatency < 0 || cfg.mixedFor <= 0 {
+		return cfg, fmt.Errorf("-mixed-n below 1, -mixed-latency negative or -mixed-for not positive")
 	}
 	if cfg.repeat%2 == 0 {
 		return cfg, fmt.Errorf("-repeat %d: want an odd number, so that each median is one of the runs", cfg.repeat)
@@ -415,6 +428,18 @@ func run(ctx context.Context, cfg config) error {
 		}
 		res.Pickup = &r
 		printPickup(out, r)
+	}
+	if cfg.only["mixed"] {
+		for _, appWide := range []bool{false, true} {
+			fmt.Fprintf(out, "\nmixed (%s): N=%d at Cluster Service %s, maximumInstanceCount %d, %.0f new operations/s for %s …\n",
+				reading(appWide), cfg.mixedN, cfg.mixedLatency, cfg.mixedInstances, cfg.pickupRate, cfg.mixedFor)
+			r, err := runMixed(ctx, e, cfg, appWide)
+			if err != nil {
+				return fmt.Errorf("mixed (%s): %w", reading(appWide), err)
+			}
+			res.Mixed = append(res.Mixed, r)
+			printMixed(out, r)
+		}
 	}
 	res.Finished = time.Now()
 	res.Machine.LoadEnd = readLoad()

@@ -88,6 +88,9 @@ type results struct {
 	Holds  *holdsResult
 	// Pickup is the pickup scenario.
 	Pickup *pickupResult `json:",omitempty"`
+	// Mixed is the mixed scenario under each reading of
+	// maximumInstanceCount.
+	Mixed []mixedResult `json:",omitempty"`
 }
 
 type headline struct {
