@@ -37,6 +37,14 @@ const (
 	defaultStartDelay = 2 * time.Second
 )
 
+// cpuText says what CPU each handler has.
+func cpuText(memoryMB int) string {
+	if memoryMB == 0 {
+		return "no CPU limit (the machine's cores shared)"
+	}
+	return fmt.Sprintf("%g core each (instanceMemoryMB %d, by cgroup)", hostemu.CoresOf(memoryMB), memoryMB)
+}
+
 // limitText says how maximumInstanceCount bounds the instances.
 func limitText(appWide bool) string {
 	if appWide {
@@ -92,6 +100,7 @@ func (e *env) hostOptions(cfg config, maxInstances int, onInvocation func(hostem
 			AppWideLimit:         cfg.appWide,
 			AlwaysReady:          cfg.alwaysReady,
 			StartDelay:           cfg.startDelay,
+			InstanceMemoryMB:     cfg.instanceMemory,
 			ScaleInterval:        cfg.scaleInterval,
 		},
 		OnScale: scale.record,

@@ -79,7 +79,10 @@ type config struct {
 	scaleInterval time.Duration
 	startDelay    time.Duration
 	appWide       bool
-	budget        int
+	// instanceMemory is the instances' memory, which buys their handlers'
+	// CPU (hostemu.CoresOf); 0 leaves the CPU unlimited.
+	instanceMemory int
+	budget         int
 
 	holdsN, holdsSubs, holdsRounds int
 
@@ -154,6 +157,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&instances, "instances", "4", "maximumInstanceCount values for opstatus, comma-separated: poll's instances follow the queue up to it (the template's is 4)")
 	alwaysReady := fs.String("always-ready", "", "function=count,…: instances a function keeps however little work it has (Flex's alwaysReady; the template sets none, so poll and pickup scale to zero)")
 	fs.DurationVar(&cfg.startDelay, "start-delay", defaultStartDelay, "how long an instance a scale decision adds takes before its handler starts: an ASSUMPTION, Flex documents no cold-start time")
+	fs.IntVar(&cfg.instanceMemory, "instance-memory", 2048, "instanceMemoryMB: each instance's handler gets the CPU it buys on Flex (512 MB: 0.25 core, 2,048 MB: 1 core) through a cgroup; 0 shares the machine's cores unlimited")
 	fs.BoolVar(&cfg.appWide, "app-wide-limit", false, "maximumInstanceCount bounds the whole app's instances (a Microsoft PM's reading) instead of each function group's (the REST spec's)")
 	fs.DurationVar(&cfg.scaleInterval, "scale-interval", 30*time.Second, "how often the scale controller decides poll's instance count (the platform's 30 s)")
 	fs.IntVar(&cfg.budget, "budget", defaultBudget, "CLUSTER_SERVICE_BUDGET: Cluster Service requests the whole app may have in flight; each handler's cap is min(64, budget / maximumInstanceCount), as the template sets it")
@@ -257,6 +261,9 @@ func parseFlags(args []string) (config, error) {
 	if cfg.holdsSubs < 1 || cfg.holdsRounds < 1 || cfg.holdsSubs*cfg.holdsRounds > (cfg.holdsN+cfg.opsPerSub-1)/cfg.opsPerSub {
 		return cfg, fmt.Errorf("-holds-subs × -holds-rounds: want at least 1 and at most the %d subscriptions of -holds-n", (cfg.holdsN+cfg.opsPerSub-1)/cfg.opsPerSub)
 	}
+	if cfg.instanceMemory < 0 {
+		return cfg, fmt.Errorf("-instance-memory: want 0 or more")
+	}
 	if cfg.scaleInterval <= 0 || cfg.startDelay < 0 {
 		return cfg, fmt.Errorf("-scale-interval not positive or -start-delay negative")
 	}
@@ -339,8 +346,8 @@ func run(ctx context.Context, cfg config) error {
 	res.Machine.print(out)
 	fmt.Fprintf(out, "Cluster Service latency %s · Storage latency %s per queue request · N %v · opstatus maximumInstanceCount %v · %d operations per subscription\n",
 		cfg.latency, cfg.storageLatency, cfg.ns, cfg.instances, cfg.opsPerSub)
-	fmt.Fprintf(out, "Flex Consumption: scan in one instance; poll's instances follow the queue and pickup's the change feed's lag, from the always-ready %v up to the maximum %s, a scale decision every %s, a new instance's handler starting %s after it (assumed); CLUSTER_SERVICE_BUDGET %d\n",
-		cfg.alwaysReady, limitText(cfg.appWide), cfg.scaleInterval, cfg.startDelay, cfg.budget)
+	fmt.Fprintf(out, "Flex Consumption: scan in one instance; poll's instances follow the queue and pickup's the change feed's lag, from the always-ready %v up to the maximum %s, a scale decision every %s, a new instance's handler starting %s after it (assumed); handlers held to %s; CLUSTER_SERVICE_BUDGET %d\n",
+		cfg.alwaysReady, limitText(cfg.appWide), cfg.scaleInterval, cfg.startDelay, cpuText(cfg.instanceMemory), cfg.budget)
 	if cfg.only["baseline"] {
 		fmt.Fprintf(out, "serial baseline: runs at N %v; at the other N it is extrapolated linearly (a serial pass grows with N), marked *\n", cfg.baselineNs)
 	}

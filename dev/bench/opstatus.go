@@ -284,6 +284,7 @@ type hostResult struct {
 	// ScaledBeforePass when a decision had added some by then.
 	Flex                          bool
 	AlwaysReady, Budget           int
+	InstanceMemoryMB              int `json:",omitempty"`
 	PollInstancesMax              int
 	ScaleDecisions, ScaleChanges  int
 	ScaleWaited, ScaledBeforePass bool
@@ -319,7 +320,8 @@ func (h hostResult) messagesPerScan() int64 {
 func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int, flip bool) (res hostResult, err error) {
 	n := len(fx.ds.ops)
 	res = hostResult{N: n, Instances: instances, WallStart: time.Now(), SeedTime: fx.seedTime, Flipped: flip,
-		Flex: true, AlwaysReady: min(cfg.alwaysReady["poll"], instances), Budget: cfg.budget}
+		Flex: true, AlwaysReady: min(cfg.alwaysReady["poll"], instances), Budget: cfg.budget,
+		InstanceMemoryMB: cfg.instanceMemory}
 	if err := e.clearQueues(ctx); err != nil {
 		return res, err
 	}

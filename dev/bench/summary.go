@@ -397,6 +397,14 @@ func (r *results) headlines() {
 			}
 		}
 		r.add("cpu_ms_per_unchanged_poll", f3(cp.Median))
+		if h.Flipped && h.Updated > 0 {
+			// Every write of an update included: the handlers' CPU time over
+			// the changed window, per operation updated.
+			r.add("cpu_ms_per_changed_op", f3(msf(h.ChangedCPU["handler"]/time.Duration(h.Updated))))
+		}
+		if h.InstanceMemoryMB > 0 {
+			r.add("instance_memory_mb", strconv.Itoa(h.InstanceMemoryMB))
+		}
 		if len(runs) > 1 {
 			r.add("runs_n1000", strconv.Itoa(len(runs)))
 			if b, ok := r.base(targetN1k); ok {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,6 +56,11 @@ type FlexOptions struct {
 	// before its handler starts (allocating and starting a host). Default
 	// 0. Flex documents no cold-start time: a value here is an assumption.
 	StartDelay time.Duration
+	// InstanceMemoryMB, when set, gives every instance's handler processes
+	// the CPU that much memory buys on Flex (CoresOf: 512 MB a quarter of a
+	// core) through a control group; Run fails where the machine allows
+	// none. Default 0: no limit, the machine's cores shared.
+	InstanceMemoryMB int
 	// ScaleInterval is how often the scale controller decides. Default
 	// 30 s, the rate Microsoft documents for new instances of non-HTTP
 	// triggers (Azure Functions "Event-driven scaling").
@@ -483,6 +489,16 @@ func (h *Host) startInstance(g *group, delay time.Duration, ready chan<- error) 
 	h.nextIndex++
 	h.instances = append(h.instances, in)
 	h.mu.Unlock()
+	if mb := h.opts.Flex.InstanceMemoryMB; mb > 0 {
+		cg, err := newCPUGroup(fmt.Sprintf("hostemu-%d-%d", os.Getpid(), in.index), CoresOf(mb))
+		if err != nil {
+			select {
+			case h.fatal <- err:
+			default:
+			}
+		}
+		in.cpu = cg
+	}
 	h.stats.started.Add(1)
 	h.log.Info("hostemu: starting an instance", "instance", in.index, "group", in.group)
 
@@ -497,6 +513,9 @@ func (h *Host) startInstance(g *group, delay time.Duration, ready chan<- error) 
 			err = in.run(ctx, ready)
 		} else {
 			ready <- nil
+		}
+		if in.cpu != nil {
+			in.cpu.remove()
 		}
 		h.mu.Lock()
 		h.instances = deleteInstance(h.instances, in)
@@ -527,6 +546,13 @@ func deleteInstance(list []*Instance, in *Instance) []*Instance {
 func (h *Host) runFlex(ctx context.Context) error {
 	f := h.opts.Flex
 	h.fatal = make(chan error, 1)
+	if f.InstanceMemoryMB > 0 {
+		probe, err := newCPUGroup(fmt.Sprintf("hostemu-%d-probe", os.Getpid()), CoresOf(f.InstanceMemoryMB))
+		if err != nil {
+			return err
+		}
+		probe.remove()
+	}
 	var groups []*group
 	var scalers []*scaler
 	for fi := range h.functions {
