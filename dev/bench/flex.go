@@ -515,6 +515,8 @@ func (r *results) flexTargets(add func(what string, known, met bool, reached str
 // scaleText says how the measured pass met the scale controller.
 func (h hostResult) scaleText() string {
 	switch {
+	case h.FromIdle:
+		return fmt.Sprintf("the measured pass was the first, from idle: poll from %d always-ready instances", h.AlwaysReady)
 	case !h.ScaleWaited:
 		return "the queue never asks for more than the always-ready instances"
 	case h.ScaledBeforePass:

@@ -91,6 +91,8 @@ type results struct {
 	// Mixed is the mixed scenario under each reading of
 	// maximumInstanceCount.
 	Mixed []mixedResult `json:",omitempty"`
+	// PickupCold is the pickup-from-idle scenario.
+	PickupCold *pickupColdResult `json:",omitempty"`
 }
 
 type headline struct {

@@ -338,6 +338,9 @@ func (r *results) headlines() {
 		for _, k := range instances {
 			if h, ok := r.host(n, k); ok {
 				r.add(fmt.Sprintf("pass_s_opstatus_x%d_n%d", k, n), f2(h.Pass.Seconds()))
+				if h.FromIdle {
+					r.add(fmt.Sprintf("pass_from_idle_s_x%d_n%d", k, n), f2(h.Pass.Seconds()))
+				}
 				if h.PassAtLeast {
 					r.add(fmt.Sprintf("pass_checked_opstatus_x%d_n%d", k, n), strconv.Itoa(h.Checked))
 				}
@@ -441,6 +444,11 @@ func (r *results) headlines() {
 	}
 	r.costHeadlines()
 	r.flexHeadlines()
+	if c := r.PickupCold; c != nil && len(c.Arrivals) > 0 {
+		p99, _ := c.p99()
+		r.add("pickup_cold_p99_s", f2(p99.Seconds()))
+		r.add("pickup_cold_start_delay_s", f2(c.StartDelay.Seconds()))
+	}
 	if p := r.Pickup; p != nil {
 		r.add("pickup_p99_s", f2(p.Delays.P99.Seconds()))
 		r.add("pickup_cs_calls_per_op", f3(p.callsPerOp()))
