@@ -148,11 +148,15 @@ func runPickupCold(ctx context.Context, e *env, cfg config) (res pickupColdResul
 			a.Missed = true
 		} else {
 			a.Delay = first.Sub(written)
-			for _, s := range m.between(written.Add(-time.Second), first.Add(time.Second)) {
-				if s.Function == "pickup" && !first.Before(s.Start) && !first.After(s.End) {
-					a.ByPickup = true
+			// An invocation is recorded when it ends, after its calls.
+			a.ByPickup = waitFor(ctx, 5*time.Second, func() bool {
+				for _, s := range m.between(written.Add(-time.Second), first.Add(time.Second)) {
+					if s.Function == "pickup" && !first.Before(s.Start) && !first.After(s.End) {
+						return true
+					}
 				}
-			}
+				return false
+			})
 		}
 		res.Arrivals = append(res.Arrivals, a)
 		fmt.Fprintf(cfg.progress, "  cold arrival %d: first Cluster Service call after %s (by %s; %d poll instances at the write)\n",
