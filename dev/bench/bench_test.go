@@ -216,7 +216,7 @@ func TestParseFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{1000, 10000, 50000}, cfg.ns)
 	require.Equal(t, []int{4}, cfg.instances, "the template's maximumInstanceCount")
-	require.Equal(t, 1, cfg.alwaysReady)
+	require.Empty(t, cfg.alwaysReady, "the template buys none")
 	require.Equal(t, 30*time.Second, cfg.scaleInterval, "the platform's")
 	require.Equal(t, 256, cfg.budget, "the template's")
 	require.Equal(t, []int{1000}, cfg.baselineNs)
@@ -384,12 +384,17 @@ func TestRepeatsAreJudgedOnTheirMedian(t *testing.T) {
 	h, ok := r.host(1000, 1)
 	require.True(t, ok)
 	require.Equal(t, 3, h.Run, "the run with the median pass")
+	// The median run's handler CPU over its changed window, per update.
+	r.Opstatus[2].ChangedCPU = map[string]time.Duration{"handler": 2800 * time.Millisecond}
+	r.Opstatus[2].Updated = 1000
+	r.Opstatus[2].InstanceMemoryMB = 512
 
 	out := reportText(r)
 	for _, want := range []string{
 		"pass_speedup_n1000=20.00\n", "pass_speedup_n1000_min=15.00\n", "pass_speedup_n1000_max=30.00\n",
 		"freshness_p99_s_n1000=12.00\n", "freshness_p99_s_n1000_min=11.00\n", "freshness_p99_s_n1000_max=13.00\n",
 		"cpu_ms_per_unchanged_poll=0.500\n", "cpu_ms_per_unchanged_poll_max=0.600\n", "runs_n1000=3\n",
+		"cpu_ms_per_changed_op=2.800\n", "instance_memory_mb=512\n",
 		"unchanged_cosmos_reads_per_poll=1.000\n",
 		"[MISSED] pass over 1000 operations ≥ 30× faster than the serial baseline: 20.0× with one instance (3.00 s against 60.0 s) (median of 3 runs; 15.0× to 30.0×)",
 		"[met] handler CPU ≤ 0.5 ms per unchanged operation (N=1000, the fewest instances): 0.500 ms (median of 3 runs; 0.400 ms to 0.600 ms)",

@@ -35,6 +35,9 @@ var (
 	priceFlexExecutions = price{"Flex Consumption on-demand executions", 0.40, "million executions",
 		"https://learn.microsoft.com/azure/azure-functions/functions-consumption-costs (Flex Consumption example rate)", "2026-12-01",
 		"the docs call it an example rate; regional prices differ"}
+	priceFlexAlwaysReady = price{"Flex Consumption always-ready baseline (memory of every always-ready instance, busy or idle)", 0.000004, "GB-s",
+		"Azure Retail Prices API meter \"Always Ready Baseline\" as quoted in public cost tools (EUR 0.0000038 against 0.000025 on demand); billing modes: https://learn.microsoft.com/azure/azure-functions/functions-consumption-costs", "2026-12-03",
+		"not read from the pricing page; an always-ready instance's execution time is billed on top, at a lower rate than on demand, and replaces on-demand time it would have run anyway"}
 	priceQueueTx = price{"Queue Storage class 1 and class 2 operations, GPv2 LRS", 0.004, "10,000 operations",
 		"Azure pricing calculator estimate (East US, 2024-06-24) in microsoft/kernel-memory docs/azure/architecture.md; classes: https://azure.microsoft.com/pricing/details/storage/queues/", "2026-12-01",
 		"read from a calculator estimate, not the pricing page; whether a blob lease renewal bills as a queue-priced operation is assumed"}
@@ -53,7 +56,7 @@ var (
 )
 
 // prices lists the table in the order the report prints it.
-var prices = []price{priceFlexGBs, priceFlexExecutions, priceQueueTx, priceCosmosProvisioned, priceCosmosServerless, priceLogsGB, priceEP1Hour}
+var prices = []price{priceFlexGBs, priceFlexExecutions, priceFlexAlwaysReady, priceQueueTx, priceCosmosProvisioned, priceCosmosServerless, priceLogsGB, priceEP1Hour}
 
 // Request-unit charges of the Cosmos requests opstatus makes, for items
 // the size of its own, from the worked examples of
@@ -467,7 +470,15 @@ func (r *results) costs(w io.Writer) {
 }
 
 // costHeadlines adds the monthly estimates to the headline lines.
+// alwaysReadyUSD is what one always-ready instance of memoryMB costs a
+// month in baseline alone.
+func alwaysReadyUSD(memoryMB int) float64 {
+	return float64(memoryMB) / 1024 * costMonth.Seconds() * priceFlexAlwaysReady.USD
+}
+
 func (r *results) costHeadlines() {
+	r.add("always_ready_usd_month_per_instance_2048mb", f2(alwaysReadyUSD(2048)))
+	r.add("always_ready_usd_month_per_instance_512mb", f2(alwaysReadyUSD(512)))
 	for _, n := range costNs {
 		h, ok := r.costRun(n)
 		if !ok {

@@ -191,3 +191,9 @@ func TestMeter(t *testing.T) {
 	require.Equal(t, usage{Scans: 1, Polls: 1, Listed: 100, Busy: 400 * time.Millisecond, Billed: 2 * time.Second, Periods: 2,
 		Puts: 1, Receives: 3, Deletes: 1, Lines: 2}, u)
 }
+
+func TestAlwaysReadyUSD(t *testing.T) {
+	// 2 GB for a 30-day month at $0.000004 per GB-s.
+	require.InDelta(t, 2*2_592_000*0.000004, alwaysReadyUSD(2048), 1e-9)
+	require.InDelta(t, 0.5*2_592_000*0.000004, alwaysReadyUSD(512), 1e-9)
+}

@@ -32,16 +32,49 @@ const (
 	// scaleWaitDecisions bounds the decisions a run waits for one that
 	// scales poll out before it measures.
 	scaleWaitDecisions = 3
+	// defaultStartDelay is the assumed time from a scale decision's new
+	// instance to its host starting the handler: Flex documents none.
+	defaultStartDelay = 2 * time.Second
 )
 
-// flexSettings are the Cluster Service settings the template derives for
-// budget and maximumInstanceCount maxInstances.
+// cpuText says what CPU each handler has.
+func cpuText(memoryMB int) string {
+	if memoryMB == 0 {
+		return "no CPU limit (the machine's cores shared)"
+	}
+	return fmt.Sprintf("%g core each (instanceMemoryMB %d, by cgroup)", hostemu.CoresOf(memoryMB), memoryMB)
+}
+
+// limitText says how maximumInstanceCount bounds the instances.
+func limitText(appWide bool) string {
+	if appWide {
+		return "(app-wide: every group's instances together)"
+	}
+	return "(per function group)"
+}
+
+// pickupReach is how many instances pickup's group can reach here: one
+// per lease, and the Cosmos test server's containers have one physical
+// partition.
+const pickupReach = 1
+
+// flexSettings are the Cluster Service settings for budget and
+// maximumInstanceCount maxInstances: the per-process cap the template
+// wants, lowered so that poll's instances and pickup's together stay
+// within the budget (internal/config checks the same).
 func flexSettings(budget, maxInstances int) map[string]string {
 	return map[string]string{
 		"CLUSTER_SERVICE_BUDGET":        strconv.Itoa(budget),
 		"MAXIMUM_INSTANCE_COUNT":        strconv.Itoa(maxInstances),
-		"CLUSTER_SERVICE_MAX_IN_FLIGHT": strconv.Itoa(min(templateMaxInFlight, budget/max(maxInstances, 1))),
+		"PICKUP_MAXIMUM_INSTANCE_COUNT": strconv.Itoa(min(pickupReach, maxInstances)),
+		"CLUSTER_SERVICE_MAX_IN_FLIGHT": strconv.Itoa(perProcessCap(budget, maxInstances)),
 	}
+}
+
+// perProcessCap is the Cluster Service cap of each handler process for
+// budget and maximumInstanceCount maxInstances.
+func perProcessCap(budget, maxInstances int) int {
+	return min(templateMaxInFlight, budget/max(maxInstances+min(pickupReach, maxInstances), 1))
 }
 
 // flexHandlerSettings are the handler's settings for database db under a
@@ -64,7 +97,10 @@ func (e *env) hostOptions(cfg config, maxInstances int, onInvocation func(hostem
 		StorageLatency: cfg.storageLatency,
 		Flex: &hostemu.FlexOptions{
 			MaximumInstanceCount: maxInstances,
+			AppWideLimit:         cfg.appWide,
 			AlwaysReady:          cfg.alwaysReady,
+			StartDelay:           cfg.startDelay,
+			InstanceMemoryMB:     cfg.instanceMemory,
 			ScaleInterval:        cfg.scaleInterval,
 		},
 		OnScale: scale.record,
@@ -74,7 +110,7 @@ func (e *env) hostOptions(cfg config, maxInstances int, onInvocation func(hostem
 // startedInstances is how many instances a Flex host starts with: scan's
 // one and poll's always ready.
 func startedInstances(cfg config, maxInstances int) int {
-	return 1 + min(cfg.alwaysReady, maxInstances)
+	return 1 + min(cfg.alwaysReady["poll"], maxInstances)
 }
 
 // mayScaleOut reports whether a scan of n operations can make the scale
@@ -82,7 +118,7 @@ func startedInstances(cfg config, maxInstances int) int {
 func mayScaleOut(cfg config, hc hostemu.HostConfig, n, maxInstances int) bool {
 	per := max(hc.Queues.BatchSize+hc.Queues.NewBatchThreshold, 1)
 	messages := (n + opsPerMessage - 1) / opsPerMessage
-	return min((messages+per-1)/per, maxInstances) > cfg.alwaysReady
+	return min((messages+per-1)/per, maxInstances) > cfg.alwaysReady["poll"]
 }
 
 // scaleLog keeps the scale controller's decisions for poll.
@@ -382,6 +418,9 @@ func (r *results) csInFlightMax() (int64, bool) {
 	if r.Backlog != nil && r.Budget > 0 {
 		m, ok = max(m, r.Backlog.CSInFlightMax), true
 	}
+	for _, x := range r.Mixed {
+		m, ok = max(m, x.CSInFlightMax), true
+	}
 	return m, ok
 }
 
@@ -390,6 +429,15 @@ func (r *results) flexHeadlines() {
 	if m, ok := r.csInFlightMax(); ok {
 		r.add("cs_in_flight_max", strconv.FormatInt(m, 10))
 		r.add("cs_budget", strconv.Itoa(r.Budget))
+	}
+	for _, x := range r.Mixed {
+		suffix := "per_group"
+		if x.AppWide {
+			suffix = "app_wide"
+		}
+		r.add("cs_in_flight_max_mixed_"+suffix, strconv.FormatInt(x.CSInFlightMax, 10))
+		r.add("poll_instances_max_mixed_"+suffix, strconv.Itoa(x.PollMax))
+		r.add("pickup_instances_max_mixed_"+suffix, strconv.Itoa(x.PickupMax))
 	}
 	ns, _ := r.dims()
 	polls := 0
@@ -467,6 +515,8 @@ func (r *results) flexTargets(add func(what string, known, met bool, reached str
 // scaleText says how the measured pass met the scale controller.
 func (h hostResult) scaleText() string {
 	switch {
+	case h.FromIdle:
+		return fmt.Sprintf("the measured pass was the first, from idle: poll from %d always-ready instances", h.AlwaysReady)
 	case !h.ScaleWaited:
 		return "the queue never asks for more than the always-ready instances"
 	case h.ScaledBeforePass:

@@ -15,15 +15,17 @@ import (
 	opconfig "github.com/opstatus/opstatus/internal/config"
 )
 
-// The handlers get what the template derives from the budget, and the
-// handler accepts it: its cap times the instances stays within the budget.
+// The handlers get the template's cap lowered to the budget shared by
+// poll's instances and pickup's, and the handler, pickup running, accepts
+// it: its cap times both groups' instances stays within the budget.
 func TestFlexSettingsAreTheTemplatesAndWithinTheBudget(t *testing.T) {
 	for _, tt := range []struct {
 		budget, instances, perProcess int
 	}{
-		{256, 4, 64},
+		{256, 4, 51},
 		{256, 1, 64}, // the template's clusterServiceMaxInFlight caps it
-		{100, 4, 25},
+		{100, 4, 20},
+		{256, 40, 6},
 		{256, 100, 2},
 	} {
 		t.Run(strconv.Itoa(tt.budget)+"/"+strconv.Itoa(tt.instances), func(t *testing.T) {
@@ -34,10 +36,12 @@ func TestFlexSettingsAreTheTemplatesAndWithinTheBudget(t *testing.T) {
 			s["COSMOS_DATABASE"] = "db"
 			s["AZURE_LOCATION"] = "eastus"
 			s["CLUSTER_SERVICE_URL"] = "http://127.0.0.1:1"
+			s["COSMOS_OPERATIONS_CONTAINER"], s["COSMOS_LEASES_CONTAINER"], s["COSMOS"] = "Operations", "Leases", "AccountEndpoint=https://127.0.0.1:1/;"
 			c, err := opconfig.Load(func(k string) string { return s[k] })
 			require.NoError(t, err)
+			require.True(t, c.PickupRuns)
 			require.Equal(t, tt.perProcess, c.ClusterServiceMaxInFlight)
-			require.LessOrEqual(t, c.ClusterServiceMaxInFlight*c.MaximumInstanceCount, tt.budget)
+			require.LessOrEqual(t, c.ClusterServiceMaxInFlight*(c.MaximumInstanceCount+c.PickupMaximumInstanceCount), tt.budget)
 		})
 	}
 }
@@ -60,7 +64,7 @@ func TestMayScaleOut(t *testing.T) {
 		{2500, 100, 2, true},  // 25 messages: three
 		{2400, 100, 2, false}, // 24 messages: two
 	} {
-		require.Equal(t, tt.want, mayScaleOut(config{alwaysReady: tt.alwaysReady}, hc, tt.n, tt.instances), "%+v", tt)
+		require.Equal(t, tt.want, mayScaleOut(config{alwaysReady: map[string]int{"poll": tt.alwaysReady}}, hc, tt.n, tt.instances), "%+v", tt)
 	}
 }
 

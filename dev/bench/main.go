@@ -42,6 +42,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/testenv"
 )
 
@@ -58,9 +59,13 @@ type config struct {
 	passTimeout    time.Duration
 	freshTimeout   time.Duration
 	warmupMax      int
-	coldRuns       int
-	scanTimes      int
-	repeat         int
+	// fromIdle measures each opstatus run's first pass, from the host's
+	// start with poll at its always-ready count (none by default): no
+	// warm-up pass, no wait for a scale-out.
+	fromIdle  bool
+	coldRuns  int
+	scanTimes int
+	repeat    int
 
 	backlogN         int
 	backlogInstances int
@@ -68,12 +73,20 @@ type config struct {
 	backlogSlow      time.Duration
 	backlogRecover   time.Duration
 
-	// The Flex Consumption regime: poll's always-ready instances, the
-	// scale controller's period, and the app-wide Cluster Service budget
-	// (CLUSTER_SERVICE_BUDGET). instances are maximumInstanceCounts.
-	alwaysReady   int
+	// The Flex Consumption regime: the always-ready instances by
+	// function, the scale controller's period, how long a new instance
+	// takes to start its handler, whether maximumInstanceCount bounds the
+	// whole app rather than each function group, and the app-wide Cluster
+	// Service budget (CLUSTER_SERVICE_BUDGET). instances are
+	// maximumInstanceCounts.
+	alwaysReady   map[string]int
 	scaleInterval time.Duration
-	budget        int
+	startDelay    time.Duration
+	appWide       bool
+	// instanceMemory is the instances' memory, which buys their handlers'
+	// CPU (hostemu.CoresOf); 0 leaves the CPU unlimited.
+	instanceMemory int
+	budget         int
 
 	holdsN, holdsSubs, holdsRounds int
 
@@ -81,6 +94,13 @@ type config struct {
 	// background of pending ones.
 	pickupN, pickupBackground int
 	pickupRate                float64
+	coldPickups               int
+
+	// The mixed scenario: a backlog pass under a slow Cluster Service
+	// while new operations arrive at -pickup-rate, under both readings of
+	// maximumInstanceCount.
+	mixedN, mixedInstances int
+	mixedLatency, mixedFor time.Duration
 
 	// hostJSON, handler and settings replace the repository's host.json
 	// and handler, and add app settings, for experiments.
@@ -109,7 +129,7 @@ const (
 const harnessGCPercent = 400
 
 // scenarios that -only can name.
-var scenarios = []string{"coldstart", "scan", "opstatus", "baseline", "holds", "backlog", "pickup"}
+var scenarios = []string{"coldstart", "scan", "opstatus", "baseline", "holds", "backlog", "pickup", "pickupcold", "mixed"}
 
 func parseInts(s string) ([]int, error) {
 	var out []int
@@ -140,7 +160,10 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&ns, "n", "1000,10000,50000", "numbers of pending operations, comma-separated")
 	fs.BoolVar(&quick, "quick", false, "N = 1,000 only, one run of each scenario, at most 5 rounds of holds, for iteration (overrides -n and -repeat)")
 	fs.StringVar(&instances, "instances", "4", "maximumInstanceCount values for opstatus, comma-separated: poll's instances follow the queue up to it (the template's is 4)")
-	fs.IntVar(&cfg.alwaysReady, "always-ready", 1, "poll instances kept however short the queue (Flex's alwaysReady); 0 lets poll scale to zero")
+	alwaysReady := fs.String("always-ready", "", "function=count,…: instances a function keeps however little work it has (Flex's alwaysReady; the template sets none, so poll and pickup scale to zero)")
+	fs.DurationVar(&cfg.startDelay, "start-delay", defaultStartDelay, "how long an instance a scale decision adds takes before its handler starts: an ASSUMPTION, Flex documents no cold-start time")
+	fs.IntVar(&cfg.instanceMemory, "instance-memory", 2048, "instanceMemoryMB: each instance's handler gets the CPU it buys on Flex (512 MB: 0.25 core, 2,048 MB: 1 core) through a cgroup; 0 shares the machine's cores unlimited")
+	fs.BoolVar(&cfg.appWide, "app-wide-limit", false, "maximumInstanceCount bounds the whole app's instances (a Microsoft PM's reading) instead of each function group's (the REST spec's)")
 	fs.DurationVar(&cfg.scaleInterval, "scale-interval", 30*time.Second, "how often the scale controller decides poll's instance count (the platform's 30 s)")
 	fs.IntVar(&cfg.budget, "budget", defaultBudget, "CLUSTER_SERVICE_BUDGET: Cluster Service requests the whole app may have in flight; each handler's cap is min(64, budget / maximumInstanceCount), as the template sets it")
 	fs.StringVar(&baselineNs, "baseline-n", "1000", "N values at which the serial baseline runs; at the other N it is extrapolated linearly from the largest of them")
@@ -150,6 +173,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.passTimeout, "pass-timeout", time.Minute, "stop waiting for an opstatus pass after this; the pass time is then a lower bound (≥)")
 	fs.DurationVar(&cfg.freshTimeout, "fresh-timeout", 90*time.Second, "stop waiting for every operation to be Succeeded after the flip; the operations still pending make the freshness a lower bound (≥)")
 	fs.IntVar(&cfg.warmupMax, "warmup-max", 1000, "largest N whose opstatus runs start with a warm-up pass (above it the first pass is measured)")
+	fs.BoolVar(&cfg.fromIdle, "from-idle", false, "opstatus runs measure their first pass, poll starting from its always-ready instances (none by default), without a warm-up or a wait for scale-out")
 	fs.IntVar(&cfg.coldRuns, "cold-runs", 11, "cold starts to time (the median is reported)")
 	fs.IntVar(&cfg.scanTimes, "scan-times", 3, "standalone scans to time per N")
 	fs.IntVar(&cfg.repeat, "repeat", 3, "runs of each opstatus scenario at N=1,000, where the speed-up and CPU targets are judged: tables show the run with the median pass, targets the median of each figure and its range")
@@ -164,6 +188,11 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.pickupN, "pickup-n", 1000, "new operations the frontend writes in the pickup scenario")
 	fs.Float64Var(&cfg.pickupRate, "pickup-rate", 20, "new operations per second in the pickup scenario")
 	fs.IntVar(&cfg.pickupBackground, "pickup-background", 1000, "pending operations scan and poll keep checking during the pickup scenario")
+	fs.IntVar(&cfg.coldPickups, "cold-pickups", 3, "arrivals of the pickupcold scenario, each written once pickup's group has scaled to zero")
+	fs.IntVar(&cfg.mixedN, "mixed-n", 4000, "pending operations in the mixed scenario (enough messages for poll to ask for -mixed-instances)")
+	fs.IntVar(&cfg.mixedInstances, "mixed-instances", 4, "maximumInstanceCount in the mixed scenario")
+	fs.DurationVar(&cfg.mixedLatency, "mixed-latency", 3*time.Second, "Cluster Service latency in the mixed scenario, so that every handler fills its cap")
+	fs.DurationVar(&cfg.mixedFor, "mixed-for", 90*time.Second, "how long new operations arrive in the mixed scenario")
 	fs.BoolVar(&record, "record", false, "a full run writes its plot and results to "+recordPlot+" and "+recordJSON+" (what BENCHMARKS.md shows) instead of "+outPlot+" and "+outJSON)
 	fs.StringVar(&cfg.plotPath, "plot", "", "write the PNG plot here (default "+outPlot+" for a full run, none with -only or -quick)")
 	fs.StringVar(&cfg.jsonPath, "json", "", "write every result as JSON here (default "+outJSON+" for a full run, none with -only or -quick)")
@@ -188,6 +217,9 @@ func parseFlags(args []string) (config, error) {
 		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
+	if cfg.alwaysReady, err = hostemu.ParseAlwaysReady(*alwaysReady); err != nil {
+		return cfg, fmt.Errorf("-always-ready: %w", err)
+	}
 	if quick {
 		ns, cfg.repeat, cfg.holdsRounds = "1000", 1, min(cfg.holdsRounds, 5)
 	}
@@ -230,19 +262,25 @@ func parseFlags(args []string) (config, error) {
 	if cfg.latency < 0 || cfg.storageLatency < 0 || cfg.backlogLatency < 0 || cfg.opsPerSub < 1 || cfg.coldRuns < 1 || cfg.scanTimes < 1 || cfg.repeat < 1 {
 		return cfg, fmt.Errorf("negative latency, or a count below 1")
 	}
-	if cfg.pickupN < 1 || cfg.pickupBackground < 1 || cfg.pickupRate <= 0 {
-		return cfg, fmt.Errorf("-pickup-n, -pickup-background: want at least 1; -pickup-rate: want more than 0")
+	if cfg.pickupN < 1 || cfg.pickupBackground < 1 || cfg.pickupRate <= 0 || cfg.coldPickups < 1 {
+		return cfg, fmt.Errorf("-pickup-n, -pickup-background, -cold-pickups: want at least 1; -pickup-rate: want more than 0")
 	}
 	if cfg.holdsSubs < 1 || cfg.holdsRounds < 1 || cfg.holdsSubs*cfg.holdsRounds > (cfg.holdsN+cfg.opsPerSub-1)/cfg.opsPerSub {
 		return cfg, fmt.Errorf("-holds-subs × -holds-rounds: want at least 1 and at most the %d subscriptions of -holds-n", (cfg.holdsN+cfg.opsPerSub-1)/cfg.opsPerSub)
 	}
-	if cfg.alwaysReady < 0 || cfg.scaleInterval <= 0 {
-		return cfg, fmt.Errorf("-always-ready below 0 or -scale-interval not positive")
+	if cfg.instanceMemory < 0 {
+		return cfg, fmt.Errorf("-instance-memory: want 0 or more")
 	}
-	for _, k := range append(slices.Clone(cfg.instances), cfg.backlogInstances) {
-		if cfg.budget < k {
-			return cfg, fmt.Errorf("-budget %d: less than one Cluster Service request in flight for each of %d instances", cfg.budget, k)
+	if cfg.scaleInterval <= 0 || cfg.startDelay < 0 {
+		return cfg, fmt.Errorf("-scale-interval not positive or -start-delay negative")
+	}
+	for _, k := range append(slices.Clone(cfg.instances), cfg.backlogInstances, cfg.mixedInstances) {
+		if perProcessCap(cfg.budget, k) < 1 {
+			return cfg, fmt.Errorf("-budget %d: less than one Cluster Service request in flight for each of %d poll and %d pickup instances", cfg.budget, k, min(pickupReach, k))
 		}
+	}
+	if cfg.mixedN < 1 || cfg.mixedLatency < 0 || cfg.mixedFor <= 0 {
+		return cfg, fmt.Errorf("-mixed-n below 1, -mixed-latency negative or -mixed-for not positive")
 	}
 	if cfg.repeat%2 == 0 {
 		return cfg, fmt.Errorf("-repeat %d: want an odd number, so that each median is one of the runs", cfg.repeat)
@@ -315,8 +353,8 @@ func run(ctx context.Context, cfg config) error {
 	res.Machine.print(out)
 	fmt.Fprintf(out, "Cluster Service latency %s · Storage latency %s per queue request · N %v · opstatus maximumInstanceCount %v · %d operations per subscription\n",
 		cfg.latency, cfg.storageLatency, cfg.ns, cfg.instances, cfg.opsPerSub)
-	fmt.Fprintf(out, "Flex Consumption: scan in one instance; poll's instances follow the queue from %d always ready up to the maximum, a scale decision every %s; CLUSTER_SERVICE_BUDGET %d (per handler min(%d, budget / maximum))\n",
-		cfg.alwaysReady, cfg.scaleInterval, cfg.budget, templateMaxInFlight)
+	fmt.Fprintf(out, "Flex Consumption: scan in one instance; poll's instances follow the queue and pickup's the change feed's lag, from the always-ready %v up to the maximum %s, a scale decision every %s, a new instance's handler starting %s after it (assumed); handlers held to %s; CLUSTER_SERVICE_BUDGET %d\n",
+		cfg.alwaysReady, limitText(cfg.appWide), cfg.scaleInterval, cfg.startDelay, cpuText(cfg.instanceMemory), cfg.budget)
 	if cfg.only["baseline"] {
 		fmt.Fprintf(out, "serial baseline: runs at N %v; at the other N it is extrapolated linearly (a serial pass grows with N), marked *\n", cfg.baselineNs)
 	}
@@ -404,6 +442,27 @@ func run(ctx context.Context, cfg config) error {
 		}
 		res.Pickup = &r
 		printPickup(out, r)
+	}
+	if cfg.only["pickupcold"] {
+		fmt.Fprintf(out, "\npickup from idle: %d arrivals over %d pending, up to %d poll instances …\n", cfg.coldPickups, cfg.pickupBackground, slices.Max(cfg.instances))
+		r, err := runPickupCold(ctx, e, cfg)
+		if err != nil {
+			return fmt.Errorf("pickupcold: %w", err)
+		}
+		res.PickupCold = &r
+		printPickupCold(out, r)
+	}
+	if cfg.only["mixed"] {
+		for _, appWide := range []bool{false, true} {
+			fmt.Fprintf(out, "\nmixed (%s): N=%d at Cluster Service %s, maximumInstanceCount %d, %.0f new operations/s for %s …\n",
+				reading(appWide), cfg.mixedN, cfg.mixedLatency, cfg.mixedInstances, cfg.pickupRate, cfg.mixedFor)
+			r, err := runMixed(ctx, e, cfg, appWide)
+			if err != nil {
+				return fmt.Errorf("mixed (%s): %w", reading(appWide), err)
+			}
+			res.Mixed = append(res.Mixed, r)
+			printMixed(out, r)
+		}
 	}
 	res.Finished = time.Now()
 	res.Machine.LoadEnd = readLoad()

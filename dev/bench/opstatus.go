@@ -282,8 +282,12 @@ type hostResult struct {
 	// the queue could ask for more poll instances than are always ready
 	// and the run waited for the controller before its measured pass;
 	// ScaledBeforePass when a decision had added some by then.
-	Flex                          bool
-	AlwaysReady, Budget           int
+	Flex                bool
+	AlwaysReady, Budget int
+	InstanceMemoryMB    int `json:",omitempty"`
+	// FromIdle is set when the measured pass was the run's first, poll
+	// starting from its always-ready instances.
+	FromIdle                      bool `json:",omitempty"`
 	PollInstancesMax              int
 	ScaleDecisions, ScaleChanges  int
 	ScaleWaited, ScaledBeforePass bool
@@ -319,7 +323,8 @@ func (h hostResult) messagesPerScan() int64 {
 func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int, flip bool) (res hostResult, err error) {
 	n := len(fx.ds.ops)
 	res = hostResult{N: n, Instances: instances, WallStart: time.Now(), SeedTime: fx.seedTime, Flipped: flip,
-		Flex: true, AlwaysReady: min(cfg.alwaysReady, instances), Budget: cfg.budget}
+		Flex: true, AlwaysReady: min(cfg.alwaysReady["poll"], instances), Budget: cfg.budget,
+		InstanceMemoryMB: cfg.instanceMemory}
 	if err := e.clearQueues(ctx); err != nil {
 		return res, err
 	}
@@ -368,13 +373,14 @@ func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int
 		return res, err
 	}
 	var from time.Time
-	if n <= cfg.warmupMax {
+	res.FromIdle = cfg.fromIdle
+	if n <= cfg.warmupMax && !cfg.fromIdle {
 		if warm, err = h.settle(ctx, from, timeout); err != nil {
 			return res, fmt.Errorf("warm-up: %w", err)
 		}
 		from, res.Warmup = warm.Snap.At, true
 	}
-	if mayScaleOut(cfg, host.Config(), n, instances) {
+	if mayScaleOut(cfg, host.Config(), n, instances) && !cfg.fromIdle {
 		h.waitScaledOut(ctx, cfg)
 		res.ScaleWaited = true
 		res.ScaledBeforePass, _ = h.scale.scaledOut()

@@ -88,6 +88,11 @@ type results struct {
 	Holds  *holdsResult
 	// Pickup is the pickup scenario.
 	Pickup *pickupResult `json:",omitempty"`
+	// Mixed is the mixed scenario under each reading of
+	// maximumInstanceCount.
+	Mixed []mixedResult `json:",omitempty"`
+	// PickupCold is the pickup-from-idle scenario.
+	PickupCold *pickupColdResult `json:",omitempty"`
 }
 
 type headline struct {

@@ -338,6 +338,9 @@ func (r *results) headlines() {
 		for _, k := range instances {
 			if h, ok := r.host(n, k); ok {
 				r.add(fmt.Sprintf("pass_s_opstatus_x%d_n%d", k, n), f2(h.Pass.Seconds()))
+				if h.FromIdle {
+					r.add(fmt.Sprintf("pass_from_idle_s_x%d_n%d", k, n), f2(h.Pass.Seconds()))
+				}
 				if h.PassAtLeast {
 					r.add(fmt.Sprintf("pass_checked_opstatus_x%d_n%d", k, n), strconv.Itoa(h.Checked))
 				}
@@ -397,6 +400,14 @@ func (r *results) headlines() {
 			}
 		}
 		r.add("cpu_ms_per_unchanged_poll", f3(cp.Median))
+		if h.Flipped && h.Updated > 0 {
+			// Every write of an update included: the handlers' CPU time over
+			// the changed window, per operation updated.
+			r.add("cpu_ms_per_changed_op", f3(msf(h.ChangedCPU["handler"]/time.Duration(h.Updated))))
+		}
+		if h.InstanceMemoryMB > 0 {
+			r.add("instance_memory_mb", strconv.Itoa(h.InstanceMemoryMB))
+		}
 		if len(runs) > 1 {
 			r.add("runs_n1000", strconv.Itoa(len(runs)))
 			if b, ok := r.base(targetN1k); ok {
@@ -433,6 +444,11 @@ func (r *results) headlines() {
 	}
 	r.costHeadlines()
 	r.flexHeadlines()
+	if c := r.PickupCold; c != nil && len(c.Arrivals) > 0 {
+		p99, _ := c.p99()
+		r.add("pickup_cold_p99_s", f2(p99.Seconds()))
+		r.add("pickup_cold_start_delay_s", f2(c.StartDelay.Seconds()))
+	}
 	if p := r.Pickup; p != nil {
 		r.add("pickup_p99_s", f2(p.Delays.P99.Seconds()))
 		r.add("pickup_cs_calls_per_op", f3(p.callsPerOp()))

@@ -92,8 +92,9 @@ type cosmosListener struct {
 	// (CosmosDBTriggerListener._hostName is a new GUID), so a listener never
 	// finds leases of its own when it starts.
 	name string
-	// drain is drain mode (FUNCTIONS_ENABLE_DRAIN_ON_APP_STOPPING): a batch
-	// in flight when the listener stops is still checkpointed.
+	// drain is drain mode (FUNCTIONS_ENABLE_DRAIN_ON_APP_STOPPING, and on
+	// Flex Consumption, whose scale-in drains an instance): a batch in
+	// flight when the listener stops is still checkpointed.
 	drain bool
 	// retryMin, retryMax and bootstrapRetry are the start waits.
 	retryMin, retryMax, bootstrapRetry time.Duration
@@ -141,7 +142,7 @@ func newCosmosListener(h *Host, in *Instance, fn *Function) *cosmosListener {
 		h: h, in: in, fn: fn, cfg: cfg,
 		log:            h.log.With("function", fn.Name, "instance", in.index),
 		name:           newUUID(),
-		drain:          isTrue(h.settings["FUNCTIONS_ENABLE_DRAIN_ON_APP_STOPPING"]),
+		drain:          isTrue(h.settings["FUNCTIONS_ENABLE_DRAIN_ON_APP_STOPPING"]) || h.opts.Flex != nil,
 		retryMin:       positiveOr(o.ListenerRetryMin, defaultListenerRetryMin),
 		retryMax:       positiveOr(o.ListenerRetryMax, defaultListenerRetryMax),
 		bootstrapRetry: positiveOr(o.BootstrapRetry, defaultBootstrapRetry),

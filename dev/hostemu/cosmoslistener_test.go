@@ -301,7 +301,8 @@ func TestCosmosTriggerInstanceCrashMidBatch(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "gate")
 	env.settings["POLL_GATE"] = gate
 	app := newApp(t, cosmosHostJSON, map[string]string{"pickup": pickupJSON("")})
-	r := runHost(t, app, env.settings, Options{CosmosTrigger: fastCosmos, Flex: &FlexOptions{ScaleInterval: time.Hour}})
+	r := runHost(t, app, env.settings, Options{CosmosTrigger: fastCosmos,
+		Flex: &FlexOptions{ScaleInterval: time.Hour, AlwaysReady: map[string]int{"pickup": 1}}})
 	settle(t, r, 1)
 	env.write(t, "first")
 	eventually(t, func() bool { return r.h.Counters().Checkpoints >= 1 }, "the first batch, checkpointed")

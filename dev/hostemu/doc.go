@@ -105,13 +105,18 @@
 //     Information, and only for a 2xx (see Options.OnLog).
 //   - The Flex Consumption plan, with Options.Flex (FlexOptions): one
 //     function per instance (FunctionGroupListenerDecorator,
-//     FUNCTIONS_TARGET_GROUP); the instances of a queue-triggered function
-//     set by a scale controller from the queue's length
-//     (QueueTargetScaler, QueueMetricsProvider; the step of four and the
-//     decision interval from Microsoft's documentation); an instance
-//     stopped by stopping its listeners, waiting for the invocations in
-//     flight (QueueListener.StopAsync, TimerListener.StopAsync), then
-//     killing the handler (WorkerProcess.Dispose), never with SIGTERM; the
+//     FUNCTIONS_TARGET_GROUP); the instances of a queue- or Cosmos
+//     DB-triggered function set by a scale controller, from zero unless
+//     some are always ready, from the queue's length (QueueTargetScaler,
+//     QueueMetricsProvider) or the change feed's lag (CosmosDBTargetScaler,
+//     CosmosDBMetricsProvider, ChangeFeedEstimatorIterator; the step of
+//     four and the decision interval from Microsoft's documentation), up
+//     to maximumInstanceCount per group or, with AppWideLimit, for the
+//     whole app; an instance stopped by stopping its listeners, waiting
+//     for the invocations in flight (QueueListener.StopAsync,
+//     TimerListener.StopAsync) and checkpointing a Cosmos DB trigger's
+//     batch (drain mode), then killing the handler (WorkerProcess.Dispose),
+//     never with SIGTERM; the
 //     timer a singleton by a 60 s lease that a crashed holder keeps until
 //     it runs out, retried once a minute by the others (SingletonListener,
 //     SingletonManager, SingletonOptions).
@@ -122,5 +127,8 @@
 // when the first handler cannot start, and without Options.Flex stops the
 // handlers with SIGTERM and a drain when its context ends; with it, a
 // crashed instance is replaced at once, scale-in stops the newest
-// instances first, and FlexOptions.ScaleInDelay defaults to a minute.
+// instances first, FlexOptions.ScaleInDelay defaults to a minute, a
+// trigger's lag is counted in documents rather than LSNs, and
+// FlexOptions.StartDelay (none by default) stands in for the cold start
+// Flex does not document.
 package hostemu

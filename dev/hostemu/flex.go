@@ -3,8 +3,12 @@ package hostemu
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,11 +23,13 @@ import (
 //     Decorator gives the other functions a listener that never starts),
 //     so a queue write wakes no listener of another function
 //     (SharedQueueWatcher is per process).
-//   - Scale-out follows the queue: a scale controller sets the number of
-//     instances of each queue-triggered function (see ScaleDecision).
+//   - Scale-out follows the trigger: a scale controller sets the number of
+//     instances of each queue- and Cosmos DB-triggered function, from zero
+//     unless AlwaysReady keeps some (see ScaleDecision).
 //   - An instance stops the host's way: its listeners stop taking work,
 //     the invocations in flight finish (QueueListener.StopAsync,
-//     TimerListener.StopAsync), then the handler gets SIGKILL
+//     TimerListener.StopAsync), a Cosmos DB trigger checkpoints the batch
+//     it was running (drain mode), then the handler gets SIGKILL
 //     (WorkerProcess.Dispose); it never gets SIGTERM. So does every
 //     instance when Run's context ends.
 //   - The timer is a singleton by a lease (see TimerLease), and
@@ -33,13 +39,28 @@ import (
 // function. The zero value of each field takes the platform's figure;
 // tests shrink the periods.
 type FlexOptions struct {
-	// MaximumInstanceCount bounds the instances of each queue-triggered
-	// function (the app's maximumInstanceCount). Default 100.
+	// MaximumInstanceCount bounds the instances of each scaled function
+	// group (the app's maximumInstanceCount, as the REST spec words it
+	// since 2026-07), or with AppWideLimit the instances of every group
+	// together. Default 100.
 	MaximumInstanceCount int
-	// AlwaysReady is the number of instances each queue-triggered function
-	// keeps however short its queue (the app's alwaysReady). Default 0:
-	// the function scales to zero.
-	AlwaysReady int
+	// AppWideLimit makes MaximumInstanceCount bound the whole app (as a
+	// Microsoft PM worded it in 2026-01): a scale-out adds only as many
+	// instances as the other groups leave.
+	AppWideLimit bool
+	// AlwaysReady is, by function name, the instances a scaled function
+	// keeps however little work there is (the app's alwaysReady, per
+	// function group). Default none: every group scales to zero.
+	AlwaysReady map[string]int
+	// StartDelay is how long an instance that a scale decision adds takes
+	// before its handler starts (allocating and starting a host). Default
+	// 0. Flex documents no cold-start time: a value here is an assumption.
+	StartDelay time.Duration
+	// InstanceMemoryMB, when set, gives every instance's handler processes
+	// the CPU that much memory buys on Flex (CoresOf: 512 MB a quarter of a
+	// core) through a control group; Run fails where the machine allows
+	// none. Default 0: no limit, the machine's cores shared.
+	InstanceMemoryMB int
 	// ScaleInterval is how often the scale controller decides. Default
 	// 30 s, the rate Microsoft documents for new instances of non-HTTP
 	// triggers (Azure Functions "Event-driven scaling").
@@ -64,7 +85,14 @@ func (f FlexOptions) withDefaults() FlexOptions {
 	if f.MaximumInstanceCount < 1 {
 		f.MaximumInstanceCount = 100
 	}
-	f.AlwaysReady = min(max(f.AlwaysReady, 0), f.MaximumInstanceCount)
+	ready := map[string]int{}
+	for name, n := range f.AlwaysReady {
+		ready[name] = min(max(n, 0), f.MaximumInstanceCount)
+	}
+	f.AlwaysReady = ready
+	if f.StartDelay < 0 {
+		f.StartDelay = 0
+	}
 	if f.ScaleInterval <= 0 {
 		f.ScaleInterval = 30 * time.Second
 	}
@@ -90,23 +118,32 @@ const targetGroupSetting = "FUNCTIONS_TARGET_GROUP"
 // instances at a time" (Azure Functions "Target-based scaling").
 const maxScaleOutStep = 4
 
-// ScaleDecision is one decision of the scale controller for one
-// queue-triggered function.
+// ScaleDecision is one decision of the scale controller for one scaled
+// function.
 type ScaleDecision struct {
 	Function string
 	At       time.Time
-	// QueueLength is the length the decision went by, as
-	// QueueMetricsProvider.GetQueueLengthAsync reads it: the queue's
-	// ApproximateMessagesCount, messages being processed included, but 0
-	// when a peek finds no visible message.
+	// QueueLength is, for a queue trigger, the length the decision went
+	// by, as QueueMetricsProvider.GetQueueLengthAsync reads it: the
+	// queue's ApproximateMessagesCount, messages being processed included,
+	// but 0 when a peek finds no visible message.
 	QueueLength int
-	// Target is what QueueTargetScaler.GetScaleResultInternal asks for:
-	// ceil(QueueLength / (batchSize + newBatchThreshold)).
+	// RemainingWork and Partitions are, for a Cosmos DB trigger, what
+	// CosmosDBMetricsProvider.GetMetricsAsync reads: the change feed's lag
+	// summed over the leases, and how many leases there are (1 and 1
+	// before any lease exists).
+	RemainingWork int64
+	Partitions    int
+	// Target is what the trigger's target scaler asks for:
+	// QueueTargetScaler's ceil(QueueLength / (batchSize +
+	// newBatchThreshold)), or CosmosDBTargetScaler's ceil(RemainingWork /
+	// maxItemsPerInvocation), at most Partitions.
 	Target int
 	// Before and After are the function's instance counts: After is the
-	// Target within AlwaysReady and MaximumInstanceCount, at most four
-	// more than Before, and no fewer than Before until the target has
-	// stayed below it for ScaleInDelay.
+	// Target within AlwaysReady and MaximumInstanceCount (with
+	// AppWideLimit, what the other groups leave of it), at most four more
+	// than Before, and no fewer than Before until the target has stayed
+	// below it for ScaleInDelay.
 	Before, After int
 }
 
@@ -122,6 +159,23 @@ func nextInstanceCount(cur, target, alwaysReady, maximum int) int {
 	return target
 }
 
+// cosmosTarget is CosmosDBTargetScaler.GetScaleResultInternal: one
+// instance per maxItemsPerInvocation documents of lag (100 when the
+// trigger sets none), no more than the leases.
+func cosmosTarget(remaining int64, partitions, maxItems int) int {
+	if maxItems <= 0 {
+		maxItems = defaultCosmosMaxItems
+	}
+	target := int((remaining + int64(maxItems) - 1) / int64(maxItems))
+	if partitions > 0 && target > partitions {
+		target = partitions
+	}
+	return target
+}
+
+// defaultCosmosMaxItems is CosmosDBTargetScaler.DefaultMaxItemsPerInvocation.
+const defaultCosmosMaxItems = 100
+
 // group is the instances that run one function.
 type group struct {
 	h  *Host
@@ -133,13 +187,14 @@ type group struct {
 }
 
 // reconcile starts or stops instances until as many run as are wanted;
-// it stops the newest first. Callers hold g.mu.
-func (g *group) reconcile() {
+// it stops the newest first, and a new instance starts its handler after
+// delay. Callers hold g.mu.
+func (g *group) reconcile(delay time.Duration) {
 	if g.h.stopping() {
 		return
 	}
 	for len(g.live) < g.want {
-		g.live = append(g.live, g.h.startInstance(g, make(chan error, 1)))
+		g.live = append(g.live, g.h.startInstance(g, delay, make(chan error, 1)))
 	}
 	for len(g.live) > g.want {
 		in := g.live[len(g.live)-1]
@@ -160,27 +215,46 @@ func (g *group) ended(in *Instance) {
 			break
 		}
 	}
-	g.reconcile()
+	g.reconcile(g.h.opts.Flex.StartDelay)
 }
 
-// scaler is the scale controller for one queue-triggered function.
+// scaler is the scale controller for one queue- or Cosmos DB-triggered
+// function.
 type scaler struct {
 	h *Host
 	g *group
-	// length reads the queue's length; tests replace it.
-	length     func(ctx context.Context) int
+	// vote reads the trigger's metric into a decision (QueueLength, or
+	// RemainingWork and Partitions, and Target); tests replace it.
+	vote       func(ctx context.Context, d *ScaleDecision)
 	mu         sync.Mutex
 	belowSince time.Time // when the target fell below the count; zero when it is not below
 }
 
 func newScaler(h *Host, g *group) (*scaler, error) {
-	q, err := h.queues.get(g.fn.Queue.connectionString, g.fn.Queue.QueueName)
-	if err != nil {
-		return nil, err
-	}
 	s := &scaler{h: h, g: g}
-	s.length = func(ctx context.Context) int { return queueLength(ctx, h.log, q) }
+	switch {
+	case g.fn.Queue != nil:
+		q, err := h.queues.get(g.fn.Queue.connectionString, g.fn.Queue.QueueName)
+		if err != nil {
+			return nil, err
+		}
+		s.vote = func(ctx context.Context, d *ScaleDecision) { s.queueVote(d, queueLength(ctx, h.log, q)) }
+	case g.fn.Cosmos != nil:
+		s.vote = func(ctx context.Context, d *ScaleDecision) {
+			d.RemainingWork, d.Partitions = h.feedLag(ctx, g.fn.Cosmos)
+			d.Target = cosmosTarget(d.RemainingWork, d.Partitions, g.fn.Cosmos.MaxItemsPerInvocation)
+		}
+	default:
+		return nil, nil
+	}
 	return s, nil
+}
+
+// queueVote is QueueTargetScaler's target for a queue of length n.
+func (s *scaler) queueVote(d *ScaleDecision, n int) {
+	cfg := s.h.config.Queues
+	per := max(cfg.BatchSize+cfg.NewBatchThreshold, 1)
+	d.QueueLength, d.Target = n, (n+per-1)/per
 }
 
 // run decides every ScaleInterval until ctx ends.
@@ -199,11 +273,16 @@ func (s *scaler) run(ctx context.Context) {
 
 // decide makes one decision and applies it.
 func (s *scaler) decide(ctx context.Context, now time.Time) ScaleDecision {
-	n := s.length(ctx)
+	d := ScaleDecision{Function: s.g.fn.Name, At: now}
+	s.vote(ctx, &d)
+	room := -1
+	if f := s.h.opts.Flex; f.AppWideLimit {
+		room = max(f.MaximumInstanceCount-s.h.instancesBesides(s.g), 0)
+	}
 	s.g.mu.Lock()
-	d := s.plan(n, len(s.g.live), now)
+	s.bound(&d, len(s.g.live), room)
 	s.g.want = d.After
-	s.g.reconcile()
+	s.g.reconcile(s.h.opts.Flex.StartDelay)
 	s.g.mu.Unlock()
 
 	level := slog.LevelDebug
@@ -211,7 +290,7 @@ func (s *scaler) decide(ctx context.Context, now time.Time) ScaleDecision {
 		level = slog.LevelInfo
 	}
 	s.h.log.Log(ctx, level, "hostemu: scale decision", "function", d.Function, "queueLength", d.QueueLength,
-		"target", d.Target, "before", d.Before, "after", d.After)
+		"remainingWork", d.RemainingWork, "partitions", d.Partitions, "target", d.Target, "before", d.Before, "after", d.After)
 	if f := s.h.opts.OnScale; f != nil {
 		f(d)
 	}
@@ -220,25 +299,54 @@ func (s *scaler) decide(ctx context.Context, now time.Time) ScaleDecision {
 
 // plan is the decision for a queue of length n and cur instances.
 func (s *scaler) plan(n, cur int, now time.Time) ScaleDecision {
+	d := ScaleDecision{Function: s.g.fn.Name, At: now}
+	s.queueVote(&d, n)
+	s.bound(&d, cur, -1)
+	return d
+}
+
+// bound sets d.Before to cur and d.After to the count the platform sets
+// for d.Target. With AppWideLimit, room is how many instances the other
+// groups leave: a scale-out stops there (no group loses instances to
+// another's growth); -1 without it.
+func (s *scaler) bound(d *ScaleDecision, cur, room int) {
 	f := s.h.opts.Flex
-	cfg := s.h.config.Queues
-	per := max(cfg.BatchSize+cfg.NewBatchThreshold, 1)
-	d := ScaleDecision{Function: s.g.fn.Name, At: now, QueueLength: n, Target: (n + per - 1) / per, Before: cur}
-	d.After = nextInstanceCount(cur, d.Target, f.AlwaysReady, f.MaximumInstanceCount)
+	ready := f.AlwaysReady[s.g.fn.Name]
+	d.Before = cur
+	d.After = nextInstanceCount(cur, d.Target, ready, f.MaximumInstanceCount)
+	if room >= 0 && d.After > cur {
+		d.After = max(min(d.After, room), cur, min(ready, d.After))
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d.After >= cur {
 		s.belowSince = time.Time{}
-		return d
+		return
 	}
 	if s.belowSince.IsZero() {
-		s.belowSince = now
+		s.belowSince = d.At
 	}
-	if f.ScaleInDelay > 0 && now.Sub(s.belowSince) < f.ScaleInDelay {
+	if f.ScaleInDelay > 0 && d.At.Sub(s.belowSince) < f.ScaleInDelay {
 		d.After = cur
 	}
-	return d
+}
+
+// instancesBesides counts the live instances of every group but g.
+func (h *Host) instancesBesides(g *group) int {
+	h.mu.Lock()
+	groups := append([]*group(nil), h.groups...)
+	h.mu.Unlock()
+	n := 0
+	for _, o := range groups {
+		if o == g {
+			continue
+		}
+		o.mu.Lock()
+		n += len(o.live)
+		o.mu.Unlock()
+	}
+	return n
 }
 
 // queueLength is the queue's length as QueueMetricsProvider.
@@ -373,14 +481,24 @@ func (h *Host) stopping() bool {
 	return h.shutdown
 }
 
-// startInstance starts a new instance of g; it reports on ready whether
-// its first handler started.
-func (h *Host) startInstance(g *group, ready chan<- error) *Instance {
+// startInstance starts a new instance of g, whose handler starts after
+// delay; it reports on ready whether its first handler started.
+func (h *Host) startInstance(g *group, delay time.Duration, ready chan<- error) *Instance {
 	h.mu.Lock()
 	in := newInstance(h, h.nextIndex, g.fn.Name, h.out)
 	h.nextIndex++
 	h.instances = append(h.instances, in)
 	h.mu.Unlock()
+	if mb := h.opts.Flex.InstanceMemoryMB; mb > 0 {
+		cg, err := newCPUGroup(fmt.Sprintf("hostemu-%d-%d", os.Getpid(), in.index), CoresOf(mb))
+		if err != nil {
+			select {
+			case h.fatal <- err:
+			default:
+			}
+		}
+		in.cpu = cg
+	}
 	h.stats.started.Add(1)
 	h.log.Info("hostemu: starting an instance", "instance", in.index, "group", in.group)
 
@@ -390,7 +508,15 @@ func (h *Host) startInstance(g *group, ready chan<- error) *Instance {
 	in.stopRun = cancel
 	h.runs.Go(func() {
 		defer cancel()
-		err := in.run(ctx, ready)
+		var err error
+		if sleepCtx(ctx, delay) {
+			err = in.run(ctx, ready)
+		} else {
+			ready <- nil
+		}
+		if in.cpu != nil {
+			in.cpu.remove()
+		}
 		h.mu.Lock()
 		h.instances = deleteInstance(h.instances, in)
 		h.mu.Unlock()
@@ -420,6 +546,13 @@ func deleteInstance(list []*Instance, in *Instance) []*Instance {
 func (h *Host) runFlex(ctx context.Context) error {
 	f := h.opts.Flex
 	h.fatal = make(chan error, 1)
+	if f.InstanceMemoryMB > 0 {
+		probe, err := newCPUGroup(fmt.Sprintf("hostemu-%d-probe", os.Getpid()), CoresOf(f.InstanceMemoryMB))
+		if err != nil {
+			return err
+		}
+		probe.remove()
+	}
 	var groups []*group
 	var scalers []*scaler
 	for fi := range h.functions {
@@ -428,8 +561,8 @@ func (h *Host) runFlex(ctx context.Context) error {
 			continue
 		}
 		g := &group{h: h, fn: fn, want: h.opts.Instances}
-		if fn.Queue != nil {
-			g.want = f.AlwaysReady
+		if fn.Queue != nil || fn.Cosmos != nil {
+			g.want = f.AlwaysReady[fn.Name]
 			s, err := newScaler(h, g)
 			if err != nil {
 				return err
@@ -447,7 +580,7 @@ func (h *Host) runFlex(ctx context.Context) error {
 		for range g.want {
 			ready := make(chan error, 1)
 			readies = append(readies, ready)
-			g.live = append(g.live, h.startInstance(g, ready))
+			g.live = append(g.live, h.startInstance(g, 0, ready))
 		}
 		g.mu.Unlock()
 	}
@@ -530,4 +663,24 @@ func (h *Host) groupInstances(function string) []*Instance {
 		return list
 	}
 	return nil
+}
+
+// ParseAlwaysReady reads always-ready instance counts written as
+// "function=count,…" (the plan's alwaysReady list, by function group);
+// "" is none.
+func ParseAlwaysReady(s string) (map[string]int, error) {
+	out := map[string]int{}
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, count, ok := strings.Cut(item, "=")
+		n, err := strconv.Atoi(strings.TrimSpace(count))
+		if !ok || strings.TrimSpace(name) == "" || err != nil || n < 0 {
+			return nil, fmt.Errorf("always-ready %q: want function=count, count at least 0", item)
+		}
+		out[strings.TrimSpace(name)] = n
+	}
+	return out, nil
 }

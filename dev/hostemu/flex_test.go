@@ -118,7 +118,7 @@ func TestFlexFunctionGroups(t *testing.T) {
 		"AzureWebJobsStorage": az.ConnectionString,
 		"SCAN_SCHEDULE":       "*/1 * * * * *",
 		"QUEUE_NAME":          queue,
-	}, Options{Flex: &FlexOptions{AlwaysReady: 1, ScaleInterval: time.Hour}})
+	}, Options{Flex: &FlexOptions{AlwaysReady: map[string]int{"poll": 1}, ScaleInterval: time.Hour}})
 	require.Eventually(t, func() bool {
 		c := r.h.Counters()
 		return c.MessagesPoisoned == 1 && c.MessagesDeleted == 2 && c.Calls("scan") >= 2

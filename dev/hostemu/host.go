@@ -39,8 +39,7 @@ type Options struct {
 	// Instances is the number of independent host instances, each with its
 	// own handler process and queue and Cosmos DB listeners, as when the
 	// app scales out. Timer triggers run on instance 0 only. With Flex it is
-	// the number of instances of each timer- or Cosmos DB-triggered
-	// function. Default 1.
+	// the number of instances of each timer-triggered function. Default 1.
 	Instances int
 	// Restart makes a handler that exits on its own do what it does under
 	// the host: a new one starts unless it exited with status 0, and the

@@ -76,6 +76,9 @@ type Instance struct {
 	stopRun   context.CancelFunc
 	crash     chan struct{}
 	crashOnce sync.Once
+	// cpu, with FlexOptions.InstanceMemoryMB, holds the handler processes
+	// to the instance's CPU.
+	cpu *cpuGroup
 	// outputs holds the output writes that go on after their invocation
 	// timed out.
 	outputs sync.WaitGroup
@@ -516,6 +519,13 @@ func (in *Instance) start(ctx context.Context, port int) (*handlerProc, error) {
 		return nil, fmt.Errorf("instance %d: starting the handler %s: %w", in.index, exe, err)
 	}
 	p := &handlerProc{cmd: cmd, port: port, exited: make(chan struct{})}
+	if in.cpu != nil {
+		if err := in.cpu.add(cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return nil, fmt.Errorf("instance %d: %w", in.index, err)
+		}
+	}
 	go func() {
 		p.waitErr = cmd.Wait()
 		stdout.flush()

@@ -65,6 +65,12 @@ type Config struct {
 	// every cap is per process, so Cluster Service sees their product.
 	// Zero when not set.
 	ClusterServiceBudget, MaximumInstanceCount int
+	// PickupMaximumInstanceCount is the most instances pickup's function
+	// group reaches (PICKUP_MAXIMUM_INSTANCE_COUNT): one per lease, that is
+	// per physical partition of the Operations container, and at most
+	// MaximumInstanceCount, which it defaults to. Counted in the budget
+	// only when pickup runs.
+	PickupMaximumInstanceCount int
 
 	// CreateDeadline, UpdateDeadline and DeleteDeadline
 	// (OPERATION_DEADLINE_CREATE, _UPDATE, _DELETE) are how long an
@@ -135,6 +141,7 @@ func Load(getenv func(string) string) (Config, error) {
 		ClusterServiceMaxInFlight:        r.count("CLUSTER_SERVICE_MAX_IN_FLIGHT", 0, maxClusterServiceMaxInFlight),
 		ClusterServiceBudget:             r.count("CLUSTER_SERVICE_BUDGET", 0, maxClusterServiceBudget),
 		MaximumInstanceCount:             r.count("MAXIMUM_INSTANCE_COUNT", 0, maxInstanceCount),
+		PickupMaximumInstanceCount:       r.count("PICKUP_MAXIMUM_INSTANCE_COUNT", 0, maxInstanceCount),
 		CreateDeadline:                   r.deadline("OPERATION_DEADLINE_CREATE", DefaultCreateDeadline),
 		UpdateDeadline:                   r.deadline("OPERATION_DEADLINE_UPDATE", 0),
 		DeleteDeadline:                   r.deadline("OPERATION_DEADLINE_DELETE", DefaultDeleteDeadline),
@@ -191,10 +198,17 @@ func pickupRuns(getenv func(string) string) bool {
 }
 
 // budget sets the per-process Cluster Service cap within the app-wide
-// budget, when one is stated: the cap given, if the plan's instances times
-// it fit, else the budget shared among the instances. Without a budget the
-// cap is the one given, or the default.
+// budget, when one is stated: the cap given, if it fits, else the budget
+// shared among the instances. Both poll and pickup call Cluster Service,
+// each function group scaling on its own, so the instances counted are
+// poll's maximumInstanceCount plus pickup's reach when pickup runs: the
+// bound holds whether the platform applies maximumInstanceCount to each
+// group or to the whole app. Without a budget the cap is the one given, or
+// the default.
 func (c *Config) budget() error {
+	if c.PickupMaximumInstanceCount != 0 && c.MaximumInstanceCount != 0 && c.PickupMaximumInstanceCount > c.MaximumInstanceCount {
+		return fmt.Errorf("PICKUP_MAXIMUM_INSTANCE_COUNT: %d is more than MAXIMUM_INSTANCE_COUNT %d", c.PickupMaximumInstanceCount, c.MaximumInstanceCount)
+	}
 	switch {
 	case c.ClusterServiceBudget == 0 && c.MaximumInstanceCount == 0:
 		if c.ClusterServiceMaxInFlight == 0 {
@@ -203,15 +217,26 @@ func (c *Config) budget() error {
 		return nil
 	case c.ClusterServiceBudget == 0 || c.MaximumInstanceCount == 0:
 		return fmt.Errorf("CLUSTER_SERVICE_BUDGET, MAXIMUM_INSTANCE_COUNT: set both or neither")
-	case c.ClusterServiceMaxInFlight == 0:
-		c.ClusterServiceMaxInFlight = c.ClusterServiceBudget / c.MaximumInstanceCount
-		if c.ClusterServiceMaxInFlight == 0 {
-			return fmt.Errorf("CLUSTER_SERVICE_BUDGET: %d is less than one request in flight for each of MAXIMUM_INSTANCE_COUNT %d instances",
-				c.ClusterServiceBudget, c.MaximumInstanceCount)
+	}
+	instances, which := c.MaximumInstanceCount, fmt.Sprintf("MAXIMUM_INSTANCE_COUNT %d", c.MaximumInstanceCount)
+	if c.PickupRuns {
+		pickup := c.PickupMaximumInstanceCount
+		if pickup == 0 {
+			pickup = c.MaximumInstanceCount
 		}
-	case c.ClusterServiceMaxInFlight*c.MaximumInstanceCount > c.ClusterServiceBudget:
-		return fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT: %d in each of MAXIMUM_INSTANCE_COUNT %d instances is %d Cluster Service requests in flight, over CLUSTER_SERVICE_BUDGET %d",
-			c.ClusterServiceMaxInFlight, c.MaximumInstanceCount, c.ClusterServiceMaxInFlight*c.MaximumInstanceCount, c.ClusterServiceBudget)
+		instances += pickup
+		which += fmt.Sprintf(" for poll and PICKUP_MAXIMUM_INSTANCE_COUNT %d for pickup", pickup)
+	}
+	switch {
+	case c.ClusterServiceMaxInFlight == 0:
+		c.ClusterServiceMaxInFlight = c.ClusterServiceBudget / instances
+		if c.ClusterServiceMaxInFlight == 0 {
+			return fmt.Errorf("CLUSTER_SERVICE_BUDGET: %d is less than one request in flight for each of %d instances (%s)",
+				c.ClusterServiceBudget, instances, which)
+		}
+	case c.ClusterServiceMaxInFlight*instances > c.ClusterServiceBudget:
+		return fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT: %d in each of %d instances (%s) is %d Cluster Service requests in flight, over CLUSTER_SERVICE_BUDGET %d",
+			c.ClusterServiceMaxInFlight, instances, which, c.ClusterServiceMaxInFlight*instances, c.ClusterServiceBudget)
 	}
 	return nil
 }

@@ -313,12 +313,17 @@ func TestFunctionTimeout(t *testing.T) {
 
 // The per-process Cluster Service cap stays within the app-wide budget the
 // deployment states: derived from it, or refused at start when the plan's
-// instances times the cap given would go over it.
+// instances times the cap given would go over it. When pickup runs its
+// group's instances count too (at most its leases, given by
+// PICKUP_MAXIMUM_INSTANCE_COUNT, else as many as poll's), since each group
+// scales on its own.
 func TestClusterServiceBudget(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		cap, budget string
 		instances   string
+		pickup      bool
+		pickupMax   string
 		want        int
 		wantErr     string
 	}{
@@ -329,7 +334,13 @@ func TestClusterServiceBudget(t *testing.T) {
 		{name: "a cap that fits", cap: "32", budget: "256", instances: "8", want: 32},
 		{name: "a cap that fits exactly", cap: "64", budget: "256", instances: "4", want: 64},
 		{name: "a cap over the budget", cap: "64", budget: "256", instances: "8",
-			wantErr: "CLUSTER_SERVICE_MAX_IN_FLIGHT: 64 in each of MAXIMUM_INSTANCE_COUNT 8 instances is 512"},
+			wantErr: "CLUSTER_SERVICE_MAX_IN_FLIGHT: 64 in each of 8 instances (MAXIMUM_INSTANCE_COUNT 8) is 512"},
+		{name: "pickup's instances as many as poll's", budget: "256", instances: "40", pickup: true, want: 3},
+		{name: "pickup at most its leases", budget: "256", instances: "40", pickup: true, pickupMax: "1", want: 6},
+		{name: "pickup's reach ignored when it does not run", budget: "256", instances: "40", pickupMax: "1", want: 6},
+		{name: "a cap that fits poll alone but not with pickup", cap: "6", budget: "256", instances: "40", pickup: true, pickupMax: "4",
+			wantErr: "6 in each of 44 instances (MAXIMUM_INSTANCE_COUNT 40 for poll and PICKUP_MAXIMUM_INSTANCE_COUNT 4 for pickup) is 264"},
+		{name: "pickup beyond the maximum", budget: "256", instances: "40", pickup: true, pickupMax: "41", wantErr: "PICKUP_MAXIMUM_INSTANCE_COUNT"},
 		{name: "fewer requests than instances", budget: "50", instances: "100", wantErr: "CLUSTER_SERVICE_BUDGET"},
 		{name: "a budget without the instance count", budget: "256", wantErr: "set both or neither"},
 		{name: "an instance count without a budget", instances: "4", wantErr: "set both or neither"},
@@ -337,7 +348,11 @@ func TestClusterServiceBudget(t *testing.T) {
 		{name: "a budget of zero", budget: "0", instances: "4", wantErr: "CLUSTER_SERVICE_BUDGET"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := with("CLUSTER_SERVICE_MAX_IN_FLIGHT", tc.cap)
+			kv := []string{"CLUSTER_SERVICE_MAX_IN_FLIGHT", tc.cap, "PICKUP_MAXIMUM_INSTANCE_COUNT", tc.pickupMax}
+			if tc.pickup {
+				kv = append(kv, "COSMOS_OPERATIONS_CONTAINER", "Operations", "COSMOS_LEASES_CONTAINER", "Leases", "COSMOS", "AccountEndpoint=https://x/;")
+			}
+			env := with(kv...)
 			env["CLUSTER_SERVICE_BUDGET"] = tc.budget
 			env["MAXIMUM_INSTANCE_COUNT"] = tc.instances
 			c, err := Load(func(k string) string { return env[k] })

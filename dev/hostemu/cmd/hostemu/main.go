@@ -44,8 +44,10 @@ func run() error {
 	verbose := flag.Bool("v", false, "log every invocation")
 	storageLatency := flag.Duration("storage-latency", 0, "delay every Storage queue request (receive, delete, update, each message written) by this much")
 	flex := flag.Bool("flex", false, "run the app as the Flex Consumption plan does: one function per instance, scale-out following the queue, no SIGTERM, the timer a singleton by a lease")
-	maxInstances := flag.Int("flex-max-instances", 0, "with --flex: maximumInstanceCount of each queue-triggered function (0: 100)")
-	alwaysReady := flag.Int("flex-always-ready", 0, "with --flex: instances each queue-triggered function keeps however short its queue")
+	maxInstances := flag.Int("flex-max-instances", 0, "with --flex: maximumInstanceCount of each scaled function group (0: 100)")
+	appWide := flag.Bool("flex-app-wide-limit", false, "with --flex: maximumInstanceCount bounds every group's instances together, not each group's")
+	alwaysReady := flag.String("flex-always-ready", "", "with --flex: function=count,… instances each scaled function keeps however little work there is (default none)")
+	startDelay := flag.Duration("flex-start-delay", 0, "with --flex: how long an instance a scale decision adds takes before its handler starts (an assumption: Flex documents none)")
 	scaleInterval := flag.Duration("flex-scale-interval", 0, "with --flex: how often the scale controller decides (0: 30s)")
 	scaleInDelay := flag.Duration("flex-scale-in-delay", 0, "with --flex: how long the target must stay below the instance count before instances go (0: 1m; negative: at once)")
 	timerLease := flag.Duration("flex-timer-lease", 0, "with --flex: the timer's singleton lease period (0: 60s)")
@@ -88,9 +90,15 @@ func run() error {
 		},
 	}
 	if *flex {
+		ready, err := hostemu.ParseAlwaysReady(*alwaysReady)
+		if err != nil {
+			return err
+		}
 		h.Options.Flex = &hostemu.FlexOptions{
 			MaximumInstanceCount: *maxInstances,
-			AlwaysReady:          *alwaysReady,
+			AppWideLimit:         *appWide,
+			AlwaysReady:          ready,
+			StartDelay:           *startDelay,
 			ScaleInterval:        *scaleInterval,
 			ScaleInDelay:         *scaleInDelay,
 			TimerLease:           *timerLease,
