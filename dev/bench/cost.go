@@ -37,7 +37,7 @@ var (
 	priceFlexExecutions = price{"Flex Consumption executions (on demand and always ready)", 0.40, "million executions",
 		"https://learn.microsoft.com/azure/azure-functions/functions-consumption-costs (Flex Consumption example rate)", "2026-12-03",
 		"the docs call it an example rate; regional prices differ"}
-	priceFlexBaseline = price{"Flex Consumption always-ready baseline", 0.000004, "GB-s",
+	priceFlexAlwaysReady = price{"Flex Consumption always-ready baseline", 0.000004, "GB-s",
 		"meter \"Always Ready Baseline\" of https://azure.microsoft.com/pricing/details/functions/, as a public North Europe table quotes it (€0.0000038 beside €0.000025 on demand), scaled by the US on-demand rate", "2026-12-03",
 		"not read in USD from the pricing page"}
 	priceFlexReadyGBs = price{"Flex Consumption always-ready execution time", 0.000016, "GB-s",
@@ -61,7 +61,7 @@ var (
 )
 
 // prices lists the table in the order the report prints it.
-var prices = []price{priceFlexGBs, priceFlexExecutions, priceFlexBaseline, priceFlexReadyGBs, priceQueueTx,
+var prices = []price{priceFlexGBs, priceFlexExecutions, priceFlexAlwaysReady, priceFlexReadyGBs, priceQueueTx,
 	priceCosmosManual, priceCosmosAutoscale, priceLogsGB, priceEP1Hour}
 
 // Free grants a month, per subscription (Flex on demand) or billing
@@ -604,7 +604,6 @@ func (m *monthly) addPickup(p pickupResult) {
 func (m *monthly) price() {
 	interval := scanInterval.Seconds()
 	gb := m.Deployment.gb()
-	month := costMonth.Seconds()
 	m.GBs, m.ExecUSD, m.BaselineUSD, m.Executions = 0, 0, 0, 0
 	onDemandGBs := 0.0
 	for i := range m.Groups {
@@ -621,7 +620,7 @@ func (m *monthly) price() {
 			ready = float64(min(g.AlwaysReady, g.Instances)) / float64(g.Instances)
 		}
 		g.ExecUSD = g.GBs * ((1-ready)*priceFlexGBs.USD + ready*priceFlexReadyGBs.USD)
-		g.BaselineUSD = float64(g.AlwaysReady) * gb * month * priceFlexBaseline.USD
+		g.BaselineUSD = float64(g.AlwaysReady) * alwaysReadyUSD(m.Deployment.MemoryMB)
 		onDemandGBs += g.GBs * (1 - ready)
 		m.GBs += g.GBs
 		m.ExecUSD += g.ExecUSD
@@ -650,10 +649,10 @@ func (m *monthly) price() {
 		min(m.LogGB, grantLogsGB)*priceLogsGB.USD
 }
 
-// alwaysReadyUSD is what n always-ready instances of memoryMB cost a month
-// when idle: their baseline.
-func alwaysReadyUSD(n, memoryMB int) float64 {
-	return float64(n) * float64(memoryMB) / 1024 * costMonth.Seconds() * priceFlexBaseline.USD
+// alwaysReadyUSD is what one always-ready instance of memoryMB costs a
+// month in baseline alone.
+func alwaysReadyUSD(memoryMB int) float64 {
+	return float64(memoryMB) / 1024 * costMonth.Seconds() * priceFlexAlwaysReady.USD
 }
 
 // rpFloorRUs is the least the resource provider's autoscale containers
@@ -735,7 +734,7 @@ func (r *results) costs(w io.Writer) {
 	fmt.Fprintf(w, "), so it already pays %s RU/s every hour (10 %% of each maximum: $%.2f a month, not opstatus's); opstatus adds its request units a second to each hour's peak\n",
 		grouped(float64(rpFloorRUs())), float64(rpFloorRUs())/100*costMonth.Hours()*priceCosmosAutoscale.USD)
 	fmt.Fprintf(w, "  an always-ready instance (for poll or pickup) would add $%.2f a month at %d MB, $%.2f at 512 MB (baseline; its execution time then bills at %s per GB-s)\n",
-		alwaysReadyUSD(1, d.MemoryMB), d.MemoryMB, alwaysReadyUSD(1, 512), usd(priceFlexReadyGBs.USD))
+		alwaysReadyUSD(d.MemoryMB), d.MemoryMB, alwaysReadyUSD(512), usd(priceFlexReadyGBs.USD))
 	for _, n := range costNs {
 		h, ok := r.costRun(n)
 		m, measured := estimate(h, r.Pickup, d)
@@ -791,6 +790,8 @@ func (r *results) costs(w io.Writer) {
 
 // costHeadlines adds the monthly estimates to the headline lines.
 func (r *results) costHeadlines() {
+	r.add("always_ready_usd_month_per_instance_2048mb", f2(alwaysReadyUSD(2048)))
+	r.add("always_ready_usd_month_per_instance_512mb", f2(alwaysReadyUSD(512)))
 	for _, n := range costNs {
 		h, ok := r.costRun(n)
 		if !ok {

@@ -291,11 +291,13 @@ func TestNoGroupBilledMoreThanOneInstanceAnInterval(t *testing.T) {
 	require.InDelta(t, 10.0, m.group("poll").Billed, 1e-9)
 }
 
-func TestAlwaysReady(t *testing.T) {
-	// One always-ready instance of 2 GB for 730 h at $0.000004 per GB-s.
-	require.InDelta(t, 21.024, alwaysReadyUSD(1, 2048), 1e-9)
-	require.InDelta(t, 5.256, alwaysReadyUSD(1, 512), 1e-9)
+func TestAlwaysReadyUSD(t *testing.T) {
+	// One always-ready instance for 730 h at $0.000004 per GB-s.
+	require.InDelta(t, 2*2_628_000*0.000004, alwaysReadyUSD(2048), 1e-9)
+	require.InDelta(t, 0.5*2_628_000*0.000004, alwaysReadyUSD(512), 1e-9)
+}
 
+func TestAlwaysReady(t *testing.T) {
 	p := &pickupResult{QuietFeedReads: 2, QuietLeaseOps: 0.1, FeedReadsPerArrival: 0.5, LeaseOpsPerArrival: 1, PickupDuration: msd(100)}
 	base, ok := estimate(hostAtN1000(), p, templateDeployment)
 	require.True(t, ok)
@@ -409,6 +411,8 @@ func TestCostReport(t *testing.T) {
 	require.Contains(t, text, "N=10000: not measured in this run")
 	require.Contains(t, text, "billed 1.00 s of at most 10 s, 10.0 invocations; × 2.00 GB = 525,600 GB-s = $13.67")
 	require.Contains(t, text, "free grants a month")
+	require.Contains(t, text, "\nalways_ready_usd_month_per_instance_2048mb=21.02\n")
+	require.Contains(t, text, "\nalways_ready_usd_month_per_instance_512mb=5.26\n")
 	for _, p := range prices {
 		require.Contains(t, text, p.Source, "each price is printed with its source")
 	}
