@@ -26,37 +26,54 @@ type price struct {
 	Doubt string
 }
 
-// Prices of the estimate: US pay-as-you-go, no free grants or reservations
-// applied (a grant is shared by every app of a subscription).
+// Prices of the estimate: US pay as you go, East US where a region
+// matters. The total applies no free grant (a grant is the subscription's,
+// shared with every other app in it); the report states what they would
+// take off.
 var (
 	priceFlexGBs = price{"Flex Consumption on-demand execution time", 0.000026, "GB-s",
-		"https://learn.microsoft.com/azure/azure-functions/functions-consumption-costs (Flex Consumption example rate)", "2026-12-01",
+		"https://learn.microsoft.com/azure/azure-functions/functions-consumption-costs (Flex Consumption example rate)", "2026-12-03",
 		"the docs call it an example rate; regional prices differ"}
-	priceFlexExecutions = price{"Flex Consumption on-demand executions", 0.40, "million executions",
-		"https://learn.microsoft.com/azure/azure-functions/functions-consumption-costs (Flex Consumption example rate)", "2026-12-01",
+	priceFlexExecutions = price{"Flex Consumption executions (on demand and always ready)", 0.40, "million executions",
+		"https://learn.microsoft.com/azure/azure-functions/functions-consumption-costs (Flex Consumption example rate)", "2026-12-03",
 		"the docs call it an example rate; regional prices differ"}
-	priceFlexAlwaysReady = price{"Flex Consumption always-ready baseline (memory of every always-ready instance, busy or idle)", 0.000004, "GB-s",
-		"Azure Retail Prices API meter \"Always Ready Baseline\" as quoted in public cost tools (EUR 0.0000038 against 0.000025 on demand); billing modes: https://learn.microsoft.com/azure/azure-functions/functions-consumption-costs", "2026-12-03",
-		"not read from the pricing page; an always-ready instance's execution time is billed on top, at a lower rate than on demand, and replaces on-demand time it would have run anyway"}
+	priceFlexAlwaysReady = price{"Flex Consumption always-ready baseline", 0.000004, "GB-s",
+		"meter \"Always Ready Baseline\" of https://azure.microsoft.com/pricing/details/functions/, as a public North Europe table quotes it (€0.0000038 beside €0.000025 on demand), scaled by the US on-demand rate", "2026-12-03",
+		"not read in USD from the pricing page"}
+	priceFlexReadyGBs = price{"Flex Consumption always-ready execution time", 0.000016, "GB-s",
+		"meter \"Always Ready Execution Time\" of https://azure.microsoft.com/pricing/details/functions/, as the same table quotes it (€0.0000149), scaled the same way", "2026-12-03",
+		"not read in USD from the pricing page"}
 	priceQueueTx = price{"Queue Storage class 1 and class 2 operations, GPv2 LRS", 0.004, "10,000 operations",
-		"Azure pricing calculator estimate (East US, 2024-06-24) in microsoft/kernel-memory docs/azure/architecture.md; classes: https://azure.microsoft.com/pricing/details/storage/queues/", "2026-12-01",
+		"Azure pricing calculator estimate (East US, 2024-06-24) in microsoft/kernel-memory docs/azure/architecture.md; classes: https://azure.microsoft.com/pricing/details/storage/queues/", "2026-12-03",
 		"read from a calculator estimate, not the pricing page; whether a blob lease renewal bills as a queue-priced operation is assumed"}
-	priceCosmosProvisioned = price{"Cosmos DB standard provisioned throughput, single write region", 0.008, "100 RU/s per hour",
-		"https://learn.microsoft.com/azure/cosmos-db/understand-your-bill", "2026-12-01",
+	priceCosmosManual = price{"Cosmos DB standard (manual) provisioned throughput, single write region", 0.008, "100 RU/s per hour",
+		"https://learn.microsoft.com/azure/cosmos-db/understand-your-bill", "2026-12-03",
 		"the page's examples date from 2022"}
-	priceCosmosServerless = price{"Cosmos DB serverless request units", 0.25, "million RU",
-		"https://learn.microsoft.com/azure/cosmos-db/understand-your-bill", "2026-12-01",
-		"the page's examples date from 2022"}
+	priceCosmosAutoscale = price{"Cosmos DB autoscale provisioned throughput, single write region: 1.5× the manual rate, each hour at the most the container scaled to, at least 10 % of its maximum", 0.012, "100 RU/s per hour",
+		"https://learn.microsoft.com/azure/cosmos-db/autoscale-faq (\"How is autoscale priced?\", \"How does autoscale show up on my bill?\")", "2026-12-03",
+		"derived from the manual rate, whose examples date from 2022"}
 	priceLogsGB = price{"Log Analytics analytics-logs ingestion (workspace-based Application Insights)", 2.30, "GB",
-		"https://azure.microsoft.com/pricing/details/monitor/ (as quoted by several public cost estimates; the page renders prices client-side)", "2026-12-01",
-		"not read from the page itself; the first 5 GB a month per billing account are free"}
+		"https://azure.microsoft.com/pricing/details/monitor/ (as quoted by several public cost estimates; the page renders prices client-side)", "2026-12-03",
+		"not read from the page itself"}
 	priceEP1Hour = price{"Functions Premium EP1 (1 vCPU at $0.173/h + 3.5 GiB at $0.0123/GiB-h)", 0.173 + 3.5*0.0123, "hour",
-		"https://azure.microsoft.com/pricing/details/functions/ (Premium vCPU and memory duration meters, as used by public cost tools)", "2026-12-01",
+		"https://azure.microsoft.com/pricing/details/functions/ (Premium vCPU and memory duration meters, as used by public cost tools)", "2026-12-03",
 		"not read from the page itself; East US"}
 )
 
 // prices lists the table in the order the report prints it.
-var prices = []price{priceFlexGBs, priceFlexExecutions, priceFlexAlwaysReady, priceQueueTx, priceCosmosProvisioned, priceCosmosServerless, priceLogsGB, priceEP1Hour}
+var prices = []price{priceFlexGBs, priceFlexExecutions, priceFlexAlwaysReady, priceFlexReadyGBs, priceQueueTx,
+	priceCosmosManual, priceCosmosAutoscale, priceLogsGB, priceEP1Hour}
+
+// Free grants a month, per subscription (Flex on demand) or billing
+// account (logs): https://azure.microsoft.com/pricing/details/functions/
+// as Microsoft's Flex billing docs describe it ("minus a free grant"; none
+// for always-ready instances) and public tables quote it, and the Monitor
+// page's 5 GB. The resource provider's Cosmos DB account has no free tier.
+const (
+	grantFlexGBs        = 100_000
+	grantFlexExecutions = 250_000
+	grantLogsGB         = 5
+)
 
 // Request-unit charges of the Cosmos requests opstatus makes, for items
 // the size of its own, from the worked examples of
@@ -83,14 +100,12 @@ const (
 
 // Shape of the month the estimate scales to.
 const (
-	// costMonth is in whole days, as Cosmos DB's billing examples count a
-	// month.
-	costMonth = 30 * 24 * time.Hour
-	// instanceGB is the default instanceMemoryMB of deploy/azuredeploy.json
-	// in the GB of the GB-s meter.
-	instanceGB = 2.0
-	// minBilled and billStep are Flex Consumption's billing of an activity
-	// period: at least this long, then rounded up to the step.
+	// costMonth is the 730 hours a month that Azure's pricing pages and
+	// calculator count.
+	costMonth = 730 * time.Hour
+	// minBilled and billStep are Flex Consumption's billing of an
+	// instance's activity period: at least this long, then rounded up to
+	// the step.
 	minBilled = time.Second
 	billStep  = 100 * time.Millisecond
 	// leaseRenewal is how often the timer's holder renews its listener
@@ -98,12 +113,10 @@ const (
 	leaseRenewal = 30 * time.Second
 	// Host records per invocation in Application Insights besides the
 	// handler's lines: the request, "Executing" and "Executed", and for a
-	// queue trigger "Trigger Details".
+	// queue or Cosmos DB trigger "Trigger Details" (the latter assumed as
+	// the queue's).
 	hostRecordsTimer = 3
 	hostRecordsQueue = 4
-	// hostRecordsPickup is the same for a Cosmos DB trigger's invocation,
-	// assumed as a queue trigger's, plus the handler's "picked up" line.
-	hostRecordsPickup = hostRecordsQueue + 1
 	// recordBytes is the billed size assumed for one record.
 	recordBytes = 1000
 	// Status changes assumed per operation over its life: an operation
@@ -111,12 +124,54 @@ const (
 	// terminal status.
 	changesPerOp = 2
 	opLife       = 15 * time.Minute
-	// cosmosHeadroom is the provisioned throughput over the average the
-	// estimate buys, since each interval's work comes in one burst.
-	cosmosHeadroom = 2
-	// templateMaxInstances is the template's default maximumInstanceCount.
+	// templateMaxInstances is the poll instance count the estimate takes
+	// its run from when the queue asks for more (the bench's default
+	// -instances).
 	templateMaxInstances = 4
+	// feedPollDelay is pickup's feedPollDelay (pickup/function.json): how
+	// long the trigger's feed loop waits after a read that found nothing.
+	feedPollDelay = 500 * time.Millisecond
+	// defaultPickupDuration is a pickup invocation's duration when the run
+	// did not record it (results written before it did).
+	defaultPickupDuration = 100 * time.Millisecond
+	// pickupWindow is how long a stretch of the month's arrivals the
+	// estimate lays out to bill pickup's instance.
+	pickupWindow = time.Hour
 )
+
+// The resource provider's Cosmos DB account as ARO-HCP provisions it
+// (config/config.yaml frontend.cosmosDB and dev-infrastructure's
+// rp-cosmos containers, read 2026-12-03): each container autoscale, no
+// shared database throughput, so a container created without throughput
+// (Leases, docs/deploy.md) gets its own manual 400 RU/s, Cosmos DB's
+// least.
+var rpAutoscaleMax = []struct {
+	Container string
+	RUs       int
+}{{"Resources", 19000}, {"Billing", 4000}, {"Locks", 4000}, {"Fleet", 4000}}
+
+const leasesRUs = 400
+
+// deployment is what the estimate assumes the template deploys.
+type deployment struct {
+	// MemoryMB is instanceMemoryMB.
+	MemoryMB int
+	// AlwaysReady is the always-ready instance count of each function
+	// group; deploy/azuredeploy.json sets none.
+	AlwaysReady map[string]int
+	// PickupLeases is the leases of pickup's trigger, one per physical
+	// partition of the Operations container; the trigger runs at most one
+	// instance per lease.
+	PickupLeases int
+}
+
+// templateDeployment is deploy/azuredeploy.json's defaults: 2,048 MB
+// instances, no always-ready instance; one lease assumed (a container
+// under 10,000 RU/s and 50 GB has one physical partition).
+var templateDeployment = deployment{MemoryMB: 2048, AlwaysReady: map[string]int{}, PickupLeases: 1}
+
+// gb is the instance memory in the GB of the GB-s meters.
+func (d deployment) gb() float64 { return float64(d.MemoryMB) / 1024 }
 
 // usage is what opstatus used in a run's measured pass besides its Cosmos
 // requests, and the handler's log lines of its changed window: the inputs
@@ -127,18 +182,34 @@ type usage struct {
 	// Scans and Polls count the invocations that started in the pass;
 	// Listed is how many operations the scans listed.
 	Scans, Polls, Listed int64
-	// Busy is the time spent executing at least one invocation, summed
-	// over function groups (a function and an instance: on Flex
-	// Consumption each function runs on instances of its own); Billed is
-	// that time as Flex Consumption bills it, period by period.
+	// Busy, Billed and Periods are the totals of Groups.
 	Busy, Billed time.Duration
 	Periods      int
+	// Groups is each function group's execution, billed per instance.
+	// Runs recorded before it existed have only the totals.
+	Groups []groupUsage `json:",omitempty"`
 	// Puts, Receives (empty ones included) and Deletes are the host's
 	// queue requests in the pass.
 	Puts, Receives, Deletes int64
 	// Lines counts the lines the host logged for the handlers in the pass
 	// and ChangedLines in the changed window.
 	Lines, ChangedLines int64
+}
+
+// groupUsage is one function group's execution in a window, billed as
+// Flex Consumption bills each of its instances.
+type groupUsage struct {
+	Function string
+	// Instances counts the instances that executed in the window.
+	Instances int
+	// Busy is the time the instances executed at least one invocation,
+	// Billed that time as billed, Periods the activity periods billed.
+	Busy, Billed time.Duration
+	Periods      int
+	// Ran is the time the instances ran as far as their invocations show:
+	// from each one's first invocation to the end of its last billed
+	// period. Billed never exceeds it.
+	Ran time.Duration
 }
 
 // billed returns what Flex Consumption bills for an activity period.
@@ -156,44 +227,98 @@ type invSpan struct {
 	Start, End time.Time
 }
 
-// activity merges the spans of each function group into the periods when
-// it executed at least one invocation, and returns their total, what
-// Flex Consumption bills for them, and how many there were.
-func activity(spans []invSpan) (busy, bill time.Duration, periods int) {
-	type group struct {
-		fn   string
-		inst int
+// instanceBill bills one instance's invocations. The instance is active
+// while it executes at least one invocation, so overlapping invocations
+// are billed once; an activity period is billed at least minBilled, then
+// in billStep steps, and an invocation that starts before the billed end
+// of the period before it extends that period: the instance is already
+// billed for that time, and is never billed twice for it.
+func instanceBill(spans []invSpan) (busy, bill, ran time.Duration, periods int) {
+	if len(spans) == 0 {
+		return 0, 0, 0, 0
 	}
-	by := map[group][]invSpan{}
-	for _, s := range spans {
-		g := group{s.Function, s.Instance}
-		by[g] = append(by[g], s)
-	}
-	for _, ss := range by {
-		slices.SortFunc(ss, func(a, b invSpan) int { return a.Start.Compare(b.Start) })
-		start, end := ss[0].Start, ss[0].End
-		flush := func() {
-			busy += end.Sub(start)
+	ss := slices.Clone(spans)
+	slices.SortFunc(ss, func(a, b invSpan) int { return a.Start.Compare(b.Start) })
+	first := ss[0].Start
+	start, end := ss[0].Start, ss[0].End // the period
+	runEnd := end                        // the stretch executing without a gap, for busy
+	runStart := start
+	for _, s := range ss[1:] {
+		if s.Start.After(runEnd) {
+			busy += runEnd.Sub(runStart)
+			runStart, runEnd = s.Start, s.End
+		} else if s.End.After(runEnd) {
+			runEnd = s.End
+		}
+		if !s.Start.Before(start.Add(billed(end.Sub(start)))) {
 			bill += billed(end.Sub(start))
 			periods++
+			start, end = s.Start, s.End
+			continue
 		}
-		for _, s := range ss[1:] {
-			if s.Start.After(end) {
-				flush()
-				start, end = s.Start, s.End
-				continue
-			}
-			if s.End.After(end) {
-				end = s.End
-			}
+		if s.End.After(end) {
+			end = s.End
 		}
-		flush()
 	}
-	return busy, bill, periods
+	busy += runEnd.Sub(runStart)
+	bill += billed(end.Sub(start))
+	periods++
+	return busy, bill, start.Add(billed(end.Sub(start))).Sub(first), periods
+}
+
+// activity bills spans per instance and adds the instances up by function
+// group (on Flex Consumption each function runs on instances of its own;
+// an instance that ran more than one function is a group of its own).
+func activity(spans []invSpan) []groupUsage {
+	byInstance := map[int][]invSpan{}
+	for _, s := range spans {
+		byInstance[s.Instance] = append(byInstance[s.Instance], s)
+	}
+	byGroup := map[string]*groupUsage{}
+	for _, ss := range byInstance {
+		var fns []string
+		for _, s := range ss {
+			if !slices.Contains(fns, s.Function) {
+				fns = append(fns, s.Function)
+			}
+		}
+		slices.Sort(fns)
+		name := strings.Join(fns, "+")
+		g := byGroup[name]
+		if g == nil {
+			g = &groupUsage{Function: name}
+			byGroup[name] = g
+		}
+		busy, bill, ran, periods := instanceBill(ss)
+		g.Instances++
+		g.Busy += busy
+		g.Billed += bill
+		g.Ran += ran
+		g.Periods += periods
+	}
+	var out []groupUsage
+	for _, g := range byGroup {
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(a, b groupUsage) int { return strings.Compare(a.Function, b.Function) })
+	return out
+}
+
+// total adds up groups.
+func total(groups []groupUsage) (t groupUsage) {
+	for _, g := range groups {
+		t.Instances += g.Instances
+		t.Busy += g.Busy
+		t.Billed += g.Billed
+		t.Ran += g.Ran
+		t.Periods += g.Periods
+	}
+	return t
 }
 
 // meter records what the estimate needs from the host emulator: every
-// invocation's span and the count of lines logged for the handlers.
+// invocation's span and instance, and the count of lines logged for the
+// handlers.
 type meter struct {
 	mu    sync.Mutex
 	spans []invSpan
@@ -271,7 +396,9 @@ func (m *meter) measure(a, b snap, scans []scanRun) usage {
 			u.Listed += int64(s.Operations)
 		}
 	}
-	u.Busy, u.Billed, u.Periods = activity(spans)
+	u.Groups = activity(spans)
+	t := total(u.Groups)
+	u.Busy, u.Billed, u.Periods = t.Busy, t.Billed, t.Periods
 	u.Puts = b.Host.MessagesEnqueued - a.Host.MessagesEnqueued
 	u.Receives = b.Host.Receives - a.Host.Receives
 	u.Deletes = b.Host.MessagesDeleted - a.Host.MessagesDeleted
@@ -279,54 +406,146 @@ func (m *meter) measure(a, b snap, scans []scanRun) usage {
 	return u
 }
 
+// medianDuration returns the median length of spans, zero without any.
+func medianDuration(spans []invSpan) time.Duration {
+	if len(spans) == 0 {
+		return 0
+	}
+	ds := make([]time.Duration, len(spans))
+	for i, s := range spans {
+		ds[i] = s.End.Sub(s.Start)
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// pickupTimeline lays out one lease's pickup invocations over window when
+// new operations arrive evenly at rate a second: the trigger's feed loop
+// reads again as soon as an invocation ends, waits feedPollDelay after a
+// read that found nothing, and gives each invocation what arrived since
+// its last read, each invocation taking dur. All on one instance.
+func pickupTimeline(rate float64, dur, window time.Duration) []invSpan {
+	if rate <= 0 || dur <= 0 {
+		return nil
+	}
+	t0 := time.Unix(0, 0)
+	every := time.Duration(float64(time.Second) / rate)
+	var out []invSpan
+	var next time.Duration // the next arrival
+	for t := time.Duration(0); t < window; {
+		if next > t {
+			t += feedPollDelay
+			continue
+		}
+		for next <= t {
+			next += every
+		}
+		out = append(out, invSpan{Function: "pickup", Start: t0.Add(t), End: t0.Add(t + dur)})
+		t += dur
+	}
+	return out
+}
+
+// groupMonth is one function group's share of the monthly estimate.
+type groupMonth struct {
+	Function string
+	// Instances ran the group's measured (or, for pickup, laid out) work;
+	// AlwaysReady of them are always ready.
+	Instances, AlwaysReady int
+	// Per scan interval: the time billed, busy, the cap (instances ×
+	// interval) and whether the billed time reached it, and the
+	// executions.
+	Billed, Busy, Cap float64
+	Capped            bool
+	Executions        float64
+	// Per month.
+	GBs, ExecUSD, BaselineUSD float64
+}
+
 // monthly is the estimate at one N: each component's monthly quantity and
 // dollars, scaled from one run's measured scan interval.
 type monthly struct {
 	N, Instances int
+	Deployment   deployment
 	Intervals    float64
+	Groups       []groupMonth
 	// Per scan interval.
-	Polls, Periods, Billed, Busy, QueueTx, RU, Records, Changes float64
+	Polls, QueueTx, RU, Records, Changes float64
 	// Per month.
-	GBs, ExecUSD          float64
-	Executions, CallsUSD  float64
-	Tx, QueueUSD          float64
-	ProvisionedRUs        int
-	CosmosUSD, Serverless float64
+	GBs, ExecUSD, BaselineUSD float64
+	Executions, CallsUSD      float64
+	Tx, QueueUSD              float64
+	// Cosmos DB: the request units the handlers spend per interval (RU)
+	// come in a burst of BurstSeconds (the pass); PeakRUs is opstatus's
+	// request units a second in it, plus pickup's feed reads spread over
+	// the interval: what opstatus adds to the hour's peak of the
+	// resource provider's autoscale containers. CosmosUSD is that peak
+	// every hour at the autoscale rate: the most opstatus adds, when its
+	// burst lands on the hour's peak; nothing when the resource provider's
+	// own peak and opstatus's stay under the containers' 10 % floor.
+	// LeasesUSD is pickup's lease container, opstatus's own.
+	BurstSeconds, PeakRUs float64
+	CosmosUSD, LeasesUSD  float64
 	LogGB, LogUSD         float64
 	Total, AlwaysOn       float64
+	// Grants is what the free grants would take off Total if nothing else
+	// in the subscription used them.
+	Grants float64
 	// UpdateRU is the request units of one status change; zero without a
 	// changed window.
 	UpdateRU float64
 	// With a pickup scenario, per scan interval: the new operations
 	// (Arrivals), the trigger's change feed reads and lease requests, and
-	// the execution time billed for pickup's invocations.
-	Arrivals, FeedReads, LeaseOps, PickupBilled float64
+	// pickup's invocation duration.
+	Arrivals, FeedReads, LeaseOps float64
+	PickupDuration                time.Duration
+}
+
+// group returns the estimate's group named fn, or nil.
+func (m *monthly) group(fn string) *groupMonth {
+	for i := range m.Groups {
+		if m.Groups[i].Function == fn {
+			return &m.Groups[i]
+		}
+	}
+	return nil
 }
 
 // estimate scales run h's measured scan interval to a month of N = h.N
-// active operations on Flex Consumption, with pickup's trigger as p
-// measured it when p is not nil. ok is false when the run measured no
-// scan.
-func estimate(h hostResult, p *pickupResult) (m monthly, ok bool) {
+// active operations on Flex Consumption deployed as d, with pickup's
+// trigger as p measured it when p is not nil. ok is false when the run
+// measured no scan.
+func estimate(h hostResult, p *pickupResult, d deployment) (m monthly, ok bool) {
 	u := h.Usage
 	if u == nil || u.Scans == 0 {
 		return m, false
 	}
 	scans := float64(u.Scans)
 	per := func(v int64) float64 { return float64(v) / scans }
-	m.N, m.Instances = h.N, h.Instances
+	m.N, m.Instances, m.Deployment = h.N, h.Instances, d
 	m.Intervals = float64(costMonth / scanInterval)
+	interval := scanInterval.Seconds()
 
-	m.Polls, m.Periods = per(u.Polls), float64(u.Periods)/scans
-	m.Billed, m.Busy = u.Billed.Seconds()/scans, u.Busy.Seconds()/scans
-	m.GBs = m.Billed * instanceGB * m.Intervals
-	m.ExecUSD = m.GBs * priceFlexGBs.USD
-	m.Executions = (1 + m.Polls) * m.Intervals
-	m.CallsUSD = m.Executions / 1e6 * priceFlexExecutions.USD
-
+	groups := u.Groups
+	if len(groups) == 0 {
+		// Recorded before per-group usage: the totals, on scan's and poll's
+		// instances.
+		groups = []groupUsage{{Function: "scan+poll", Instances: h.Instances + 1, Busy: u.Busy, Billed: u.Billed, Periods: u.Periods}}
+	}
+	m.Polls = per(u.Polls)
+	for _, g := range groups {
+		gm := groupMonth{Function: g.Function, Instances: g.Instances, Billed: g.Billed.Seconds() / scans, Busy: g.Busy.Seconds() / scans}
+		switch g.Function {
+		case "scan":
+			gm.Executions = 1
+		case "poll":
+			gm.Executions = m.Polls
+		default:
+			gm.Executions = 1 + m.Polls
+		}
+		m.Groups = append(m.Groups, gm)
+	}
 	m.QueueTx = per(u.Puts+u.Receives+u.Deletes) + float64(scanInterval)/float64(leaseRenewal)
-	m.Tx = m.QueueTx * m.Intervals
-	m.QueueUSD = m.Tx / 1e4 * priceQueueTx.USD
 
 	q := h.Unchanged
 	m.RU = per(q.Reads)*ruPointRead + per(u.Listed)*ruListedItem + per(q.Writes)*ruReplace + per(q.LockOps)*ruLockOp
@@ -338,60 +557,125 @@ func estimate(h hostResult, p *pickupResult) (m monthly, ok bool) {
 		}
 		m.UpdateRU = more(c.Reads, q.Reads)*ruPointRead + more(c.Queries, q.Queries)*ruSmallQuery +
 			float64(c.Writes)/upd*ruReplace + float64(c.LockOps)/upd*ruLockOp
-		m.Changes = float64(h.N) * changesPerOp * float64(scanInterval) / float64(opLife)
+		m.Changes = float64(h.N) * changesPerOp * interval / opLife.Seconds()
 		m.RU += m.Changes * m.UpdateRU
 		m.Records += m.Changes * more(u.ChangedLines, u.Lines)
 	}
+	m.BurstSeconds = min(max(h.Pass.Seconds(), minBilled.Seconds()), interval)
+	m.PeakRUs = m.RU / m.BurstSeconds
 	if p != nil {
 		m.addPickup(*p)
 	}
-	avg := m.RU / scanInterval.Seconds()
-	m.ProvisionedRUs = int(math.Ceil(cosmosHeadroom*avg/100)) * 100
-	hours := costMonth.Hours()
-	m.CosmosUSD = float64(m.ProvisionedRUs) / 100 * hours * priceCosmosProvisioned.USD
-	m.Serverless = m.RU * m.Intervals / 1e6 * priceCosmosServerless.USD
-
-	m.LogGB = m.Records * recordBytes * m.Intervals / 1e9
-	m.LogUSD = m.LogGB * priceLogsGB.USD
-
-	rest := m.QueueUSD + m.CosmosUSD + m.LogUSD
-	m.Total = m.ExecUSD + m.CallsUSD + rest
-	m.AlwaysOn = priceEP1Hour.USD*hours + rest
+	m.price()
 	return m, true
 }
 
 // addPickup adds pickup's trigger to an interval's usage: every operation
 // arrives once in its life (N × interval / opLife an interval); the feed
 // and lease traffic is the measured quiet rate plus the measured extra per
-// arrival; each arrival is one invocation billed the minimum activity
-// period, as the month's arrivals come about a second apart and their
-// invocations take milliseconds (the bench's steady arrivals, faster,
-// share periods and are billed less).
+// arrival; pickup's instance is billed as its lease's feed loop would run
+// the month's arrivals (pickupTimeline), at most one instance per lease.
 func (m *monthly) addPickup(p pickupResult) {
-	m.Arrivals = float64(m.N) * float64(scanInterval) / float64(opLife)
-	m.FeedReads = p.QuietFeedReads*scanInterval.Seconds() + p.FeedReadsPerArrival*m.Arrivals
-	m.LeaseOps = p.QuietLeaseOps*scanInterval.Seconds() + p.LeaseOpsPerArrival*m.Arrivals
-	m.RU += m.FeedReads*ruFeedRead + m.LeaseOps*ruLeaseOp
-	m.PickupBilled = m.Arrivals * minBilled.Seconds()
-	m.Billed += m.PickupBilled
-	m.GBs = m.Billed * instanceGB * m.Intervals
-	m.ExecUSD = m.GBs * priceFlexGBs.USD
-	m.Executions += m.Arrivals * m.Intervals
+	interval := scanInterval.Seconds()
+	m.Arrivals = float64(m.N) * interval / opLife.Seconds()
+	m.FeedReads = p.QuietFeedReads*interval + p.FeedReadsPerArrival*m.Arrivals
+	m.LeaseOps = p.QuietLeaseOps*interval + p.LeaseOpsPerArrival*m.Arrivals
+	// The feed reads are of the resource provider's Operations container,
+	// spread over the interval; the lease requests are of Leases.
+	m.RU += m.FeedReads * ruFeedRead
+	m.PeakRUs += m.FeedReads * ruFeedRead / interval
+	m.PickupDuration = p.PickupDuration
+	if m.PickupDuration <= 0 {
+		m.PickupDuration = defaultPickupDuration
+	}
+	leases := max(m.Deployment.PickupLeases, 1)
+	spans := pickupTimeline(m.Arrivals/interval/float64(leases), m.PickupDuration, pickupWindow)
+	_, bill, _, _ := instanceBill(spans)
+	scale := float64(leases) * interval / pickupWindow.Seconds()
+	gm := groupMonth{Function: "pickup", Instances: leases, Billed: bill.Seconds() * scale, Executions: float64(len(spans)) * scale}
+	for _, s := range spans {
+		gm.Busy += s.End.Sub(s.Start).Seconds() * scale
+	}
+	m.Groups = append(m.Groups, gm)
+	m.Records += gm.Executions*hostRecordsQueue + m.Arrivals
+}
+
+// price turns the interval's usage into the month's dollars.
+func (m *monthly) price() {
+	interval := scanInterval.Seconds()
+	gb := m.Deployment.gb()
+	m.GBs, m.ExecUSD, m.BaselineUSD, m.Executions = 0, 0, 0, 0
+	onDemandGBs := 0.0
+	for i := range m.Groups {
+		g := &m.Groups[i]
+		g.Cap = float64(g.Instances) * interval
+		if g.Billed > g.Cap {
+			g.Billed, g.Capped = g.Cap, true
+		}
+		g.AlwaysReady = m.Deployment.AlwaysReady[g.Function]
+		g.GBs = g.Billed * gb * m.Intervals
+		// The always-ready instances take their share of the group's work.
+		ready := 0.0
+		if g.Instances > 0 {
+			ready = float64(min(g.AlwaysReady, g.Instances)) / float64(g.Instances)
+		}
+		g.ExecUSD = g.GBs * ((1-ready)*priceFlexGBs.USD + ready*priceFlexReadyGBs.USD)
+		g.BaselineUSD = float64(g.AlwaysReady) * alwaysReadyUSD(m.Deployment.MemoryMB)
+		onDemandGBs += g.GBs * (1 - ready)
+		m.GBs += g.GBs
+		m.ExecUSD += g.ExecUSD
+		m.BaselineUSD += g.BaselineUSD
+		m.Executions += g.Executions * m.Intervals
+	}
 	m.CallsUSD = m.Executions / 1e6 * priceFlexExecutions.USD
-	m.Records += m.Arrivals * hostRecordsPickup
+
+	m.Tx = m.QueueTx * m.Intervals
+	m.QueueUSD = m.Tx / 1e4 * priceQueueTx.USD
+
+	hours := costMonth.Hours()
+	m.CosmosUSD = m.PeakRUs / 100 * hours * priceCosmosAutoscale.USD
+	if m.Arrivals > 0 {
+		m.LeasesUSD = leasesRUs / 100 * hours * priceCosmosManual.USD
+	}
+
+	m.LogGB = m.Records * recordBytes * m.Intervals / 1e9
+	m.LogUSD = m.LogGB * priceLogsGB.USD
+
+	rest := m.QueueUSD + m.CosmosUSD + m.LeasesUSD + m.LogUSD
+	m.Total = m.ExecUSD + m.BaselineUSD + m.CallsUSD + rest
+	m.AlwaysOn = priceEP1Hour.USD*hours + rest
+	m.Grants = min(onDemandGBs, grantFlexGBs)*priceFlexGBs.USD +
+		min(m.Executions, grantFlexExecutions)/1e6*priceFlexExecutions.USD +
+		min(m.LogGB, grantLogsGB)*priceLogsGB.USD
+}
+
+// alwaysReadyUSD is what one always-ready instance of memoryMB costs a
+// month in baseline alone.
+func alwaysReadyUSD(memoryMB int) float64 {
+	return float64(memoryMB) / 1024 * costMonth.Seconds() * priceFlexAlwaysReady.USD
+}
+
+// rpFloorRUs is the least the resource provider's autoscale containers
+// bill each hour: 10 % of each one's maximum.
+func rpFloorRUs() int {
+	n := 0
+	for _, c := range rpAutoscaleMax {
+		n += c.RUs / 10
+	}
+	return n
 }
 
 // pickupShare is what pickup adds to the monthly total of run h: what a
 // person saves by disabling it.
-func pickupShare(h hostResult, p *pickupResult) float64 {
-	with, _ := estimate(h, p)
-	without, _ := estimate(h, nil)
+func pickupShare(h hostResult, p *pickupResult, d deployment) float64 {
+	with, _ := estimate(h, p, d)
+	without, _ := estimate(h, nil, d)
 	return with.Total - without.Total
 }
 
 // costRun returns the run a month at n is estimated from: the instance
 // count Flex Consumption would scale poll to (one per 12 queued messages
-// of 100 operations, up to the template's limit), or the judged run.
+// of 100 operations, up to the bench's default), or the judged run.
 func (r *results) costRun(n int) (hostResult, bool) {
 	k := min(max((n+1199)/1200, 1), templateMaxInstances)
 	if h, ok := r.host(n, k); ok {
@@ -402,6 +686,13 @@ func (r *results) costRun(n int) (hostResult, bool) {
 
 // costNs are the N the report estimates a month for.
 var costNs = []int{targetN1k, targetN10k}
+
+// smallDeployment is the template's with 512 MB instances.
+func smallDeployment() deployment {
+	d := templateDeployment
+	d.MemoryMB = 512
+	return d
+}
 
 // usd formats a price without an exponent.
 func usd(v float64) string { return "$" + strconv.FormatFloat(v, 'f', -1, 64) }
@@ -422,8 +713,11 @@ func grouped(v float64) string {
 // costs prints the monthly estimate at each of costNs that ran, with its
 // inputs, and what is missing for the others.
 func (r *results) costs(w io.Writer) {
-	fmt.Fprintf(w, "\nwhat it costs a month on Flex Consumption (%.0f GB instances, the template's default; a month is %s scans, one every %s, each active operation polled once per scan; US prices, no free grants)\n",
-		instanceGB, grouped(float64(costMonth/scanInterval)), secs(scanInterval))
+	d := templateDeployment
+	fmt.Fprintf(w, "\nwhat it costs a month on Flex Consumption, as deploy/azuredeploy.json deploys it (%d MB instances; always-ready instances: none; a month is %.0f h: %s scans, one every %s, each active operation polled once per scan; US prices; no free grant in the totals)\n",
+		d.MemoryMB, costMonth.Hours(), grouped(float64(costMonth/scanInterval)), secs(scanInterval))
+	fmt.Fprintf(w, "  billing: each instance billed memory × the time it executes at least one invocation (concurrent invocations once), each activity period at least %s then in %s steps, an invocation inside a period's billed time extending it; pickup's instance laid out from the month's arrivals, at most one per lease (%d assumed)\n",
+		secs(minBilled), ms(billStep), d.PickupLeases)
 	for _, p := range prices {
 		note := ""
 		if p.Doubt != "" {
@@ -431,9 +725,19 @@ func (r *results) costs(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  price: %s: %s per %s (%s, read %s)%s\n", p.What, usd(p.USD), p.Unit, p.Source, p.Read, note)
 	}
+	fmt.Fprintf(w, "  free grants a month, not in the totals (the subscription's, shared with its other apps): Flex on demand %s GB-s and %s executions (none for always-ready instances); Log Analytics %d GB; the resource provider's Cosmos DB account has no free tier\n",
+		grouped(grantFlexGBs), grouped(grantFlexExecutions), grantLogsGB)
+	fmt.Fprintf(w, "  Cosmos DB as ARO-HCP provisions the resource provider's account: every container autoscale (maximum RU/s:")
+	for _, c := range rpAutoscaleMax {
+		fmt.Fprintf(w, " %s %s", c.Container, grouped(float64(c.RUs)))
+	}
+	fmt.Fprintf(w, "), so it already pays %s RU/s every hour (10 %% of each maximum: $%.2f a month, not opstatus's); opstatus adds its request units a second to each hour's peak\n",
+		grouped(float64(rpFloorRUs())), float64(rpFloorRUs())/100*costMonth.Hours()*priceCosmosAutoscale.USD)
+	fmt.Fprintf(w, "  an always-ready instance (for poll or pickup) would add $%.2f a month at %d MB, $%.2f at 512 MB (baseline; its execution time then bills at %s per GB-s)\n",
+		alwaysReadyUSD(d.MemoryMB), d.MemoryMB, alwaysReadyUSD(512), usd(priceFlexReadyGBs.USD))
 	for _, n := range costNs {
 		h, ok := r.costRun(n)
-		m, measured := estimate(h, r.Pickup)
+		m, measured := estimate(h, r.Pickup, d)
 		if !ok || !measured {
 			fmt.Fprintf(w, "N=%d: not measured in this run (needs opstatus at N=%d: the full run, make bench)\n", n, n)
 			continue
@@ -441,41 +745,50 @@ func (r *results) costs(w io.Writer) {
 		u := h.Usage
 		per := func(v int64) float64 { return float64(v) / float64(u.Scans) }
 		fmt.Fprintf(w, "N=%d, from opstatus ×%d (run %d, its measured pass), per scan interval, × %s intervals:\n", n, h.Instances, h.Run, grouped(m.Intervals))
-		fmt.Fprintf(w, "  execution time  busy %.2f s in %.1f activity periods of scan and poll instances, billed %.2f s with pickup's %.1f s (%s at least, then in %s steps) × %.0f GB = %s GB-s × %s = $%.2f\n",
-			m.Busy, m.Periods, m.Billed, m.PickupBilled, secs(minBilled), ms(billStep), instanceGB, grouped(m.GBs), usd(priceFlexGBs.USD), m.ExecUSD)
-		fmt.Fprintf(w, "  executions      1 scan + %.1f polls + %.1f pickups = %s × %s per million = $%.2f\n",
-			m.Polls, m.Arrivals, grouped(m.Executions), usd(priceFlexExecutions.USD), m.CallsUSD)
+		for _, g := range m.Groups {
+			capped := ""
+			if g.Capped {
+				capped = " (capped: its instances cannot run longer)"
+			}
+			from := "measured"
+			if g.Function == "pickup" {
+				from = fmt.Sprintf("%.1f arrivals laid out, %s an invocation", m.Arrivals, ms(m.PickupDuration))
+			}
+			fmt.Fprintf(w, "  %-15s %d instance(s), %s: busy %.2f s, billed %.2f s of at most %.0f s%s, %.1f invocations; × %.2f GB = %s GB-s = $%.2f\n",
+				g.Function, g.Instances, from, g.Busy, g.Billed, g.Cap, capped, g.Executions, d.gb(), grouped(g.GBs), g.ExecUSD)
+		}
+		fmt.Fprintf(w, "  executions      %s × %s per million = $%.2f\n", grouped(m.Executions), usd(priceFlexExecutions.USD), m.CallsUSD)
 		fmt.Fprintf(w, "  queue           %.1f requests (%.1f puts, %.1f receives counting the empty ones, %.1f deletes, %.2f timer lease renewals) = %s × %s per 10,000 = $%.2f\n",
 			m.QueueTx, per(u.Puts), per(u.Receives), per(u.Deletes), float64(scanInterval)/float64(leaseRenewal), grouped(m.Tx), usd(priceQueueTx.USD), m.QueueUSD)
 		changes := "no changed window, so no status changes"
 		if m.UpdateRU > 0 {
 			changes = fmt.Sprintf("%.1f status changes (%d in an operation's %.0f min, assumed) × %.1f RU", m.Changes, changesPerOp, opLife.Minutes(), m.UpdateRU)
 		}
-		fmt.Fprintf(w, "  Cosmos DB       %s RU (%s point reads × %g, %s listed × %g, %s writes × %g; %s) = %.0f RU/s on average; provisioned %d RU/s (%d× the average: the work comes in a burst) × %.0f h × %s per 100 = $%.2f (serverless: $%.2f)\n",
-			grouped(m.RU), grouped(per(h.Unchanged.Reads)), ruPointRead, grouped(per(u.Listed)), ruListedItem, grouped(per(h.Unchanged.Writes)), ruReplace,
-			changes, m.RU/scanInterval.Seconds(), m.ProvisionedRUs, cosmosHeadroom, costMonth.Hours(), usd(priceCosmosProvisioned.USD), m.CosmosUSD, m.Serverless)
+		feed := ""
 		if m.Arrivals > 0 {
-			fmt.Fprintf(w, "  pickup          %.1f new operations (each once in its %.0f min, assumed): %.1f s billed (one minimum activity period each) and %.1f invocations, included above; its trigger's %.1f change feed reads × %g and %.1f lease requests × %g RU, included in Cosmos DB (the pickup scenario's rates)\n",
-				m.Arrivals, opLife.Minutes(), m.PickupBilled, m.Arrivals, m.FeedReads, ruFeedRead, m.LeaseOps, ruLeaseOp)
+			feed = fmt.Sprintf(" + pickup's %.1f change feed reads × %g RU over the interval", m.FeedReads, ruFeedRead)
 		}
-		fmt.Fprintf(w, "  logs            %.1f records (%d per scan and %d per poll from the host, %.1f handler lines, those of the status changes) × %d bytes (assumed) = %.1f GB × %s = $%.2f\n",
+		fmt.Fprintf(w, "  Cosmos DB       %s RU (%s point reads × %g, %s listed × %g, %s writes × %g; %s) in a %.1f s pass%s = %s RU/s added to the hour's peak × %.0f h × %s per 100 = $%.2f at most (nothing while the resource provider's own peak and this stay under its containers' floors)\n",
+			grouped(m.RU-m.FeedReads*ruFeedRead), grouped(per(h.Unchanged.Reads)), ruPointRead, grouped(per(u.Listed)), ruListedItem, grouped(per(h.Unchanged.Writes)), ruReplace,
+			changes, m.BurstSeconds, feed, grouped(m.PeakRUs), costMonth.Hours(), usd(priceCosmosAutoscale.USD), m.CosmosUSD)
+		if m.Arrivals > 0 {
+			fmt.Fprintf(w, "  pickup's leases %.1f lease requests × %g RU an interval (%.1f RU/s) on the Leases container's own %d RU/s: $%.2f\n",
+				m.LeaseOps, ruLeaseOp, m.LeaseOps*ruLeaseOp/scanInterval.Seconds(), leasesRUs, m.LeasesUSD)
+		}
+		fmt.Fprintf(w, "  logs            %.1f records (%d per scan and %d per poll or pickup invocation from the host, %.1f handler lines, those of the status changes and one per new operation) × %d bytes (assumed) = %.1f GB × %s = $%.2f\n",
 			m.Records, hostRecordsTimer, hostRecordsQueue, per(u.Lines), recordBytes, m.LogGB, usd(priceLogsGB.USD), m.LogUSD)
 		share := ""
 		if m.Arrivals > 0 {
-			share = fmt.Sprintf(" (pickup's share $%.2f: without it $%.2f)", pickupShare(h, r.Pickup), m.Total-pickupShare(h, r.Pickup))
+			s := pickupShare(h, r.Pickup, d)
+			share = fmt.Sprintf(" (pickup's share $%.2f: without it $%.2f)", s, m.Total-s)
 		}
-		fmt.Fprintf(w, "  total           $%.2f a month%s; the same work on one always-on EP1 instance: $%.2f ($%.2f of compute, the same queue, Cosmos DB and logs)\n",
-			m.Total, share, m.AlwaysOn, priceEP1Hour.USD*costMonth.Hours())
+		small, _ := estimate(h, r.Pickup, smallDeployment())
+		fmt.Fprintf(w, "  total           $%.2f a month%s; at 512 MB instances $%.2f (the same execution times assumed); the free grants, unused elsewhere, would take off $%.2f; the same work on one always-on EP1 instance: $%.2f ($%.2f of compute, the same queue, Cosmos DB and logs)\n",
+			m.Total, share, small.Total, m.Grants, m.AlwaysOn, priceEP1Hour.USD*costMonth.Hours())
 	}
 }
 
 // costHeadlines adds the monthly estimates to the headline lines.
-// alwaysReadyUSD is what one always-ready instance of memoryMB costs a
-// month in baseline alone.
-func alwaysReadyUSD(memoryMB int) float64 {
-	return float64(memoryMB) / 1024 * costMonth.Seconds() * priceFlexAlwaysReady.USD
-}
-
 func (r *results) costHeadlines() {
 	r.add("always_ready_usd_month_per_instance_2048mb", f2(alwaysReadyUSD(2048)))
 	r.add("always_ready_usd_month_per_instance_512mb", f2(alwaysReadyUSD(512)))
@@ -484,12 +797,16 @@ func (r *results) costHeadlines() {
 		if !ok {
 			continue
 		}
-		if m, measured := estimate(h, r.Pickup); measured {
-			r.add(fmt.Sprintf("cost_usd_month_n%d", n), f2(m.Total))
-			r.add(fmt.Sprintf("cost_usd_month_always_on_n%d", n), f2(m.AlwaysOn))
-			if r.Pickup != nil {
-				r.add(fmt.Sprintf("cost_usd_month_pickup_n%d", n), f2(pickupShare(h, r.Pickup)))
-			}
+		m, measured := estimate(h, r.Pickup, templateDeployment)
+		if !measured {
+			continue
+		}
+		small, _ := estimate(h, r.Pickup, smallDeployment())
+		r.add(fmt.Sprintf("cost_usd_month_n%d", n), f2(m.Total))
+		r.add(fmt.Sprintf("cost_usd_month_512mb_n%d", n), f2(small.Total))
+		r.add(fmt.Sprintf("cost_usd_month_always_on_n%d", n), f2(m.AlwaysOn))
+		if r.Pickup != nil {
+			r.add(fmt.Sprintf("cost_usd_month_pickup_n%d", n), f2(pickupShare(h, r.Pickup, templateDeployment)))
 		}
 	}
 }
