@@ -286,5 +286,5 @@ func TestHandlerRefusesACapOverTheBudget(t *testing.T) {
 	require.Equal(t, 1, exit.ExitCode())
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	require.Len(t, lines, 1, string(out))
-	require.Contains(t, lines[0], "CLUSTER_SERVICE_MAX_IN_FLIGHT: 64 in each of MAXIMUM_INSTANCE_COUNT 8 instances is 512")
+	require.Contains(t, lines[0], "CLUSTER_SERVICE_MAX_IN_FLIGHT: 64 in each of 8 instances (MAXIMUM_INSTANCE_COUNT 8) is 512")
 }
