@@ -928,13 +928,18 @@ func (e *evaluator) call(name string, args []any) (any, error) {
 			m = min(m, x)
 		}
 		return m, nil
-	case "div", "mul":
+	case "div", "mul", "add", "greater":
 		n, err := ints()
 		if err != nil || len(n) != 2 {
 			return nil, fmt.Errorf("%s takes two ints", name)
 		}
-		if name == "mul" {
+		switch name {
+		case "mul":
 			return n[0] * n[1], nil
+		case "add":
+			return n[0] + n[1], nil
+		case "greater":
+			return n[0] > n[1], nil
 		}
 		if n[1] == 0 {
 			return nil, fmt.Errorf("div by zero")
@@ -968,6 +973,45 @@ func (e *evaluator) call(name string, args []any) (any, error) {
 			return nil, fmt.Errorf("equals takes two arguments")
 		}
 		return fmt.Sprint(args[0]) == fmt.Sprint(args[1]), nil
+	case "and":
+		if len(args) < 2 {
+			return nil, fmt.Errorf("and takes two or more bools")
+		}
+		all := true
+		for _, a := range args {
+			b, ok := a.(bool)
+			if !ok {
+				return nil, fmt.Errorf("and: %v is not a bool", a)
+			}
+			all = all && b
+		}
+		return all, nil
+	case "createArray":
+		return append([]any{}, args...), nil
+	case "createObject":
+		if len(args)%2 != 0 {
+			return nil, fmt.Errorf("createObject takes pairs of names and values")
+		}
+		out := map[string]any{}
+		for i := 0; i < len(args); i += 2 {
+			k, ok := args[i].(string)
+			if !ok {
+				return nil, fmt.Errorf("createObject: name %v is not a string", args[i])
+			}
+			out[k] = args[i+1]
+		}
+		return out, nil
+	case "concat":
+		// ARM concatenates arrays, or strings, not a mix.
+		var list []any
+		for i, a := range args {
+			l, ok := a.([]any)
+			if !ok {
+				return nil, fmt.Errorf("concat: argument %d is %v; these checks concatenate arrays only", i+1, a)
+			}
+			list = append(list, l...)
+		}
+		return append([]any{}, list...), nil
 	case "not":
 		if len(args) != 1 {
 			return nil, fmt.Errorf("not takes one argument")

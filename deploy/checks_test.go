@@ -589,63 +589,176 @@ func checkNoSecrets(texts map[string]string, d *deployment) error {
 	return nil
 }
 
-// clusterServiceBound returns the app's instance limit, the per-process
-// Cluster Service cap and the budget their product must stay within.
-func clusterServiceBound(d *deployment) (instances, perProcess, budget int64, err error) {
+// bound is what the app-wide bound on Cluster Service is made of.
+type bound struct {
+	// poll and pickup are the most instances each calling group reaches:
+	// poll's maximumInstanceCount, and pickup's reach when the host runs
+	// it, else 0.
+	poll, pickup int64
+	// perProcess is CLUSTER_SERVICE_MAX_IN_FLIGHT, wanted the cap the
+	// parameters ask for, and budget the stated app-wide budget.
+	perProcess, wanted, budget int64
+}
+
+// clusterServiceBound reads the bound from a deployment: the site's
+// instance limit, whether the host runs pickup and how far its group
+// reaches (PICKUP_MAXIMUM_INSTANCE_COUNT, 0 meaning the instance limit),
+// the per-process cap and the budget. The settings the handler checks the
+// bound with at start must be the ones the platform applies.
+func clusterServiceBound(d *deployment) (bound, error) {
+	var b bound
 	site, err := d.one("Microsoft.Web/sites")
 	if err != nil {
-		return 0, 0, 0, err
+		return b, err
 	}
-	instances, ok := path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency", "maximumInstanceCount").(int64)
+	limit, ok := path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency", "maximumInstanceCount").(int64)
 	if !ok {
-		return 0, 0, 0, fmt.Errorf("functionAppConfig.scaleAndConcurrency.maximumInstanceCount is not set: Flex Consumption would allow 100 instances")
+		return b, fmt.Errorf("functionAppConfig.scaleAndConcurrency.maximumInstanceCount is not set: Flex Consumption would allow 100 instances")
 	}
 	settings, err := d.appSettings()
 	if err != nil {
-		return 0, 0, 0, err
+		return b, err
 	}
-	perProcess, err = strconv.ParseInt(settings["CLUSTER_SERVICE_MAX_IN_FLIGHT"], 10, 64)
+	if got := settings["MAXIMUM_INSTANCE_COUNT"]; got != strconv.FormatInt(limit, 10) {
+		return b, fmt.Errorf("MAXIMUM_INSTANCE_COUNT is %q but the site's maximumInstanceCount is %d: the handler would check the budget against another limit", got, limit)
+	}
+	b.poll = limit
+	pickup, err := pickupRuns(settings)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT %q is not set to a number: the handler would use its default", settings["CLUSTER_SERVICE_MAX_IN_FLIGHT"])
+		return b, err
 	}
-	budget, ok = d.params["clusterServiceBudget"].(int64)
-	if !ok {
-		return 0, 0, 0, fmt.Errorf("parameter clusterServiceBudget is missing")
+	if pickup {
+		b.pickup = limit
+		if v := settings["PICKUP_MAXIMUM_INSTANCE_COUNT"]; v != "" && v != "0" {
+			if b.pickup, err = strconv.ParseInt(v, 10, 64); err != nil {
+				return b, fmt.Errorf("PICKUP_MAXIMUM_INSTANCE_COUNT %q is not a number", v)
+			}
+		}
 	}
-	return instances, perProcess, budget, nil
+	if b.perProcess, err = strconv.ParseInt(settings["CLUSTER_SERVICE_MAX_IN_FLIGHT"], 10, 64); err != nil {
+		return b, fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT %q is not set to a number: the handler would use its default", settings["CLUSTER_SERVICE_MAX_IN_FLIGHT"])
+	}
+	if b.budget, ok = d.params["clusterServiceBudget"].(int64); !ok {
+		return b, fmt.Errorf("parameter clusterServiceBudget is missing")
+	}
+	if got := settings["CLUSTER_SERVICE_BUDGET"]; got != strconv.FormatInt(b.budget, 10) {
+		return b, fmt.Errorf("CLUSTER_SERVICE_BUDGET is %q, not clusterServiceBudget %d", got, b.budget)
+	}
+	if b.wanted, ok = d.params["clusterServiceMaxInFlight"].(int64); !ok {
+		return b, fmt.Errorf("parameter clusterServiceMaxInFlight is missing")
+	}
+	return b, nil
 }
 
-// callerGroups are the function groups that call Cluster Service, poll and
-// pickup: on Flex Consumption each scales on its own, up to
-// maximumInstanceCount instances if the limit bounds each group.
-const callerGroups = 2
+// pickupRuns tells whether the host runs pickup with these settings, as
+// the handler reads the host's rule.
+func pickupRuns(settings map[string]string) (bool, error) {
+	env := map[string]string{"FUNCTIONS_CUSTOMHANDLER_PORT": "7071"}
+	for k, v := range settings {
+		env[k] = v
+	}
+	// Without the bound's settings the handler loads whatever the bound.
+	for _, k := range []string{"CLUSTER_SERVICE_MAX_IN_FLIGHT", "CLUSTER_SERVICE_BUDGET", "MAXIMUM_INSTANCE_COUNT", "PICKUP_MAXIMUM_INSTANCE_COUNT"} {
+		delete(env, k)
+	}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		return false, fmt.Errorf("the handler would not start with these settings: %w", err)
+	}
+	return cfg.PickupRuns, nil
+}
 
 // checkBudget checks the app-wide bound on Cluster Service: each handler
-// process keeps at most CLUSTER_SERVICE_MAX_IN_FLIGHT requests in flight,
-// and poll and pickup run at most maximumInstanceCount processes each, so
-// the cap times both groups' instances must stay within the budget. The
-// template passes CLUSTER_SERVICE_BUDGET and MAXIMUM_INSTANCE_COUNT too, so
-// the handler checks the same at start. A cap under 1 is refused by the
-// handler at start, which makes no requests at all.
+// process keeps at most CLUSTER_SERVICE_MAX_IN_FLIGHT requests in flight;
+// poll's group runs at most maximumInstanceCount processes and pickup's,
+// when it runs, at most its reach, so the cap times their sum must stay
+// within the budget whether the platform applies the limit to each group
+// or to the whole app. The cap is the one the parameters ask for, lowered
+// to the budget's share of each instance as the handler computes it, and
+// no lower. A cap under 1 must be one the handler refuses at start, which
+// makes no requests at all.
 func checkBudget(d *deployment) error {
-	instances, perProcess, budget, err := clusterServiceBound(d)
+	b, err := clusterServiceBound(d)
 	if err != nil {
 		return err
 	}
-	if perProcess < 1 {
+	if b.pickup > b.poll {
+		return fmt.Errorf("pickup reaches %d instances, more than maximumInstanceCount %d", b.pickup, b.poll)
+	}
+	instances := b.poll + b.pickup
+	if want := min(b.wanted, b.budget/instances); b.perProcess != want {
+		return fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT is %d, want min(%d, %d / (%d + %d)) = %d, the handler's rule", b.perProcess, b.wanted, b.budget, b.poll, b.pickup, want)
+	}
+	if b.perProcess < 1 {
 		settings, _ := d.appSettings()
 		env := map[string]string{"FUNCTIONS_CUSTOMHANDLER_PORT": "7071"}
 		for k, v := range settings {
 			env[k] = v
 		}
 		if _, err := config.Load(func(k string) string { return env[k] }); err == nil {
-			return fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT %d is accepted by the handler", perProcess)
+			return fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT %d is accepted by the handler", b.perProcess)
 		}
 		return nil
 	}
-	if callerGroups*instances*perProcess > budget {
-		return fmt.Errorf("%d groups × %d instances × %d requests in flight = %d, over the Cluster Service budget of %d",
-			callerGroups, instances, perProcess, callerGroups*instances*perProcess, budget)
+	if instances*b.perProcess > b.budget {
+		return fmt.Errorf("(%d poll + %d pickup instances) × %d requests in flight = %d, over the Cluster Service budget of %d",
+			b.poll, b.pickup, b.perProcess, instances*b.perProcess, b.budget)
+	}
+	return nil
+}
+
+// checkAlwaysReady checks the always-ready instances the site buys: each
+// entry names a function of the app as Flex names a function outside the
+// http, blob and durable groups (function:<name>), at least 1 and at most
+// maximumInstanceCount instances, none for a function the host does not
+// run, and each function at most once.
+func checkAlwaysReady(d *deployment, fns []function) error {
+	site, err := d.one("Microsoft.Web/sites")
+	if err != nil {
+		return err
+	}
+	sc := path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency")
+	limit, _ := path(sc, "maximumInstanceCount").(int64)
+	raw := path(sc, "alwaysReady")
+	if raw == nil {
+		return nil
+	}
+	entries, ok := raw.([]any)
+	if !ok {
+		return fmt.Errorf("alwaysReady is %v, not a list", raw)
+	}
+	settings, err := d.appSettings()
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		name, _ := path(e, "name").(string)
+		fn, ok := strings.CutPrefix(name, "function:")
+		if !ok || !slices.ContainsFunc(fns, func(f function) bool { return f.name == fn }) {
+			return fmt.Errorf("alwaysReady entry %q is not function:<name> of a function of the app", name)
+		}
+		if seen[fn] {
+			return fmt.Errorf("alwaysReady names %s twice", name)
+		}
+		seen[fn] = true
+		n, _ := path(e, "instanceCount").(int64)
+		switch {
+		case n < 1:
+			return fmt.Errorf("alwaysReady entry %s has %d instances: leave it out", name, n)
+		case n > limit:
+			return fmt.Errorf("alwaysReady entry %s has %d instances, over maximumInstanceCount %d", name, n, limit)
+		}
+		if fn != "pickup" {
+			continue
+		}
+		runs, err := pickupRuns(settings)
+		if err != nil {
+			return err
+		}
+		if !runs {
+			return fmt.Errorf("alwaysReady entry %s bills %d instances of a function the host does not run", name, n)
+		}
 	}
 	return nil
 }

@@ -7,5 +7,6 @@
 // each resource's provider and API version and against what a schema
 // cannot see (the built-in roles, the handler's settings in every
 // combination of the parameters, the bindings' names, secrets, identities,
-// the network path and the Cluster Service budget).
+// the network path, the Cluster Service budget and the always-ready
+// instances).
 package deploy

@@ -87,6 +87,9 @@ type combination struct {
 	partitionKey          string
 	deadline              string
 	telemetry             bool
+	// pickupMax is pickupMaximumInstanceCount, and alwaysReady both
+	// alwaysReadyPoll and alwaysReadyPickup.
+	pickupMax, alwaysReady int64
 }
 
 func (c combination) values(example map[string]any) map[string]any {
@@ -102,6 +105,9 @@ func (c combination) values(example map[string]any) map[string]any {
 		}
 	}
 	v["pickupEnabled"] = c.pickup
+	v["pickupMaximumInstanceCount"] = c.pickupMax
+	v["alwaysReadyPoll"] = c.alwaysReady
+	v["alwaysReadyPickup"] = c.alwaysReady
 	v["cosmosOperationsPartitionKey"] = c.partitionKey
 	for _, k := range []string{"Create", "Update", "Delete", "RequestCredential", "RevokeCredentials"} {
 		v["operationDeadline"+k] = c.deadline
@@ -132,16 +138,19 @@ func TestHandlerStartsInEveryCombination(t *testing.T) {
 				for _, partitionKey := range []string{"", "workaround"} {
 					for _, deadline := range []string{"", "none", "90m"} {
 						for _, telemetry := range []bool{false, true} {
-							c := combination{network[0], network[1], credentials, pickup, partitionKey, deadline, telemetry}
-							checkCombination(t, f, c)
-							n++
+							for _, pickupMax := range []int64{0, 1, 40} {
+								alwaysReady := int64(n % 2)
+								c := combination{network[0], network[1], credentials, pickup, partitionKey, deadline, telemetry, pickupMax, alwaysReady}
+								checkCombination(t, f, c)
+								n++
+							}
 						}
 					}
 				}
 			}
 		}
 	}
-	require.Equal(t, 144, n)
+	require.Equal(t, 432, n)
 }
 
 func checkCombination(t *testing.T, f fixture, c combination) {
@@ -174,7 +183,24 @@ func checkCombination(t *testing.T, f fixture, c combination) {
 	require.Equal(t, c.partitionKey, settings["COSMOS_OPERATIONS_PARTITION_KEY"], what)
 	require.Equal(t, c.telemetry, settings["OTEL_EXPORTER_OTLP_ENDPOINT"] != "", what)
 	require.Equal(t, int64(40), d.params["maximumInstanceCount"])
-	require.Equal(t, int64(3), int64(cfg.ClusterServiceMaxInFlight), what)
+	wantPickup := map[int64]int{0: 40, 1: 1, 40: 40}[c.pickupMax]
+	wantCap := 256 / 40
+	if c.pickup {
+		wantCap = 256 / (40 + wantPickup)
+	}
+	require.Equal(t, wantCap, cfg.ClusterServiceMaxInFlight, what)
+	require.Equal(t, wantPickup, cfg.PickupMaximumInstanceCount, what)
+
+	site, err := d.one("Microsoft.Web/sites")
+	require.NoError(t, err)
+	var wantReady []any
+	if c.alwaysReady > 0 {
+		wantReady = append(wantReady, map[string]any{"name": "function:poll", "instanceCount": c.alwaysReady})
+		if c.pickup {
+			wantReady = append(wantReady, map[string]any{"name": "function:pickup", "instanceCount": c.alwaysReady})
+		}
+	}
+	require.ElementsMatch(t, wantReady, path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency", "alwaysReady"), what)
 }
 
 // TestChecksRefuseUnworkableParameters deploys parameter values with which
@@ -204,6 +230,16 @@ func TestChecksRefuseUnworkableParameters(t *testing.T) {
 			name:   "client credentials without the vault",
 			values: map[string]any{"clusterServiceSecretVault": ""},
 			want:   "key vault secrets user on /subscriptions/11111111-2222-3333-4444-555555555555/resourcegroups/arohcp-int-eastus-rp/providers/microsoft.keyvault/vaults//secrets/opstatus-cluster-service",
+		},
+		{
+			name:   "more always-ready poll instances than the instance limit",
+			values: map[string]any{"alwaysReadyPoll": 41},
+			want:   "alwaysReady entry function:poll has 41 instances, over maximumInstanceCount 40",
+		},
+		{
+			name:   "pickup reaching more instances than the instance limit",
+			values: map[string]any{"pickupMaximumInstanceCount": 41},
+			want:   "PICKUP_MAXIMUM_INSTANCE_COUNT: 41 is more than MAXIMUM_INSTANCE_COUNT 40",
 		},
 		{
 			name:   "a deadline that is not a duration",

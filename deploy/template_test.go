@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opstatus/opstatus/internal/config"
 	"github.com/stretchr/testify/require"
 )
 
@@ -47,6 +48,7 @@ var checks = []struct {
 	{"bindings", func(d *deployment, f fixture) error { return checkBindings(d, f.functions, f.host) }},
 	{"secrets", func(d *deployment, f fixture) error { return checkNoSecrets(texts(f), d) }},
 	{"budget", func(d *deployment, _ fixture) error { return checkBudget(d) }},
+	{"always ready", func(d *deployment, f fixture) error { return checkAlwaysReady(d, f.functions) }},
 	{"flex", func(d *deployment, _ fixture) error { return checkFlex(d) }},
 	{"instance floor", func(_ *deployment, f fixture) error { return checkInstanceFloor(f.template) }},
 	{"names", checkNames},
@@ -98,43 +100,98 @@ func TestDefaultsGiveTheStatedBudget(t *testing.T) {
 	for _, name := range []string{"appName", "storageAccountName", "subnetId", "cosmosAccountName", "cosmosDatabase", "clusterServiceUrl"} {
 		required[name] = f.values[name]
 	}
-	d, err := resolve(f.template, required, exampleScope)
-	require.NoError(t, err)
-	require.NoError(t, checkBudget(d))
-	instances, perProcess, budget, err := clusterServiceBound(d)
-	require.NoError(t, err)
-	require.Equal(t, []int64{40, 3, 256}, []int64{instances, perProcess, budget})
+	tests := []struct {
+		name   string
+		values map[string]any
+		want   bound
+	}{
+		{"defaults", nil, bound{poll: 40, pickup: 40, perProcess: 3, wanted: 64, budget: 256}},
+		{"pickup off", map[string]any{"pickupEnabled": false}, bound{poll: 40, pickup: 0, perProcess: 6, wanted: 64, budget: 256}},
+		{"one physical partition", map[string]any{"pickupMaximumInstanceCount": 1}, bound{poll: 40, pickup: 1, perProcess: 6, wanted: 64, budget: 256}},
+		{"pickup off, one physical partition", map[string]any{"pickupEnabled": false, "pickupMaximumInstanceCount": 1}, bound{poll: 40, pickup: 0, perProcess: 6, wanted: 64, budget: 256}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			values := map[string]any{}
+			for k, v := range required {
+				values[k] = v
+			}
+			for k, v := range tc.values {
+				values[k] = v
+			}
+			d, err := resolve(f.template, values, exampleScope)
+			require.NoError(t, err)
+			require.NoError(t, checkBudget(d))
+			b, err := clusterServiceBound(d)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, b)
+		})
+	}
 
-	d, err = resolve(f.template, f.values, exampleScope)
+	d, err := resolve(f.template, f.values, exampleScope)
 	require.NoError(t, err)
-	instances, perProcess, budget, err = clusterServiceBound(d)
+	b, err := clusterServiceBound(d)
 	require.NoError(t, err)
-	require.LessOrEqual(t, callerGroups*instances*perProcess, budget, "the example environment")
-	require.Positive(t, perProcess)
+	require.LessOrEqual(t, (b.poll+b.pickup)*b.perProcess, b.budget, "the example environment")
+	require.Positive(t, b.perProcess)
 }
 
 // TestBudgetHoldsForAnyParameters deploys the template with parameter values
-// chosen to break the bound, including more instances than the budget: the
-// per-process cap is lowered to keep the product within it, or to 0, which
-// the handler refuses at start.
+// chosen to break the bound, including more instances than the budget, with
+// pickup on and off: the per-process cap is the one the handler would
+// compute from the budget and the instances (the cap wanted, if it fits),
+// or 0, which the handler refuses at start.
 func TestBudgetHoldsForAnyParameters(t *testing.T) {
 	f := load(t)
-	for _, instances := range []int64{1, 2, 3, 4, 5, 7, 8, 9, 16, 100, 255, 256, 257, 1000} {
-		for _, perProcess := range []int64{1, 32, 64, 65, 100, 4096} {
-			for _, budget := range []int64{1, 100, 256, 1000} {
-				values := map[string]any{}
-				for k, v := range f.values {
-					values[k] = v
+	n := 0
+	for _, instances := range []int64{1, 2, 3, 4, 5, 7, 8, 9, 16, 40, 100, 255, 256, 257, 1000} {
+		for _, pickupMax := range []int64{0, 1, 2, 40, instances} {
+			for _, pickup := range []bool{true, false} {
+				for _, perProcess := range []int64{1, 3, 32, 64, 65, 100, 4096} {
+					for _, budget := range []int64{1, 100, 256, 1000} {
+						values := map[string]any{}
+						for k, v := range f.values {
+							values[k] = v
+						}
+						values["maximumInstanceCount"] = instances
+						values["pickupMaximumInstanceCount"] = min(pickupMax, instances)
+						values["pickupEnabled"] = pickup
+						values["clusterServiceMaxInFlight"] = perProcess
+						values["clusterServiceBudget"] = budget
+						what := fmt.Sprintf("%v", values)
+						d, err := resolve(f.template, values, exampleScope)
+						require.NoError(t, err, what)
+						require.NoError(t, checkBudget(d), what)
+						b, err := clusterServiceBound(d)
+						require.NoError(t, err, what)
+						require.Equal(t, handlerCap(t, d, perProcess), b.perProcess, what)
+						n++
+					}
 				}
-				values["maximumInstanceCount"] = instances
-				values["clusterServiceMaxInFlight"] = perProcess
-				values["clusterServiceBudget"] = budget
-				d, err := resolve(f.template, values, exampleScope)
-				require.NoError(t, err)
-				require.NoError(t, checkBudget(d), "instances %d, per process %d, budget %d", instances, perProcess, budget)
 			}
 		}
 	}
+	require.Equal(t, 15*5*2*7*4, n)
+}
+
+// handlerCap is the cap the handler computes from the deployment's
+// settings with CLUSTER_SERVICE_MAX_IN_FLIGHT left out, as wanted if that
+// fits: 0 when the budget is less than one request for each instance.
+func handlerCap(t *testing.T, d *deployment, wanted int64) int64 {
+	t.Helper()
+	settings, err := d.appSettings()
+	require.NoError(t, err)
+	env := map[string]string{"FUNCTIONS_CUSTOMHANDLER_PORT": "7071"}
+	for k, v := range settings {
+		env[k] = v
+	}
+	delete(env, "CLUSTER_SERVICE_MAX_IN_FLIGHT")
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		require.ErrorContains(t, err, "is less than one request in flight")
+		return 0
+	}
+	return min(wanted, int64(cfg.ClusterServiceMaxInFlight))
 }
 
 func TestParametersFileDeclaresOnlyTemplateParameters(t *testing.T) {
@@ -150,8 +207,10 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 	tests := []struct {
 		name  string
 		check string
-		edit  func(t *testing.T, tmpl map[string]any)
-		want  string
+		// values are parameter values the case deploys the copy with.
+		values map[string]any
+		edit   func(t *testing.T, tmpl map[string]any)
+		want   string
 	}{
 		{
 			name:  "a role GUID that is not the role its name says",
@@ -418,7 +477,84 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 				variables(tmpl)["clusterServiceMaxInFlight"] = "[parameters('clusterServiceMaxInFlight')]"
 				parameters(tmpl)["maximumInstanceCount"].(map[string]any)["defaultValue"] = 8
 			},
-			want: "2 groups × 8 instances × 64 requests in flight = 1024, over the Cluster Service budget of 256",
+			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 64, want min(64, 256 / (8 + 8)) = 16",
+		},
+		{
+			name:  "the cap shared among poll's instances alone",
+			check: "budget",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["clusterServiceInstances"] = "[parameters('maximumInstanceCount')]"
+			},
+			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 6, want min(64, 256 / (40 + 40)) = 3",
+		},
+		{
+			name:   "pickup's instances counted when the host does not run it",
+			check:  "budget",
+			values: map[string]any{"pickupEnabled": false},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["clusterServiceInstances"] = "[add(parameters('maximumInstanceCount'), variables('pickupInstances'))]"
+			},
+			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 3, want min(64, 256 / (40 + 0)) = 6",
+		},
+		{
+			name:   "pickup's reach left out of the cap",
+			check:  "budget",
+			values: map[string]any{"pickupMaximumInstanceCount": 1},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["clusterServiceInstances"] = "[mul(2, parameters('maximumInstanceCount'))]"
+			},
+			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 3, want min(64, 256 / (40 + 1)) = 6",
+		},
+		{
+			name:  "PICKUP_MAXIMUM_INSTANCE_COUNT larger than the cap was computed for",
+			check: "budget",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["clusterServiceInstances"] = "[add(parameters('maximumInstanceCount'), 1)]"
+				setSetting(t, tmpl, "PICKUP_MAXIMUM_INSTANCE_COUNT", "40")
+			},
+			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 6, want min(64, 256 / (40 + 40)) = 3",
+		},
+		{
+			name:  "the handler told another instance limit than the site's",
+			check: "budget",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "MAXIMUM_INSTANCE_COUNT", "20")
+			},
+			want: "MAXIMUM_INSTANCE_COUNT is \"20\" but the site's maximumInstanceCount is 40",
+		},
+		{
+			name:  "more always-ready instances than the instance limit",
+			check: "always ready",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["alwaysReady"] = "[createArray(createObject('name', 'function:poll', 'instanceCount', add(parameters('maximumInstanceCount'), 1)))]"
+			},
+			want: "alwaysReady entry function:poll has 41 instances, over maximumInstanceCount 40",
+		},
+		{
+			name:   "an always-ready instance billed for pickup when the host does not run it",
+			check:  "always ready",
+			values: map[string]any{"pickupEnabled": false},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["alwaysReady"] = "[createArray(createObject('name', 'function:pickup', 'instanceCount', parameters('alwaysReadyPickup')))]"
+			},
+			want: "alwaysReady entry function:pickup bills 1 instances of a function the host does not run",
+		},
+		{
+			name:   "an always-ready entry of 0 instances",
+			check:  "always ready",
+			values: map[string]any{"alwaysReadyPoll": 0},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["alwaysReady"] = "[createArray(createObject('name', 'function:poll', 'instanceCount', parameters('alwaysReadyPoll')))]"
+			},
+			want: "alwaysReady entry function:poll has 0 instances: leave it out",
+		},
+		{
+			name:  "an always-ready entry named as a group Flex does not have",
+			check: "always ready",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["alwaysReady"] = strings.Replace(variables(tmpl)["alwaysReady"].(string), "'function:poll'", "'poll'", 1)
+			},
+			want: "alwaysReady entry \"poll\" is not function:<name> of a function of the app",
 		},
 		{
 			name:  "no instance limit",
@@ -550,6 +686,16 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 					}
 				}
 			}
+			if tc.values != nil {
+				values := map[string]any{}
+				for k, v := range edited.values {
+					values[k] = v
+				}
+				for k, v := range tc.values {
+					values[k] = v
+				}
+				edited.values = values
+			}
 			tc.edit(t, edited.template)
 			d, err := resolve(edited.template, edited.values, exampleScope)
 			require.NoError(t, err)
@@ -578,6 +724,13 @@ func TestResolveRefusesWhatTheChecksCannotFollow(t *testing.T) {
 				setSetting(t, tmpl, "AZURE_LOCATION", "[toLower(parameters('azureLocation'))]")
 			},
 			want: "function toLower is not one these checks evaluate",
+		},
+		{
+			name: "a concat of strings, which the checks do not follow",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "AZURE_LOCATION", "[concat(parameters('azureLocation'), '')]")
+			},
+			want: "these checks concatenate arrays only",
 		},
 		{
 			name: "a runtime property no check models",

@@ -166,9 +166,10 @@ type deployment struct {
 }
 
 // templateDeployment is deploy/azuredeploy.json's defaults: 2,048 MB
-// instances, no always-ready instance; one lease assumed (a container
-// under 10,000 RU/s and 50 GB has one physical partition).
-var templateDeployment = deployment{MemoryMB: 2048, AlwaysReady: map[string]int{}, PickupLeases: 1}
+// instances, one always-ready instance each for poll and pickup; one lease
+// assumed (a container under 10,000 RU/s and 50 GB has one physical
+// partition).
+var templateDeployment = deployment{MemoryMB: 2048, AlwaysReady: map[string]int{"poll": 1, "pickup": 1}, PickupLeases: 1}
 
 // gb is the instance memory in the GB of the GB-s meters.
 func (d deployment) gb() float64 { return float64(d.MemoryMB) / 1024 }
