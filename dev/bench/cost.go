@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -157,7 +158,8 @@ type deployment struct {
 	// MemoryMB is instanceMemoryMB.
 	MemoryMB int
 	// AlwaysReady is the always-ready instance count of each function
-	// group; deploy/azuredeploy.json sets none.
+	// group, billed its baseline all month whether or not the run
+	// measured the group.
 	AlwaysReady map[string]int
 	// PickupLeases is the leases of pickup's trigger, one per physical
 	// partition of the Operations container; the trigger runs at most one
@@ -625,8 +627,10 @@ func (m *monthly) price() {
 		onDemandGBs += g.GBs * (1 - ready)
 		m.GBs += g.GBs
 		m.ExecUSD += g.ExecUSD
-		m.BaselineUSD += g.BaselineUSD
 		m.Executions += g.Executions * m.Intervals
+	}
+	for _, n := range m.Deployment.AlwaysReady {
+		m.BaselineUSD += float64(n) * alwaysReadyUSD(m.Deployment.MemoryMB)
 	}
 	m.CallsUSD = m.Executions / 1e6 * priceFlexExecutions.USD
 
@@ -670,6 +674,9 @@ func rpFloorRUs() int {
 // person saves by disabling it.
 func pickupShare(h hostResult, p *pickupResult, d deployment) float64 {
 	with, _ := estimate(h, p, d)
+	// Without pickup the template buys no always-ready instance for it.
+	d.AlwaysReady = maps.Clone(d.AlwaysReady)
+	delete(d.AlwaysReady, "pickup")
 	without, _ := estimate(h, nil, d)
 	return with.Total - without.Total
 }
@@ -695,6 +702,18 @@ func smallDeployment() deployment {
 	return d
 }
 
+// readyList formats always-ready counts as the template names them.
+func readyList(ready map[string]int) string {
+	var parts []string
+	for _, fn := range slices.Sorted(maps.Keys(ready)) {
+		parts = append(parts, fmt.Sprintf("function:%s %d", fn, ready[fn]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // usd formats a price without an exponent.
 func usd(v float64) string { return "$" + strconv.FormatFloat(v, 'f', -1, 64) }
 
@@ -715,8 +734,8 @@ func grouped(v float64) string {
 // inputs, and what is missing for the others.
 func (r *results) costs(w io.Writer) {
 	d := templateDeployment
-	fmt.Fprintf(w, "\nwhat it costs a month on Flex Consumption, as deploy/azuredeploy.json deploys it (%d MB instances; always-ready instances: none; a month is %.0f h: %s scans, one every %s, each active operation polled once per scan; US prices; no free grant in the totals)\n",
-		d.MemoryMB, costMonth.Hours(), grouped(float64(costMonth/scanInterval)), secs(scanInterval))
+	fmt.Fprintf(w, "\nwhat it costs a month on Flex Consumption, as deploy/azuredeploy.json deploys it (%d MB instances; always-ready instances: %s; a month is %.0f h: %s scans, one every %s, each active operation polled once per scan; US prices; no free grant in the totals)\n",
+		d.MemoryMB, readyList(d.AlwaysReady), costMonth.Hours(), grouped(float64(costMonth/scanInterval)), secs(scanInterval))
 	fmt.Fprintf(w, "  billing: each instance billed memory × the time it executes at least one invocation (concurrent invocations once), each activity period at least %s then in %s steps, an invocation inside a period's billed time extending it; pickup's instance laid out from the month's arrivals, at most one per lease (%d assumed)\n",
 		secs(minBilled), ms(billStep), d.PickupLeases)
 	for _, p := range prices {
@@ -734,7 +753,7 @@ func (r *results) costs(w io.Writer) {
 	}
 	fmt.Fprintf(w, "), so it already pays %s RU/s every hour (10 %% of each maximum: $%.2f a month, not opstatus's); opstatus adds its request units a second to each hour's peak\n",
 		grouped(float64(rpFloorRUs())), float64(rpFloorRUs())/100*costMonth.Hours()*priceCosmosAutoscale.USD)
-	fmt.Fprintf(w, "  an always-ready instance (for poll or pickup) would add $%.2f a month at %d MB, $%.2f at 512 MB (baseline; its execution time then bills at %s per GB-s)\n",
+	fmt.Fprintf(w, "  an always-ready instance costs $%.2f a month at %d MB, $%.2f at 512 MB (baseline, in the totals; its execution time then bills at %s per GB-s)\n",
 		alwaysReadyUSD(d.MemoryMB), d.MemoryMB, alwaysReadyUSD(512), usd(priceFlexReadyGBs.USD))
 	for _, n := range costNs {
 		h, ok := r.costRun(n)
@@ -757,6 +776,9 @@ func (r *results) costs(w io.Writer) {
 			}
 			fmt.Fprintf(w, "  %-15s %d instance(s), %s: busy %.2f s, billed %.2f s of at most %.0f s%s, %.1f invocations; × %.2f GB = %s GB-s = $%.2f\n",
 				g.Function, g.Instances, from, g.Busy, g.Billed, g.Cap, capped, g.Executions, d.gb(), grouped(g.GBs), g.ExecUSD)
+		}
+		if m.BaselineUSD > 0 {
+			fmt.Fprintf(w, "  always ready    %s, each $%.2f a month in baseline = $%.2f\n", readyList(d.AlwaysReady), alwaysReadyUSD(d.MemoryMB), m.BaselineUSD)
 		}
 		fmt.Fprintf(w, "  executions      %s × %s per million = $%.2f\n", grouped(m.Executions), usd(priceFlexExecutions.USD), m.CallsUSD)
 		fmt.Fprintf(w, "  queue           %.1f requests (%.1f puts, %.1f receives counting the empty ones, %.1f deletes, %.2f timer lease renewals) = %s × %s per 10,000 = $%.2f\n",

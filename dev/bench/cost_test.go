@@ -177,15 +177,19 @@ func hostAtN1000() hostResult {
 	}
 }
 
+// onDemand is the template's deployment without always-ready instances:
+// every execution at the on-demand rate.
+var onDemand = deployment{MemoryMB: 2048, AlwaysReady: map[string]int{}, PickupLeases: 1}
+
 func TestEstimate(t *testing.T) {
-	m, ok := estimate(hostAtN1000(), nil, templateDeployment)
+	m, ok := estimate(hostAtN1000(), nil, onDemand)
 	require.True(t, ok)
 	require.Equal(t, 262800.0, m.Intervals, "730 h of 10 s intervals")
 
 	// 2 s billed × 2 GB × 262,800 intervals at $0.000026 per GB-s.
 	require.InDelta(t, 1051200, m.GBs, 1e-6)
 	require.InDelta(t, 27.3312, m.ExecUSD, 1e-6)
-	require.Zero(t, m.BaselineUSD, "the template sets no always-ready instance")
+	require.Zero(t, m.BaselineUSD, "no always-ready instance")
 	// 11 invocations × 262,800 at $0.40 per million.
 	require.InDelta(t, 2890800, m.Executions, 1e-6)
 	require.InDelta(t, 1.15632, m.CallsUSD, 1e-6)
@@ -219,17 +223,19 @@ func TestEstimate(t *testing.T) {
 	// The grants would cover 100,000 GB-s, 250,000 executions, 5 GB.
 	require.InDelta(t, 2.6+0.1+11.5, m.Grants, 1e-9)
 
-	small, ok := estimate(hostAtN1000(), nil, smallDeployment())
+	d := onDemand
+	d.MemoryMB = 512
+	small, ok := estimate(hostAtN1000(), nil, d)
 	require.True(t, ok)
 	require.InDelta(t, m.ExecUSD/4, small.ExecUSD, 1e-9, "a quarter of the memory, the same time")
 	require.InDelta(t, m.Total-m.ExecUSD*3/4, small.Total, 1e-9)
 }
 
 func TestEstimateWithPickup(t *testing.T) {
-	base, ok := estimate(hostAtN1000(), nil, templateDeployment)
+	base, ok := estimate(hostAtN1000(), nil, onDemand)
 	require.True(t, ok)
 	p := &pickupResult{QuietFeedReads: 2, QuietLeaseOps: 0.1, FeedReadsPerArrival: 0.5, LeaseOpsPerArrival: 1, PickupDuration: msd(100)}
-	m, ok := estimate(hostAtN1000(), p, templateDeployment)
+	m, ok := estimate(hostAtN1000(), p, onDemand)
 	require.True(t, ok)
 	// 1,000 operations arrive once in 90 intervals.
 	require.InDelta(t, 100.0/9, m.Arrivals, 1e-9)
@@ -254,7 +260,7 @@ func TestEstimateWithPickup(t *testing.T) {
 	require.InDelta(t, (11+g.Executions)*262800, m.Executions, 1e-6)
 	require.InDelta(t, base.Records+g.Executions*4+m.Arrivals, m.Records, 1e-9)
 	require.Greater(t, m.Total, base.Total)
-	require.InDelta(t, m.Total-base.Total, pickupShare(hostAtN1000(), p, templateDeployment), 1e-9)
+	require.InDelta(t, m.Total-base.Total, pickupShare(hostAtN1000(), p, onDemand), 1e-9)
 	require.InDelta(t, m.ExecUSD+m.BaselineUSD+m.CallsUSD+m.QueueUSD+m.CosmosUSD+m.LeasesUSD+m.LogUSD, m.Total, 1e-9)
 }
 
@@ -299,9 +305,9 @@ func TestAlwaysReadyUSD(t *testing.T) {
 
 func TestAlwaysReady(t *testing.T) {
 	p := &pickupResult{QuietFeedReads: 2, QuietLeaseOps: 0.1, FeedReadsPerArrival: 0.5, LeaseOpsPerArrival: 1, PickupDuration: msd(100)}
-	base, ok := estimate(hostAtN1000(), p, templateDeployment)
+	base, ok := estimate(hostAtN1000(), p, onDemand)
 	require.True(t, ok)
-	d := templateDeployment
+	d := onDemand
 	d.AlwaysReady = map[string]int{"pickup": 1, "poll": 2}
 	m, ok := estimate(hostAtN1000(), p, d)
 	require.True(t, ok)
@@ -314,6 +320,12 @@ func TestAlwaysReady(t *testing.T) {
 	require.InDelta(t, base.group("scan").ExecUSD, m.group("scan").ExecUSD, 1e-9)
 	require.InDelta(t, base.Total-base.group("pickup").ExecUSD-base.group("poll").ExecUSD+
 		m.group("pickup").ExecUSD+m.group("poll").ExecUSD+m.BaselineUSD, m.Total, 1e-9)
+
+	// Without pickup the template buys no always-ready instance for it, so
+	// pickup's share holds its baseline.
+	d = templateDeployment
+	require.InDelta(t, pickupShare(hostAtN1000(), p, onDemand)+21.024-
+		(m.group("pickup").GBs*(0.000026-0.000016)), pickupShare(hostAtN1000(), p, d), 1e-6)
 }
 
 // TestTemplateDeployment checks the estimate's deployment against
@@ -409,7 +421,12 @@ func TestCostReport(t *testing.T) {
 	require.Contains(t, text, "\ncost_usd_month_always_on_n1000="+f2(m.AlwaysOn)+"\n")
 	require.NotContains(t, text, "cost_usd_month_n10000=")
 	require.Contains(t, text, "N=10000: not measured in this run")
-	require.Contains(t, text, "billed 1.00 s of at most 10 s, 10.0 invocations; × 2.00 GB = 525,600 GB-s = $13.67")
+	// poll's execution at the always-ready rate, scan's on demand, and the
+	// two always-ready instances' baseline.
+	require.Contains(t, text, "billed 1.00 s of at most 10 s, 10.0 invocations; × 2.00 GB = 525,600 GB-s = $8.41")
+	require.Contains(t, text, "billed 1.00 s of at most 10 s, 1.0 invocations; × 2.00 GB = 525,600 GB-s = $13.67")
+	require.Contains(t, text, "always-ready instances: function:pickup 1, function:poll 1;")
+	require.Contains(t, text, "always ready    function:pickup 1, function:poll 1, each $21.02 a month in baseline = $42.05")
 	require.Contains(t, text, "free grants a month")
 	require.Contains(t, text, "\nalways_ready_usd_month_per_instance_2048mb=21.02\n")
 	require.Contains(t, text, "\nalways_ready_usd_month_per_instance_512mb=5.26\n")

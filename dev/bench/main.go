@@ -160,7 +160,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&ns, "n", "1000,10000,50000", "numbers of pending operations, comma-separated")
 	fs.BoolVar(&quick, "quick", false, "N = 1,000 only, one run of each scenario, at most 5 rounds of holds, for iteration (overrides -n and -repeat)")
 	fs.StringVar(&instances, "instances", "4", "maximumInstanceCount values for opstatus, comma-separated: poll's instances follow the queue up to it (the template's is 4)")
-	alwaysReady := fs.String("always-ready", "", "function=count,…: instances a function keeps however little work it has (Flex's alwaysReady; the template sets none, so poll and pickup scale to zero)")
+	alwaysReady := fs.String("always-ready", "", "function=count,…: instances a function keeps however little work it has (Flex's alwaysReady; default none, so poll and pickup scale to zero as the platform does; the template's is poll=1,pickup=1)")
 	fs.DurationVar(&cfg.startDelay, "start-delay", defaultStartDelay, "how long an instance a scale decision adds takes before its handler starts: an ASSUMPTION, Flex documents no cold-start time")
 	fs.IntVar(&cfg.instanceMemory, "instance-memory", 2048, "instanceMemoryMB: each instance's handler gets the CPU it buys on Flex (512 MB: 0.25 core, 2,048 MB: 1 core) through a cgroup; 0 shares the machine's cores unlimited")
 	fs.BoolVar(&cfg.appWide, "app-wide-limit", false, "maximumInstanceCount bounds the whole app's instances (a Microsoft PM's reading) instead of each function group's (the REST spec's)")
