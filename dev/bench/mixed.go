@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"time"
 
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/frontend"
-	"github.com/opstatus/opstatus/dev/hostemu"
 )
 
 // mixedResult is the mixed scenario under one reading of
@@ -55,16 +53,11 @@ func runMixed(ctx context.Context, e *env, cfg config, appWide bool) (res mixedR
 	if err := e.clearQueues(ctx); err != nil {
 		return res, err
 	}
-	settings := e.flexHandlerSettings(cfg, fx.db, instances)
-	maps.Copy(settings, e.pickupSettings())
-	host, err := hostemu.Load(e.app, settings)
+	e.inFlight.ResetMax()
+	host, _, _, stop, err := e.startPickupHost(ctx, cfg, fx, instances)
 	if err != nil {
 		return res, err
 	}
-	rec := newRecorder(func() int64 { return host.Counters().MessagesEnqueued })
-	host.Options = e.hostOptions(cfg, instances, rec.record, &scaleLog{})
-	e.inFlight.ResetMax()
-	stop := launch(ctx, host)
 	defer func() {
 		if herr := stop(); herr != nil && err == nil {
 			err = fmt.Errorf("host emulator: %w", herr)

@@ -98,6 +98,21 @@ func (e *env) triggerCounts(ctx context.Context, db string) (feedReads, leaseOps
 	return feedReads, leaseOps, nil
 }
 
+// startPickupHost starts the host emulator over fx's database with pickup
+// on and poll's instances up to instances, recording its invocations and
+// metering them; stop stops it.
+func (e *env) startPickupHost(ctx context.Context, cfg config, fx *fixture, instances int) (host *hostemu.Host, rec *recorder, m *meter, stop func() error, err error) {
+	settings := e.flexHandlerSettings(cfg, fx.db, instances)
+	maps.Copy(settings, e.pickupSettings())
+	if host, err = hostemu.Load(e.app, settings); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	rec = newRecorder(func() int64 { return host.Counters().MessagesEnqueued })
+	host.Options = e.hostOptions(cfg, instances, rec.record, &scaleLog{})
+	m = attachMeter(host)
+	return host, rec, m, launch(ctx, host), nil
+}
+
 // runPickup runs the pickup scenario: cfg.pickupBackground pending
 // operations, then cfg.pickupN new ones written at cfg.pickupRate a
 // second, with poll's instances up to the largest of cfg.instances.
@@ -112,16 +127,10 @@ func runPickup(ctx context.Context, e *env, cfg config) (res pickupResult, err e
 	if err := e.clearQueues(ctx); err != nil {
 		return res, err
 	}
-	settings := e.flexHandlerSettings(cfg, fx.db, instances)
-	maps.Copy(settings, e.pickupSettings())
-	host, err := hostemu.Load(e.app, settings)
+	host, rec, m, stop, err := e.startPickupHost(ctx, cfg, fx, instances)
 	if err != nil {
 		return res, err
 	}
-	rec := newRecorder(func() int64 { return host.Counters().MessagesEnqueued })
-	host.Options = e.hostOptions(cfg, instances, rec.record, &scaleLog{})
-	m := attachMeter(host)
-	stop := launch(ctx, host)
 	defer func() {
 		if herr := stop(); herr != nil && err == nil {
 			err = fmt.Errorf("host emulator: %w", herr)

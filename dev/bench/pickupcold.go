@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/opstatus/opstatus/dev/frontend"
-	"github.com/opstatus/opstatus/dev/hostemu"
 )
 
 // coldArrival is one new operation written while pickup's group had
@@ -73,16 +71,10 @@ func runPickupCold(ctx context.Context, e *env, cfg config) (res pickupColdResul
 	if err := e.clearQueues(ctx); err != nil {
 		return res, err
 	}
-	settings := e.flexHandlerSettings(cfg, fx.db, instances)
-	maps.Copy(settings, e.pickupSettings())
-	host, err := hostemu.Load(e.app, settings)
+	host, _, m, stop, err := e.startPickupHost(ctx, cfg, fx, instances)
 	if err != nil {
 		return res, err
 	}
-	rec := newRecorder(func() int64 { return host.Counters().MessagesEnqueued })
-	host.Options = e.hostOptions(cfg, instances, rec.record, &scaleLog{})
-	m := attachMeter(host)
-	stop := launch(ctx, host)
 	defer func() {
 		if herr := stop(); herr != nil && err == nil {
 			err = fmt.Errorf("host emulator: %w", herr)
