@@ -215,7 +215,7 @@ func TestParseFlags(t *testing.T) {
 	cfg, err := parseFlags(nil)
 	require.NoError(t, err)
 	require.Equal(t, []int{1000, 10000, 50000}, cfg.ns)
-	require.Equal(t, []int{4}, cfg.instances, "the template's maximumInstanceCount")
+	require.Equal(t, []int{40}, cfg.instances, "the template's maximumInstanceCount")
 	require.Empty(t, cfg.alwaysReady, "by default the groups scale from zero")
 	require.Equal(t, 30*time.Second, cfg.scaleInterval, "the platform's")
 	require.Equal(t, 256, cfg.budget, "the template's")

@@ -125,10 +125,9 @@ const (
 	// terminal status.
 	changesPerOp = 2
 	opLife       = 15 * time.Minute
-	// templateMaxInstances is the poll instance count the estimate takes
-	// its run from when the queue asks for more (the bench's default
-	// -instances).
-	templateMaxInstances = 4
+	// templateMaxInstances is the template's maximumInstanceCount (the
+	// bench's default -instances): the estimate takes its runs.
+	templateMaxInstances = 40
 	// feedPollDelay is pickup's feedPollDelay (pickup/function.json): how
 	// long the trigger's feed loop waits after a read that found nothing.
 	feedPollDelay = 500 * time.Millisecond
@@ -681,12 +680,11 @@ func pickupShare(h hostResult, p *pickupResult, d deployment) float64 {
 	return with.Total - without.Total
 }
 
-// costRun returns the run a month at n is estimated from: the instance
-// count Flex Consumption would scale poll to (one per 12 queued messages
-// of 100 operations, up to the bench's default), or the judged run.
+// costRun returns the run a month at n is estimated from: one at the
+// template's maximumInstanceCount, whose per-process cap is the template's,
+// or the judged run.
 func (r *results) costRun(n int) (hostResult, bool) {
-	k := min(max((n+1199)/1200, 1), templateMaxInstances)
-	if h, ok := r.host(n, k); ok {
+	if h, ok := r.host(n, templateMaxInstances); ok {
 		return h, true
 	}
 	return r.judged(n)

@@ -366,19 +366,18 @@ func TestTemplateDeployment(t *testing.T) {
 	require.Equal(t, 1, sites)
 }
 
-func TestCostRunFollowsFlexScaling(t *testing.T) {
+func TestCostRunIsTheTemplates(t *testing.T) {
 	r := &results{Opstatus: []hostResult{
 		{N: 1000, Instances: 1, Pass: time.Second},
-		{N: 1000, Instances: 4, Pass: time.Second},
+		{N: 1000, Instances: 40, Pass: time.Second},
 		{N: 10000, Instances: 1, Pass: time.Second},
-		{N: 10000, Instances: 4, Pass: time.Second},
 	}}
 	h, ok := r.costRun(1000)
 	require.True(t, ok)
-	require.Equal(t, 1, h.Instances, "10 messages: one poll instance")
+	require.Equal(t, 40, h.Instances, "the template's maximumInstanceCount, and so its per-process cap")
 	h, ok = r.costRun(10000)
 	require.True(t, ok)
-	require.Equal(t, 4, h.Instances, "100 messages want 9 poll instances; the bench runs 4")
+	require.Equal(t, 1, h.Instances, "without a run in the template's regime, the judged one")
 	_, ok = r.costRun(50000)
 	require.False(t, ok)
 }
