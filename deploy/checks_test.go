@@ -790,6 +790,17 @@ func checkFlex(d *deployment) error {
 	if path(site.Body, "properties", "httpsOnly") != true {
 		return fmt.Errorf("site must be httpsOnly")
 	}
+	// Go rounds a cgroup CPU limit under 2 cores up to 2 threads of Go
+	// code, and on an instance of one core or less the spare one costs
+	// CPU on every network hand-off: GOMAXPROCS is the instance's cores.
+	memory, _ := normalize(path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency", "instanceMemoryMB")).(int64)
+	settings, err := d.appSettings()
+	if err != nil {
+		return err
+	}
+	if want := strconv.FormatInt(max(1, memory/2048), 10); settings["GOMAXPROCS"] != want {
+		return fmt.Errorf("GOMAXPROCS is %q, want %s: the cores of a %d MB instance", settings["GOMAXPROCS"], want, memory)
+	}
 	return nil
 }
 

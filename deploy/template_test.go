@@ -670,6 +670,14 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			},
 			want: "want custom 1.0",
 		},
+		{
+			name:  "the Go runtime's threads not held to the instance's cores",
+			check: "flex",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "GOMAXPROCS", "2")
+			},
+			want: `GOMAXPROCS is "2", want 1: the cores of a 2048 MB instance`,
+		},
 	}
 	f := load(t)
 	for _, tc := range tests {

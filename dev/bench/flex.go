@@ -81,6 +81,10 @@ func perProcessCap(budget, maxInstances int) int {
 // Flex app of maxInstances; -setting still wins, for experiments.
 func (e *env) flexHandlerSettings(cfg config, db string, maxInstances int) map[string]string {
 	s := flexSettings(cfg.budget, maxInstances)
+	if cfg.instanceMemory > 0 {
+		// As the template sets it: the instance's cores, at least 1.
+		s["GOMAXPROCS"] = strconv.Itoa(max(1, cfg.instanceMemory/2048))
+	}
 	maps.Copy(s, e.handlerSettings(db))
 	return s
 }
