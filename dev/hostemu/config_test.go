@@ -32,8 +32,8 @@ func TestLoadProjectApp(t *testing.T) {
 
 	cfg := h.Config()
 	require.Equal(t, QueuesConfig{
-		BatchSize:          1,
-		NewBatchThreshold:  0,
+		BatchSize:          8,
+		NewBatchThreshold:  4,
 		MaxDequeueCount:    5,
 		VisibilityTimeout:  5 * time.Second,
 		MaxPollingInterval: 2 * time.Second,
