@@ -15,11 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/dev/frontend"
-	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice"
-	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/lock"
 	"github.com/opstatus/opstatus/poll"
 )
@@ -53,19 +51,8 @@ func cpuTime(tb testing.TB) time.Duration {
 // the next operation is left out
 // (go test -run '^$' -bench ChangedPoll -cpuprofile cpu.out ./poll).
 func BenchmarkChangedPoll(b *testing.B) {
-	testenv.NeedsServers(b)
 	ctx := b.Context()
-	cosmos := testenv.SharedCosmos(b)
-	name := testenv.DatabaseName(b)
-	require.NoError(b, frontend.CreateSchema(ctx, cosmos.Endpoint, cosmos.Key, name, 5*time.Second))
-	fe, err := frontend.New(cosmos.Endpoint, cosmos.Key, name)
-	require.NoError(b, err)
-	db, err := database.NewCosmosClient(database.CosmosConfig{
-		Endpoint: cosmos.Endpoint, Database: name, Key: cosmos.Key, InsecureSkipVerify: true,
-		OperationsContainer: frontend.OperationsContainer, ResourcesContainer: frontend.ResourcesContainer,
-		LocksContainer: frontend.LocksContainer, BillingContainer: frontend.BillingContainer,
-	})
-	require.NoError(b, err)
+	fe, db := frontendDB(b)
 	csServer := httptest.NewServer(http.HandlerFunc(readyCS))
 	b.Cleanup(csServer.Close)
 	client, err := clusterservice.NewClient(clusterservice.Config{URL: csServer.URL})

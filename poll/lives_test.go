@@ -61,20 +61,27 @@ func memoryWorld(t *testing.T) world {
 	}
 }
 
-func cosmosWorld(t *testing.T) world {
-	testenv.NeedsServers(t)
-	ctx := t.Context()
-	cosmos := testenv.SharedCosmos(t)
-	name := testenv.DatabaseName(t)
-	require.NoError(t, frontend.CreateSchema(ctx, cosmos.Endpoint, cosmos.Key, name, 5*time.Second))
+// frontendDB makes a database of the frontend's containers on the shared
+// Cosmos test server: the frontend stand-in that writes to it, and
+// opstatus's client of it.
+func frontendDB(tb testing.TB) (*frontend.Frontend, *database.CosmosClient) {
+	testenv.NeedsServers(tb)
+	cosmos := testenv.SharedCosmos(tb)
+	name := testenv.DatabaseName(tb)
+	require.NoError(tb, frontend.CreateSchema(tb.Context(), cosmos.Endpoint, cosmos.Key, name, 5*time.Second))
 	fe, err := frontend.New(cosmos.Endpoint, cosmos.Key, name)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	db, err := database.NewCosmosClient(database.CosmosConfig{
 		Endpoint: cosmos.Endpoint, Database: name, Key: cosmos.Key, InsecureSkipVerify: true,
 		OperationsContainer: frontend.OperationsContainer, ResourcesContainer: frontend.ResourcesContainer,
 		LocksContainer: frontend.LocksContainer, BillingContainer: frontend.BillingContainer,
 	})
-	require.NoError(t, err)
+	require.NoError(tb, err)
+	return fe, db
+}
+
+func cosmosWorld(t *testing.T) world {
+	fe, db := frontendDB(t)
 	return world{
 		db: db,
 		putOp: func(t *testing.T, op database.Operation) {
