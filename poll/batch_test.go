@@ -82,7 +82,8 @@ func TestBatchMessageOutcomes(t *testing.T) {
 	f.putOp(database.Operation{ID: "fails", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted, InternalID: otherCS})
 	f.putOp(database.Operation{ID: "ended", Request: arm.RequestCreate, Status: arm.ProvisioningStateSucceeded,
 		LastTransitionTime: f.now.Add(-time.Minute), NotificationURI: f.armURL})
-	f.putOp(database.Operation{ID: "other-moves", PartitionKey: other, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
+	f.putOp(database.Operation{ID: "other-moves", PartitionKey: other, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted,
+		ExternalID: strings.Replace(clusterKey, sub, other, 1)})
 	f.cs.set(clusterCS, 200, clusterStatus("installing"))
 	f.cs.set(otherCS, 503, `{}`)
 

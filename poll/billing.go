@@ -37,7 +37,8 @@ func (f *Function) bill(ctx context.Context, log *slog.Logger, op *database.Oper
 // item of the life whose Cluster Service id is clusterID; other, opstatus's
 // items of other lives; foreign, the items of other writers. A foreign
 // item is of a life that began before opstatus took over from ARO-HCP's
-// backend, so of the life being polled or an earlier one.
+// backend, so of the life being polled or an earlier one: only its
+// creationTime can tell which.
 func lives(open []*database.Billing, resourceID, clusterID string) (mine *database.Billing, other, foreign []*database.Billing) {
 	id := database.BillingID(resourceID, clusterID)
 	for _, b := range open {
@@ -58,15 +59,20 @@ func lives(open []*database.Billing, resourceID, clusterID string) (mine *databa
 // items of earlier lives, never closed (their Delete never finished in
 // opstatus), are closed first, with this cluster's creation as their end,
 // and this life's item is created after, so that a kill between the
-// writes leaves no item open rather than two. An open foreign item is
-// this life's when it is the only open item (the backend wrote it before
-// the handover), and an earlier life's otherwise.
+// writes leaves no item open rather than two, and the next poll, which
+// reads the items again, finds the earlier ones closed. An open foreign
+// item is this life's, adopted, only when its creationTime is this
+// cluster's creation_timestamp to the second (the backend wrote it before
+// the handover, from the same object); any other is an earlier life's,
+// however alone, which a cluster deleted without its item closed and
+// re-created under the same name leaves.
 func (f *Function) openBilling(ctx context.Context, log *slog.Logger, op *database.Operation, c *change) error {
 	if c.cluster == nil {
 		return errors.New("billing: the cluster object was not read")
 	}
 	// The lowercase subscription of the cluster's externalId.
 	sub := op.SubscriptionID()
+	created := c.cluster.CreationTimestamp
 	var written bool // this life's item exists, or was adopted
 	_, err := reread(func(int) (struct{}, error) {
 		open, err := f.DB.OpenBilling(ctx, sub, op.ExternalID)
@@ -74,17 +80,26 @@ func (f *Function) openBilling(ctx context.Context, log *slog.Logger, op *databa
 			return struct{}{}, fmt.Errorf("billing: %w", err)
 		}
 		mine, earlier, foreign := lives(open, op.ExternalID, c.id.ClusterID)
-		adopted := mine == nil && len(earlier) == 0 && len(foreign) > 0
-		written = mine != nil || adopted
-		if !adopted {
+		var adopted []*database.Billing
+		if mine == nil {
+			for _, b := range foreign {
+				if b.Err == nil && b.CreationTime.Truncate(time.Second).Equal(created.Truncate(time.Second)) {
+					adopted = append(adopted, b)
+				} else {
+					earlier = append(earlier, b)
+				}
+			}
+		} else {
 			earlier = append(earlier, foreign...)
-		} else if len(foreign) > 1 {
-			log.Error("the cluster has more than one open billing item of another writer; left for a person", "billing_ids", billingIDs(foreign))
+		}
+		written = mine != nil || len(adopted) > 0
+		if len(adopted) > 1 {
+			log.Error("the cluster has more than one open billing item of another writer for its creation; left for a person", "billing_ids", billingIDs(adopted))
 		}
 		if len(earlier) > 0 {
 			log.Warn("open billing items of an earlier life of the cluster are closed at this one's creation", "billing_ids", billingIDs(earlier))
 		}
-		return struct{}{}, f.closeItems(ctx, log, earlier, c.cluster.CreationTimestamp)
+		return struct{}{}, f.closeItems(ctx, log, earlier, created)
 	})
 	if err != nil || written {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/internal/arm"
+	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/poll"
 )
@@ -154,6 +155,16 @@ func TestDeadlineFiresWhenClusterServiceKeepsFailing(t *testing.T) {
 			op: database.Operation{Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning},
 			cs: func(f *fixture) {
 				f.cs.set(clusterCS, http.StatusServiceUnavailable, `{"kind":"Error","reason":"unavailable"}`)
+			}},
+		// A private DNS zone's outage: NXDOMAIN for Cluster Service's host.
+		{name: "cluster Create whose Cluster Service host does not resolve", transient: true,
+			op: database.Operation{Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning},
+			cs: func(f *fixture) {
+				client, err := clusterservice.NewClient(clusterservice.Config{URL: "https://cluster-service.invalid"})
+				if err != nil {
+					panic(err)
+				}
+				f.fn.Cluster = client
 			}},
 	} {
 		for _, age := range []time.Duration{20 * time.Minute, 2 * time.Hour} {

@@ -59,7 +59,7 @@ func TestPollActsOnEveryIDCosmosAccepts(t *testing.T) {
 	// The subscription id is lowercased for the partition key and the lock.
 	for _, s := range []string{"Sub With Spaces", "sub\u3000é", strings.Repeat("S", database.MaxIDBytes)} {
 		op := &database.Operation{ID: "op", PartitionKey: strings.ToLower(s), Request: arm.RequestCreate,
-			Status: arm.ProvisioningStateAccepted, ExternalID: clusterKey, InternalID: clusterCS}
+			Status: arm.ProvisioningStateAccepted, ExternalID: strings.Replace(clusterKey, sub, s, 1), InternalID: clusterCS}
 		f.db.PutOperation(op)
 		res, err, logs := f.invokeLogged(t, map[string]any{"subscriptionId": s, "operationId": "op"})
 		require.NoError(t, err, "%q", s)

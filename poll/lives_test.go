@@ -297,48 +297,75 @@ func TestDeleteClosesOnlyTheLifeItDeleted(t *testing.T) {
 // An open item of an earlier life that was never closed is closed, not
 // adopted, when the new life's item is written, ending when the new life
 // began; however the process is killed on the way, the resource ID never
-// has two open items, and the next poll finishes the job.
+// has two open items, and the next poll finishes the job. The earlier
+// life's item is opstatus's, or another writer's (a random id, as
+// ARO-HCP's backend names them) created before this life.
 func TestEarlierLifeIsClosedWhenTheNewOneIsBilled(t *testing.T) {
-	for _, kill := range []struct {
-		call  string
-		after bool
-	}{{}, {"ReplaceBilling", false}, {"ReplaceBilling", true}, {"CreateBilling", false}, {"CreateBilling", true},
-		{"ReplaceOperation", false}, {"ReplaceOperation", true}} {
-		name := "no kill"
-		if kill.call != "" {
-			name = "killed before " + kill.call
-			if kill.after {
-				name = "killed after " + kill.call
+	for _, earlier := range []struct{ name, id string }{
+		{"opstatus's", database.BillingID(clusterKey, "abc")},
+		{"another writer's", "3f2a6c1e-1b2d-4c3e-9f40-5a6b7c8d9e0f"},
+	} {
+		for _, kill := range []struct {
+			call  string
+			after bool
+		}{{}, {"ReplaceBilling", false}, {"ReplaceBilling", true}, {"CreateBilling", false}, {"CreateBilling", true},
+			{"ReplaceOperation", false}, {"ReplaceOperation", true}} {
+			name := "no kill"
+			if kill.call != "" {
+				name = "killed before " + kill.call
+				if kill.after {
+					name = "killed after " + kill.call
+				}
 			}
-		}
-		t.Run(name, func(t *testing.T) {
-			forEachWorld(t, func(t *testing.T, w world) {
-				f := newLifeFixture(t, w)
-				first, second := database.BillingID(clusterKey, "abc"), database.BillingID(clusterKey, "def")
-				f.putBill(t, frontend.Billing{ID: first, SubscriptionID: sub, ResourceID: clusterKey, TenantID: "tenant-1",
-					CreationTime: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), Extra: map[string]any{"kept": true}})
-				f.putOp(t, database.Operation{ID: "create2", PartitionKey: sub, Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning,
-					ExternalID: clusterKey, InternalID: secondCS, TenantID: "tenant-1"})
-				f.cs.set(secondCS, http.StatusOK, `{"kind":"ClusterStatus","id":"def","state":"ready"}`)
+			t.Run(earlier.name+"/"+name, func(t *testing.T) {
+				forEachWorld(t, func(t *testing.T, w world) {
+					f := newLifeFixture(t, w)
+					first, second := earlier.id, database.BillingID(clusterKey, "def")
+					f.putBill(t, frontend.Billing{ID: first, SubscriptionID: sub, ResourceID: clusterKey, TenantID: "tenant-1",
+						CreationTime: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), Extra: map[string]any{"kept": true}})
+					f.putOp(t, database.Operation{ID: "create2", PartitionKey: sub, Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning,
+						ExternalID: clusterKey, InternalID: secondCS, TenantID: "tenant-1"})
+					f.cs.set(secondCS, http.StatusOK, `{"kind":"ClusterStatus","id":"def","state":"ready"}`)
 
-				f.kill.killAt(kill.call, kill.after)
-				f.poll(t, "create2")
-				f.now = f.now.Add(time.Minute)
-				f.poll(t, "create2")
-				require.Equal(t, arm.ProvisioningStateSucceeded, f.status(t, "create2"))
-				require.Equal(t, []string{second}, billingIDsOf(f.open(t)))
-				require.Len(t, f.allBills(t), 2)
-				old := f.bill(t, first)
-				require.True(t, secondCreated.Equal(*old.DeletionTime), "the earlier life ends when the new one began: %s", old.DeletionTime)
-				require.True(t, secondCreated.Equal(f.bill(t, second).CreationTime))
+					f.kill.killAt(kill.call, kill.after)
+					f.poll(t, "create2")
+					f.now = f.now.Add(time.Minute)
+					f.poll(t, "create2")
+					require.Equal(t, arm.ProvisioningStateSucceeded, f.status(t, "create2"))
+					require.Equal(t, []string{second}, billingIDsOf(f.open(t)))
+					require.Len(t, f.allBills(t), 2)
+					old := f.bill(t, first)
+					require.True(t, secondCreated.Equal(*old.DeletionTime), "the earlier life ends when the new one began: %s", old.DeletionTime)
+					b := f.bill(t, second)
+					require.True(t, secondCreated.Equal(b.CreationTime))
+					require.Equal(t, "/subscriptions/"+sub+"/resourceGroups/def-managed", b.ManagedResourceGroup, "the new life's")
+				})
 			})
-		})
+		}
 	}
 }
 
+// An open item of another writer whose creationTime is the cluster's
+// creation_timestamp, to the second, is this life's (the backend wrote it
+// before the handover to opstatus): it is adopted, and no second item
+// written.
+func TestForeignBillingItemOfThisLifeIsAdopted(t *testing.T) {
+	forEachWorld(t, func(t *testing.T, w world) {
+		f := newLifeFixture(t, w)
+		foreign := "3f2a6c1e-1b2d-4c3e-9f40-5a6b7c8d9e0f"
+		f.putBill(t, frontend.Billing{ID: foreign, SubscriptionID: sub, ResourceID: strings.ToUpper(clusterKey),
+			CreationTime: secondCreated.Add(700 * time.Millisecond), ManagedResourceGroup: "/subscriptions/" + sub + "/resourceGroups/def-managed"})
+		f.putOp(t, database.Operation{ID: "create2", PartitionKey: sub, Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning,
+			ExternalID: clusterKey, InternalID: secondCS})
+		f.cs.set(secondCS, http.StatusOK, `{"kind":"ClusterStatus","id":"def","state":"ready"}`)
+		require.Equal(t, poll.OutcomeUpdated, f.poll(t, "create2"))
+		require.Equal(t, []string{foreign}, billingIDsOf(f.open(t)))
+		require.Len(t, f.allBills(t), 1)
+	})
+}
+
 // An open item of another writer (ARO-HCP's backend before opstatus) is
-// the life being created when it is the resource ID's only open item; one
-// beside an item of opstatus's is of an earlier life, and closed.
+// of an earlier life when an item of opstatus's is beside it, and closed.
 func TestForeignBillingItemBesideAnEarlierLifeIsClosed(t *testing.T) {
 	forEachWorld(t, func(t *testing.T, w world) {
 		f := newLifeFixture(t, w)

@@ -95,7 +95,11 @@ func (r *run) deliver(ctx context.Context, it *item) bool {
 		it.note.outcome = OutcomeDone
 		return true
 	}
-	status := arm.OperationStatus{ID: op.OperationID, Name: op.ID, Status: op.Status, Error: op.Error}
+	// By the rule opstatus writes its own ends with: the frontend ends an
+	// operation too (the seed's cancels by writing status Canceled alone),
+	// and ARM requires a code and message of Failed and Canceled. Its
+	// item is left as the frontend wrote it.
+	status := arm.OperationStatus{ID: op.OperationID, Name: op.ID, Status: op.Status, Error: endError(op.Status, op.Error)}
 	if !op.StartTime.IsZero() {
 		status.StartTime = &op.StartTime
 	}

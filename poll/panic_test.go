@@ -122,7 +122,8 @@ func TestPanicDefersOnlyItsOperation(t *testing.T) {
 			for _, op := range []database.Operation{
 				{ID: "moves-a", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted, InternalID: cluster("a"), ExternalID: key("a")},
 				{ID: "moves-b", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted, InternalID: cluster("b"), ExternalID: key("b")},
-				{ID: "other-moves", PartitionKey: other, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted, InternalID: cluster("o")},
+				{ID: "other-moves", PartitionKey: other, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted, InternalID: cluster("o"),
+					ExternalID: strings.Replace(clusterKey, sub, other, 1)},
 				{ID: "same", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning, InternalID: cluster("s"), ExternalID: key("s")},
 				{ID: "ended", Request: arm.RequestCreate, Status: arm.ProvisioningStateSucceeded,
 					LastTransitionTime: f.now.Add(-time.Minute), NotificationURI: f.armURL},

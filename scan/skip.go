@@ -12,7 +12,7 @@ import (
 const (
 	reasonItem         = "item"         // the listed item does not decode
 	reasonID           = "id"           // an id no Cosmos item can have
-	reasonSubscription = "subscription" // in a fixed Operations partition, an externalId without a subscription
+	reasonSubscription = "subscription" // database.ErrNoSubscription: its externalId names no subscription, or another than its partition's
 )
 
 // skipLogEvery is how often one skipped operation is logged again: an

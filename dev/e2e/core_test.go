@@ -189,6 +189,57 @@ func TestFixedPartitionOperationsOfNoSubscription(t *testing.T) {
 	require.Equal(t, "Provisioning", s.opStatus(subA, "op-a"))
 }
 
+// The seed frontend's layout, every Operations item in "workaround", read
+// with COSMOS_OPERATIONS_PARTITION_KEY unset: the partition key is no
+// subscription, and an item whose externalId names another one breaks the
+// contract. scan skips it (reason subscription, so that the misconfiguration
+// shows in opstatus.scan.skipped), pickup leaves it, poll answers invalid;
+// nothing is called, locked or written, under "workaround" least of all.
+func TestOperationsOfAFixedPartitionNotConfigured(t *testing.T) {
+	s := startStack(t, pickupEnv(testenv.SharedCosmos(t).Endpoint)...)
+	s.fe.OperationsPartition = "workaround"
+	ctx := context.Background()
+	require.NoError(t, s.sim.AddCluster("a", clustersim.Script{}))
+	require.NoError(t, s.sim.AddCluster("b", clustersim.Script{}))
+	// op-a is new, pickup's; op-b is older than an interval, scan's.
+	s.seed(subA, "op-a", "Create", "Accepted", clusterKey(subA, "a"), "/api/aro_hcp/v1alpha1/clusters/a")
+	s.seed(subA, "op-b", "Create", "Provisioning", clusterKey(subA, "b"), "/api/aro_hcp/v1alpha1/clusters/b")
+	b, err := s.fe.Operation(ctx, subA, "op-b")
+	require.NoError(t, err)
+	b["startTime"] = time.Now().Add(-30 * time.Minute).UTC().Format(time.RFC3339Nano)
+	body, err := json.Marshal(b)
+	require.NoError(t, err)
+	require.NoError(t, s.fe.PutRawOperation(ctx, "workaround", body))
+	a, err := s.fe.Operation(ctx, subA, "op-a")
+	require.NoError(t, err)
+	require.Equal(t, "workaround", a["partitionKey"])
+	before := s.snapshot(opRef(subA, "op-a"), opRef(subA, "op-b"), resRef(subA, "res-op-a"), resRef(subA, "res-op-b"))
+
+	r := s.invoke("scan", "scan-skips", map[string]any{"Data": map[string]any{"timer": map[string]any{"IsPastDue": false}}, "Metadata": map[string]any{}})
+	require.Equal(t, http.StatusOK, r.Status, r.Logs)
+	var msgs []any
+	require.NoError(t, json.Unmarshal(r.Outputs["operations"], &msgs))
+	require.Empty(t, msgs, "no message names the partition as a subscription")
+	for _, id := range []string{"op-a", "op-b"} {
+		s.requireLog(t, r, testenv.HostError, "operation skipped", "subscription", "workaround", id, "COSMOS_OPERATIONS_PARTITION_KEY")
+	}
+
+	r, raw := s.post("pickup", pickupBody(t, a))
+	require.Equal(t, http.StatusOK, r.Status, string(raw))
+	require.JSONEq(t, `{}`, string(r.ReturnValue))
+	s.requireLog(t, r, anyLevel, "picked up", "documents=1", "operations=0", "unusable=1")
+
+	for _, id := range []string{"op-a", "op-b"} {
+		require.Equal(t, "invalid", s.pollOp("workaround", id), "a message naming the partition, as scan sent before")
+		require.Equal(t, "gone", s.pollOp(subA, id), "no item in the subscription's partition")
+	}
+	require.Zero(t, s.csRequests())
+	s.requireUnchanged(before)
+	for _, sub := range []string{subA, "workaround"} {
+		s.requireNoLockLeft(sub)
+	}
+}
+
 func TestHandlerRejectsMalformedMessages(t *testing.T) {
 	s := startStack(t)
 	for _, msg := range []string{`not json`, `{"subscriptionId":"","operationId":"x"}`, `{}`, `[]`} {

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -460,9 +461,19 @@ func (e *httpStatusError) Unwrap() error { return e.err }
 
 // IsTransient reports whether err is worth retrying later: 5xx and 429
 // replies (from Cluster Service or the token endpoint), timeouts, context
-// deadlines and cancellations, refused, reset or dropped connections. 404s
-// (ErrNotFound and a 404 that is not an OCM error), other 4xx replies,
-// invalid IDs, redirects, oversized and malformed replies are not transient.
+// deadlines and cancellations, refused, reset or dropped connections, and
+// the network's failures on the way to the host: any DNS failure, an
+// unreachable or down network or host, a TCP timeout. 404s (ErrNotFound
+// and a 404 that is not an OCM error), other 4xx replies, invalid IDs,
+// redirects, oversized and malformed replies are not transient, nor is a
+// certificate that is not trusted.
+//
+// Every DNS failure counts, NXDOMAIN too: the only names resolved are the
+// configured hosts', so a failure says nothing about an operation and hits
+// all of them at once; a private DNS zone unlinked from the VNet, or its
+// record lost, answers NXDOMAIN for an internal name, which resolvers then
+// cache. A host name set wrong keeps every operation pending rather than
+// failing them, and shows as status code 0 in the request metric.
 func IsTransient(err error) bool {
 	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrReplyTooLarge) ||
 		errors.Is(err, errRefused) || errors.Is(err, errInvalidInternalID) {
@@ -472,14 +483,23 @@ func IsTransient(err error) bool {
 	if errors.As(err, &hs) {
 		return hs.code >= 500 || hs.code == http.StatusTooManyRequests
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, os.ErrDeadlineExceeded) {
 		return true
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		return true
 	}
-	for _, errno := range []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE} {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return true
+	}
+	// By errno wherever it sits in the chain: the first net.Error of a
+	// chain (a url.Error around a wrapped read error) can hide the
+	// Timeout() of an ETIMEDOUT below it.
+	for _, errno := range []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
+		syscall.ETIMEDOUT, syscall.ENETUNREACH, syscall.EHOSTUNREACH, syscall.ENETDOWN, syscall.EHOSTDOWN, syscall.ENETRESET} {
 		if errors.Is(err, errno) {
 			return true
 		}

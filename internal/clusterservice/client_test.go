@@ -3,18 +3,24 @@ package clusterservice
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -377,6 +383,18 @@ func TestStatusConnectionRefusedIsTransient(t *testing.T) {
 	require.True(t, IsTransient(err), "%v", err)
 }
 
+// A name that does not resolve is a DNS failure like a private DNS zone's
+// outage, which answers NXDOMAIN for an internal name: transient, as every
+// DNS failure is (see IsTransient). ".invalid" never resolves (RFC 6761);
+// a machine without DNS fails otherwise, with a DNS error all the same.
+func TestStatusDNSFailureIsTransient(t *testing.T) {
+	c := newClient(t, Config{URL: "https://cluster-service.invalid", Timeout: 5 * time.Second})
+	_, err := c.Status(context.Background(), hcpCluster)
+	var dns *net.DNSError
+	require.ErrorAs(t, err, &dns)
+	require.True(t, IsTransient(err), "%v", err)
+}
+
 // A redirect is refused, whether to another host or to another path of the
 // same host: each call (Status, InflightChecks) expects its own path only.
 func TestRedirectsAreNotFollowed(t *testing.T) {
@@ -731,6 +749,12 @@ func TestNewClientConfig(t *testing.T) {
 	}
 }
 
+// dialFailed is the error of a request whose connection could not be made
+// for err, as net/http returns it.
+func dialFailed(err error) error {
+	return &url.Error{Op: "Get", URL: "https://cs.internal/x", Err: &net.OpError{Op: "dial", Net: "tcp", Err: err}}
+}
+
 func TestIsTransient(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
@@ -750,8 +774,28 @@ func TestIsTransient(t *testing.T) {
 		{io.ErrUnexpectedEOF, true},
 		{io.EOF, false}, // only an EOF from the transport counts
 		{fmt.Errorf("bad JSON"), false},
+		// The network's failures, wrapped as net/http wraps them.
+		{dialFailed(&net.DNSError{Err: "server misbehaving", Name: "cs.internal", IsTemporary: true}), true},
+		{dialFailed(&net.DNSError{Err: "no such host", Name: "cs.internal", IsNotFound: true}), true},
+		{dialFailed(&net.DNSError{Err: "i/o timeout", Name: "cs.internal", IsTimeout: true}), true},
+		{dialFailed(os.NewSyscallError("connect", syscall.ENETUNREACH)), true},
+		{dialFailed(os.NewSyscallError("connect", syscall.EHOSTUNREACH)), true},
+		{dialFailed(os.NewSyscallError("connect", syscall.ENETDOWN)), true},
+		{dialFailed(os.NewSyscallError("connect", syscall.EHOSTDOWN)), true},
+		{dialFailed(os.NewSyscallError("connect", syscall.ETIMEDOUT)), true},
+		{dialFailed(os.NewSyscallError("connect", syscall.ECONNREFUSED)), true},
+		// A connection whose peer stopped answering mid-reply: the
+		// transport wraps the read's error, which hides its Timeout().
+		{&url.Error{Op: "Get", URL: "https://cs.internal/x", Err: fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w",
+			&net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ETIMEDOUT)})}, true},
+		{&url.Error{Op: "Get", URL: "https://cs.internal/x", Err: fmt.Errorf("broken: %w",
+			&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded})}, true},
+		// A certificate not trusted is a setting to fix, not an outage.
+		{&url.Error{Op: "Get", URL: "https://cs.internal/x", Err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}, false},
 	} {
-		require.Equal(t, tc.want, IsTransient(tc.err), "%v", tc.err)
+		t.Run(fmt.Sprint(tc.err), func(t *testing.T) {
+			require.Equal(t, tc.want, IsTransient(tc.err), "%v", tc.err)
+		})
 	}
 }
 

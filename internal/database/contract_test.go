@@ -867,8 +867,8 @@ var contractCases = []contractCase{
 		},
 	},
 	{
-		name: "by subscription, an operation is its partition's whatever its externalId",
-		operations: []string{operation("op1", fields{"externalId": "/subscriptions/" + otherSub + "/resourceGroups/rg"}),
+		name: "by subscription, an operation is its partition's when its externalId names that subscription or none",
+		operations: []string{operation("op1", fields{"externalId": strings.ToUpper(clusterKey)}),
 			operation("op2", fields{"externalId": absent})},
 		run: func(t *testing.T, s store) {
 			for _, id := range []string{"op1", "op2"} {
@@ -880,6 +880,33 @@ var contractCases = []contractCase{
 			for _, p := range listed {
 				require.Equal(t, sub, p.SubscriptionID)
 			}
+		},
+	},
+	{
+		// The seed frontend's layout read without COSMOS_OPERATIONS_PARTITION_KEY:
+		// "workaround" is no subscription whose lock, Resources or Billing
+		// items could be the operation's.
+		name: "by subscription, an operation whose externalId names another subscription than its partition key is ErrNoSubscription",
+		operations: []string{
+			operation("op1", fields{"partitionKey": string(fixed), "externalId": clusterKey}),
+			operation("op2", fields{"externalId": "/subscriptions/" + otherSub + "/resourceGroups/rg"}),
+			operation("op3", fields{"externalId": clusterKey}),
+		},
+		run: func(t *testing.T, s store) {
+			for _, asked := range [][2]string{{string(fixed), "op1"}, {sub, "op2"}} {
+				_, err := s.GetOperation(t.Context(), asked[0], asked[1])
+				require.ErrorIs(t, err, database.ErrNoSubscription, asked[1])
+			}
+			require.Equal(t, sub, getOperation(t, s, "op3").SubscriptionID())
+			listed, malformed, noSub := listPendingAll(t, s)
+			require.Zero(t, malformed)
+			require.Len(t, listed, 1)
+			require.Equal(t, "op3", listed[0].ID)
+			var got []string
+			for _, p := range noSub {
+				got = append(got, p.PartitionKey+"/"+p.ID)
+			}
+			require.ElementsMatch(t, []string{string(fixed) + "/op1", sub + "/op2"}, got, "listed, each with its ErrNoSubscription")
 		},
 	},
 	{

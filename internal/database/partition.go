@@ -44,21 +44,28 @@ func (p OperationsPartition) Key(sub string) string {
 }
 
 // Subscription returns the subscription of the Operations item whose
-// partitionKey and externalId these are: its partition key, or in a fixed
-// partition the subscription of its externalId (the ARM resource ID
-// /subscriptions/{subscription}/…), lowercase as the partition keys of
-// the subscription's items are. ErrNoSubscription when it cannot be told.
+// partitionKey and externalId these are: the subscription of its
+// externalId (the ARM resource ID /subscriptions/{subscription}/…),
+// lowercase as the partition keys of the subscription's items are, in the
+// partition the frontend writes it in: the fixed one, or the one keyed by
+// that subscription (ignoring case). ErrNoSubscription when it cannot be
+// told: the externalId names none, or the item is in another partition,
+// such as a fixed one opstatus was not told of.
 func (p OperationsPartition) Subscription(partitionKey, externalID string) (string, error) {
-	if !p.Fixed() {
-		return partitionKey, nil
-	}
-	if partitionKey != string(p) {
+	if p.Fixed() && partitionKey != string(p) {
 		return "", fmt.Errorf("%w: the item is in partition %s, not in the Operations partition %s",
 			ErrNoSubscription, QuoteID(partitionKey), QuoteID(string(p)))
 	}
 	sub, ok := subscriptionOf(externalID)
+	if !ok && !p.Fixed() {
+		return partitionKey, nil
+	}
 	if !ok {
 		return "", fmt.Errorf("%w: externalId %s is no ARM resource ID of a subscription", ErrNoSubscription, QuoteID(externalID))
+	}
+	if !p.Fixed() && !strings.EqualFold(partitionKey, sub) {
+		return "", fmt.Errorf("%w: the item is in partition %s, and its externalId is of subscription %s (is COSMOS_OPERATIONS_PARTITION_KEY unset for a frontend that writes one fixed partition?)",
+			ErrNoSubscription, QuoteID(partitionKey), QuoteID(sub))
 	}
 	return sub, nil
 }
