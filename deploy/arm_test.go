@@ -43,9 +43,8 @@ var exampleScope = armScope{
 		strings.ToLower(exampleVnet): {"location": "eastus", "properties": map[string]any{}},
 		strings.ToLower(exampleVnet + "/subnets/opstatus"): {"properties": map[string]any{
 			"addressPrefix": "10.128.64.0/26",
-			"delegations":   []any{map[string]any{"properties": map[string]any{"serviceName": "Microsoft.App/environments"}}},
+			"delegations":   delegatedTo("Microsoft.App/environments"),
 		}},
-		strings.ToLower(exampleVnet + "/subnets/private-endpoints"): {"properties": map[string]any{"addressPrefix": "10.128.65.0/24"}},
 	},
 }
 
@@ -1058,10 +1057,12 @@ func (e *evaluator) call(name string, args []any) (any, error) {
 		switch x := args[0].(type) {
 		case string:
 			return x == "", nil
+		case []any:
+			return len(x) == 0, nil
 		case nil:
 			return true, nil
 		}
-		return nil, fmt.Errorf("empty: %v is not a string", args[0])
+		return nil, fmt.Errorf("empty: %v is not a string or an array", args[0])
 	case "equals":
 		if len(args) != 2 {
 			return nil, fmt.Errorf("equals takes two arguments")

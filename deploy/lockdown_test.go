@@ -133,14 +133,23 @@ func refusals() []refusal {
 		{"zone redundancy with one always-ready pickup instance", map[string]any{"zoneRedundant": true, "alwaysReadyPoll": 2, "alwaysReadyPickup": 1}, exampleScope,
 			"zoneRedundant needs alwaysReadyPoll, and alwaysReadyPickup when pickupEnabled, of 2 or more"},
 		{"a subnet name with _", map[string]any{"subnetId": under},
-			exampleScope.withExisting(under, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26"}}),
+			exampleScope.withExisting(under, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.App/environments")}}),
 			"subnet ops_status: Flex Consumption refuses a subnet name with _"},
 		{"a /28 subnet", nil,
-			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/28"}}),
+			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/28", "delegations": delegatedTo("Microsoft.App/environments")}}),
 			"subnet opstatus is smaller than the /27 Flex Consumption needs"},
 		{"a /28 subnet given by addressPrefixes", nil,
-			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefixes": []any{"10.128.64.0/28"}}}),
+			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefixes": []any{"10.128.64.0/28"}, "delegations": delegatedTo("Microsoft.App/environments")}}),
 			"subnet opstatus is smaller than the /27 Flex Consumption needs"},
+		{"a subnet with no delegation", nil,
+			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": []any{}}}),
+			"subnet opstatus is not delegated to Microsoft.App/environments"},
+		{"a subnet delegated as other plans want it", nil,
+			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.Web/serverFarms")}}),
+			"subnet opstatus is delegated to Microsoft.Web/serverFarms, not Microsoft.App/environments"},
+		{"a subnet holding a private endpoint", nil,
+			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.App/environments"), "privateEndpoints": []any{map[string]any{"id": "pe"}}}}),
+			"subnet opstatus holds private endpoints"},
 		{"a subnet in another region", nil,
 			exampleScope.withExisting(exampleVnet, map[string]any{"location": "westus3", "properties": map[string]any{}}),
 			"subnet opstatus is not in the app's region eastus"},
@@ -155,6 +164,11 @@ func refusals() []refusal {
 		{"the app's private endpoint without its zone", map[string]any{"siteDnsZoneId": ""}, exampleScope,
 			"sitePrivateEndpoint needs privateEndpointSubnetId and siteDnsZoneId"},
 	}
+}
+
+// delegatedTo is a subnet's delegations as Azure answers them.
+func delegatedTo(service string) []any {
+	return []any{map[string]any{"name": "delegation", "properties": map[string]any{"serviceName": service}}}
 }
 
 // checkRefusals deploys the template with each refusal, from the example
@@ -205,9 +219,9 @@ func TestTemplateRefusesUnworkableParameters(t *testing.T) {
 		values[k] = v
 	}
 	values["subnetId"] = exampleVnet + "/subnets/ops-status"
-	_, err := resolve(f.template, values, exampleScope.withExisting(exampleVnet+"/subnets/ops-status", map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/27"}}))
+	_, err := resolve(f.template, values, exampleScope.withExisting(exampleVnet+"/subnets/ops-status", map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/27", "delegations": delegatedTo("Microsoft.App/environments")}}))
 	require.NoError(t, err, "a /27 subnet named with - instead")
-	_, err = resolve(f.template, f.values, exampleScope.withExisting(exampleVnet+"/subnets/opstatus", map[string]any{"properties": map[string]any{"addressPrefixes": []any{"10.128.64.0/27", "10.128.66.0/28"}}}))
+	_, err = resolve(f.template, f.values, exampleScope.withExisting(exampleVnet+"/subnets/opstatus", map[string]any{"properties": map[string]any{"addressPrefixes": []any{"10.128.64.0/27", "10.128.66.0/28"}, "delegations": delegatedTo("Microsoft.App/environments"), "privateEndpoints": []any{}}}))
 	require.NoError(t, err, "a /27 subnet given by addressPrefixes")
 	values["subnetId"] = f.values["subnetId"]
 	values["zoneRedundant"] = true

@@ -655,7 +655,7 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			name:   "a subnet name with _, the template's own check removed",
 			check:  "network",
 			values: map[string]any{"subnetId": exampleVnet + "/subnets/ops_status"},
-			scope:  exampleScope.withExisting(exampleVnet+"/subnets/ops_status", map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26"}}),
+			scope:  exampleScope.withExisting(exampleVnet+"/subnets/ops_status", map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.App/environments")}}),
 			edit: func(t *testing.T, tmpl map[string]any) {
 				editSubnetCheck(t, tmpl, "contains(variables('integrationSubnetName'), '_')", "false()")
 			},
@@ -674,6 +674,22 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			check: "refusals",
 			edit:  func(t *testing.T, tmpl map[string]any) { editSubnetCheck(t, tmpl, ".cidr, 27)", ".cidr, 32)") },
 			want:  "the template accepts a /28 subnet",
+		},
+		{
+			name:  "the template accepting a subnet delegated as other plans want it",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "not(equals(first(reference(parameters('subnetId'), '2024-05-01').delegations).properties.serviceName, 'Microsoft.App/environments'))", "false()")
+			},
+			want: "the template accepts a subnet delegated as other plans want it",
+		},
+		{
+			name:  "the template accepting a subnet that holds private endpoints",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "not(empty(reference(parameters('subnetId'), '2024-05-01').privateEndpoints))", "false()")
+			},
+			want: "the template accepts a subnet holding a private endpoint",
 		},
 		{
 			name:  "the template accepting a subnet in another region",
