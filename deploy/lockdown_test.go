@@ -80,8 +80,10 @@ func checkLeases(d *deployment) error {
 		if err != nil {
 			return err
 		}
+		// Database and container names are case-sensitive.
 		name := settings["COSMOS_LEASES_CONTAINER"]
-		if want := account + "/sqlDatabases/" + settings["COSMOS_DATABASE"] + "/containers/" + name; !strings.EqualFold(c.ID, want) {
+		in := "/sqlDatabases/" + settings["COSMOS_DATABASE"] + "/containers/" + name
+		if want := account + in; !strings.EqualFold(c.ID, want) || !strings.HasSuffix(c.ID, in) {
 			return fmt.Errorf("the Leases container is %s, not %s: pickup's trigger would find no leases container", c.ID, want)
 		}
 		if id := path(c.Body, "properties", "resource", "id"); id != name {
@@ -159,7 +161,9 @@ func refusals() []refusal {
 			"publicNetworkAccess Disabled without VNet integration"},
 		{"private storage without its zones", map[string]any{"storageQueueDnsZoneId": ""}, exampleScope,
 			"storagePublicNetworkAccess Disabled needs privateEndpointSubnetId and the blob, queue and table privatelink zone IDs"},
-		{"private endpoints in the integration subnet", map[string]any{"privateEndpointSubnetId": subnet}, exampleScope,
+		{"storage endpoints in the integration subnet", map[string]any{"privateEndpointSubnetId": exampleVnet + "/subnets/opstatus", "sitePrivateEndpoint": false}, exampleScope,
+			"privateEndpointSubnetId is subnetId"},
+		{"the app's endpoint in the integration subnet", map[string]any{"privateEndpointSubnetId": exampleVnet + "/subnets/opstatus", "storagePublicNetworkAccess": "Enabled"}, exampleScope,
 			"privateEndpointSubnetId is subnetId"},
 		{"the app's private endpoint without its zone", map[string]any{"siteDnsZoneId": ""}, exampleScope,
 			"sitePrivateEndpoint needs privateEndpointSubnetId and siteDnsZoneId"},

@@ -709,6 +709,72 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			want: "the template accepts private storage without its zones",
 		},
 		{
+			name:  "the template accepting a subnetId that is not a subnet's",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "empty(variables('integrationVnetId'))", "false()")
+			},
+			want: "the template accepts a subnet ID that names a virtual network",
+		},
+		{
+			name:  "the template accepting private storage without VNet integration",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editStorageAccess(t, tmpl, "empty(parameters('subnetId'))", "false()")
+			},
+			want: "the template accepts private storage without VNet integration",
+		},
+		{
+			name:  "the template accepting storage endpoints in the integration subnet",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editStorageAccess(t, tmpl, "equals(toLower(parameters('privateEndpointSubnetId')), toLower(parameters('subnetId')))", "false()")
+			},
+			want: "the template accepts storage endpoints in the integration subnet",
+		},
+		{
+			name:  "the template accepting the app's endpoint in the integration subnet",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSiteEndpointSubnet(t, tmpl, "equals(toLower(parameters('privateEndpointSubnetId')), toLower(parameters('subnetId')))", "false()")
+			},
+			want: "the template accepts the app's endpoint in the integration subnet",
+		},
+		{
+			name:  "the template accepting the app's endpoint without its zone",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSiteEndpointSubnet(t, tmpl, "empty(parameters('siteDnsZoneId'))", "false()")
+			},
+			want: "the template accepts the app's private endpoint without its zone",
+		},
+		{
+			name:   "private endpoints in the integration subnet, the template's own checks removed",
+			check:  "network",
+			values: map[string]any{"privateEndpointSubnetId": exampleVnet + "/subnets/opstatus"},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				same := "equals(toLower(parameters('privateEndpointSubnetId')), toLower(parameters('subnetId')))"
+				editStorageAccess(t, tmpl, same, "false()")
+				editSiteEndpointSubnet(t, tmpl, same, "false()")
+			},
+			want: "privateEndpointSubnetId is subnetId",
+		},
+		{
+			name:  "Leases under another name than the handler's setting",
+			check: "leases",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")["properties"].(map[string]any)["parameters"].(map[string]any)["leasesContainer"] = map[string]any{"value": "leases"}
+			},
+			want: "/containers/Leases: pickup's trigger would find no leases container",
+		},
+		{
+			name:   "Leases declared though the resource provider declares it",
+			check:  "leases",
+			values: map[string]any{"createLeasesContainer": false},
+			edit:   func(t *testing.T, tmpl map[string]any) { delete(leasesContainer(t, tmpl), "condition") },
+			want:   "createLeasesContainer is false, but the template declares 1 containers",
+		},
+		{
 			name:  "the template accepting zone redundancy with one always-ready instance",
 			check: "refusals",
 			edit: func(t *testing.T, tmpl map[string]any) {
@@ -1033,6 +1099,26 @@ func editSubnetCheck(t *testing.T, tmpl map[string]any, old, replacement string)
 	expr := p["virtualNetworkSubnetId"].(string)
 	require.Contains(t, expr, old)
 	p["virtualNetworkSubnetId"] = strings.Replace(expr, old, replacement, 1)
+}
+
+// editStorageAccess replaces part of the storage account's checks of its
+// network parameters.
+func editStorageAccess(t *testing.T, tmpl map[string]any, old, replacement string) {
+	t.Helper()
+	p := props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))
+	expr := p["publicNetworkAccess"].(string)
+	require.Contains(t, expr, old)
+	p["publicNetworkAccess"] = strings.Replace(expr, old, replacement, 1)
+}
+
+// editSiteEndpointSubnet replaces part of the app's private endpoint's
+// checks of its subnet and zone.
+func editSiteEndpointSubnet(t *testing.T, tmpl map[string]any, old, replacement string) {
+	t.Helper()
+	subnet := props(findResource(t, tmpl, "Microsoft.Network/privateEndpoints", "sitePrivateEndpointName"))["subnet"].(map[string]any)
+	expr := subnet["id"].(string)
+	require.Contains(t, expr, old)
+	subnet["id"] = strings.Replace(expr, old, replacement, 1)
 }
 
 func keyVaultRoleAssignment(t *testing.T, tmpl map[string]any) map[string]any {
