@@ -606,7 +606,7 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			name:  "the table endpoint registered in the blob zone",
 			check: "network",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				variables(tmpl)["storageEndpoints"].(map[string]any)["table"] = "[parameters('storageBlobDnsZoneId')]"
+				variables(tmpl)["storageDnsZones"].(map[string]any)["table"] = "[parameters('storageBlobDnsZoneId')]"
 			},
 			want: "not a privatelink.table.core.windows.net private DNS zone",
 		},
