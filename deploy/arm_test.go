@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"sort"
 	"strconv"
@@ -27,6 +28,10 @@ const (
 // armScope is where a resolved deployment lands.
 type armScope struct {
 	subscription, resourceGroup, location string
+	// existing stands for the resources outside the template that
+	// reference() reads at deployment, by lowercase ID: each as ARM's
+	// 'Full' form answers it, its properties under "properties".
+	existing map[string]map[string]any
 }
 
 // exampleScope stands for the deployment the example parameters describe.
@@ -34,6 +39,29 @@ var exampleScope = armScope{
 	subscription:  "11111111-2222-3333-4444-555555555555",
 	resourceGroup: "opstatus-int-eastus",
 	location:      "eastus",
+	existing: map[string]map[string]any{
+		strings.ToLower(exampleVnet): {"location": "eastus", "properties": map[string]any{}},
+		strings.ToLower(exampleVnet + "/subnets/opstatus"): {"properties": map[string]any{
+			"addressPrefix": "10.128.64.0/26",
+			"delegations":   delegatedTo("Microsoft.App/environments"),
+		}},
+	},
+}
+
+// exampleVnet is the resource provider's virtual network the example
+// parameters name.
+const exampleVnet = "/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/arohcp-int-eastus-rp/providers/Microsoft.Network/virtualNetworks/arohcp-int-eastus"
+
+// withExisting returns a copy of s in which the existing resource id is
+// as given.
+func (s armScope) withExisting(id string, r map[string]any) armScope {
+	out := s
+	out.existing = map[string]map[string]any{}
+	for k, v := range s.existing {
+		out.existing[k] = v
+	}
+	out.existing[strings.ToLower(id)] = r
+	return out
 }
 
 // readJSON decodes a JSON file keeping numbers exact.
@@ -104,6 +132,9 @@ type deployment struct {
 	params    map[string]any
 	variables map[string]any
 	resources []resource
+	// outputs are the template's raw outputs, which output resolves.
+	outputs map[string]any
+	eval    *evaluator
 }
 
 // resolve evaluates a template for one deployment: given parameter values,
@@ -126,7 +157,22 @@ func resolve(tmpl map[string]any, given map[string]any, scope armScope) (*deploy
 	if err := e.resources(tmpl, d); err != nil {
 		return nil, err
 	}
+	d.eval = e
+	d.outputs, _ = tmpl["outputs"].(map[string]any)
 	return d, nil
+}
+
+// output resolves one of the template's outputs.
+func (d *deployment) output(name string) (any, error) {
+	o, ok := d.outputs[name]
+	if !ok {
+		return nil, fmt.Errorf("the template has no output %s", name)
+	}
+	v, err := d.eval.value(path(o, "value"))
+	if err != nil {
+		return nil, fmt.Errorf("output %s: %w", name, err)
+	}
+	return v, nil
 }
 
 // byType returns the resolved resources of a type.
@@ -633,6 +679,9 @@ type parser struct {
 	toks []token
 	pos  int
 	e    *evaluator
+	// skip is set while parsing the branch of an if() that ARM does not
+	// evaluate: calls are parsed, not made.
+	skip bool
 }
 
 func (p *parser) peek(kind byte) bool {
@@ -662,6 +711,9 @@ func (p *parser) expr() (any, error) {
 			}
 			name := p.toks[p.pos].text
 			p.pos++
+			if p.skip {
+				continue
+			}
 			if v, err = property(v, name); err != nil {
 				return nil, err
 			}
@@ -673,6 +725,9 @@ func (p *parser) expr() (any, error) {
 			}
 			if err := p.want(']'); err != nil {
 				return nil, err
+			}
+			if p.skip {
+				continue
 			}
 			if v, err = index(v, idx); err != nil {
 				return nil, err
@@ -698,6 +753,9 @@ func (p *parser) primary() (any, error) {
 		if err := p.want('('); err != nil {
 			return nil, err
 		}
+		if strings.EqualFold(t.text, "if") && !p.skip {
+			return p.ifCall()
+		}
 		var args []any
 		for !p.peek(')') {
 			a, err := p.expr()
@@ -713,9 +771,45 @@ func (p *parser) primary() (any, error) {
 		if err := p.want(')'); err != nil {
 			return nil, err
 		}
+		if p.skip {
+			return nil, nil
+		}
 		return p.e.call(t.text, args)
 	}
 	return nil, fmt.Errorf("unexpected %q", t.text)
+}
+
+// ifCall evaluates if(condition, then, else) after its '(': as ARM does,
+// only the branch the condition chooses is evaluated, so the other may
+// fail() or read what does not exist.
+func (p *parser) ifCall() (any, error) {
+	c, err := p.expr()
+	if err != nil {
+		return nil, err
+	}
+	cond, ok := c.(bool)
+	if !ok {
+		return nil, fmt.Errorf("if: the condition %v is not a bool", c)
+	}
+	var branches [2]any
+	for i := range branches {
+		if err := p.want(','); err != nil {
+			return nil, fmt.Errorf("if takes a condition and two values")
+		}
+		p.skip = cond == (i == 1)
+		branches[i], err = p.expr()
+		p.skip = false
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := p.want(')'); err != nil {
+		return nil, fmt.Errorf("if takes a condition and two values")
+	}
+	if cond {
+		return branches[0], nil
+	}
+	return branches[1], nil
 }
 
 // reference stands for the runtime state of a resource that reference()
@@ -886,8 +980,8 @@ func (e *evaluator) call(name string, args []any) (any, error) {
 		}
 		return s[0] + "/providers/" + typedNames(s[1], s[2:]), nil
 	case "reference":
-		if len(args) < 1 || len(args) > 2 {
-			return nil, fmt.Errorf("reference takes a resource ID and an API version")
+		if len(args) < 1 || len(args) > 3 {
+			return nil, fmt.Errorf("reference takes a resource ID, an API version and 'Full'")
 		}
 		s, err := strs()
 		if err != nil {
@@ -895,6 +989,15 @@ func (e *evaluator) call(name string, args []any) (any, error) {
 		}
 		if !strings.HasPrefix(s[0], "/subscriptions/") {
 			return nil, fmt.Errorf("reference(%s): give the resource's full ID", s[0])
+		}
+		if r, ok := e.scope.existing[strings.ToLower(s[0])]; ok {
+			if len(s) == 3 && strings.EqualFold(s[2], "Full") {
+				return r, nil
+			}
+			return r["properties"], nil
+		}
+		if len(s) == 3 {
+			return nil, fmt.Errorf("reference(%s, 'Full') of a resource these checks do not model", s[0])
 		}
 		return reference{id: s[0]}, nil
 	case "format":
@@ -928,7 +1031,7 @@ func (e *evaluator) call(name string, args []any) (any, error) {
 			m = min(m, x)
 		}
 		return m, nil
-	case "div", "mul", "add", "greater":
+	case "div", "mul", "add", "greater", "greaterOrEquals":
 		n, err := ints()
 		if err != nil || len(n) != 2 {
 			return nil, fmt.Errorf("%s takes two ints", name)
@@ -940,23 +1043,13 @@ func (e *evaluator) call(name string, args []any) (any, error) {
 			return n[0] + n[1], nil
 		case "greater":
 			return n[0] > n[1], nil
+		case "greaterOrEquals":
+			return n[0] >= n[1], nil
 		}
 		if n[1] == 0 {
 			return nil, fmt.Errorf("div by zero")
 		}
 		return n[0] / n[1], nil
-	case "if":
-		if len(args) != 3 {
-			return nil, fmt.Errorf("if takes a condition and two values")
-		}
-		c, ok := args[0].(bool)
-		if !ok {
-			return nil, fmt.Errorf("if: the condition %v is not a bool", args[0])
-		}
-		if c {
-			return args[1], nil
-		}
-		return args[2], nil
 	case "empty":
 		if len(args) != 1 {
 			return nil, fmt.Errorf("empty takes one argument")
@@ -964,28 +1057,115 @@ func (e *evaluator) call(name string, args []any) (any, error) {
 		switch x := args[0].(type) {
 		case string:
 			return x == "", nil
+		case []any:
+			return len(x) == 0, nil
 		case nil:
 			return true, nil
 		}
-		return nil, fmt.Errorf("empty: %v is not a string", args[0])
+		return nil, fmt.Errorf("empty: %v is not a string or an array", args[0])
 	case "equals":
 		if len(args) != 2 {
 			return nil, fmt.Errorf("equals takes two arguments")
 		}
 		return fmt.Sprint(args[0]) == fmt.Sprint(args[1]), nil
-	case "and":
+	case "and", "or":
 		if len(args) < 2 {
-			return nil, fmt.Errorf("and takes two or more bools")
+			return nil, fmt.Errorf("%s takes two or more bools", name)
 		}
-		all := true
+		all, some := true, false
 		for _, a := range args {
 			b, ok := a.(bool)
 			if !ok {
-				return nil, fmt.Errorf("and: %v is not a bool", a)
+				return nil, fmt.Errorf("%s: %v is not a bool", name, a)
 			}
 			all = all && b
+			some = some || b
+		}
+		if name == "or" {
+			return some, nil
 		}
 		return all, nil
+	case "fail":
+		s, err := strs()
+		if err != nil || len(s) != 1 {
+			return nil, fmt.Errorf("fail takes a message")
+		}
+		return nil, fmt.Errorf("the deployment fails: %s", s[0])
+	case "toLower":
+		s, err := strs()
+		if err != nil || len(s) != 1 {
+			return nil, fmt.Errorf("toLower takes a string")
+		}
+		return strings.ToLower(s[0]), nil
+	case "split":
+		s, err := strs()
+		if err != nil || len(s) != 2 {
+			return nil, fmt.Errorf("split takes a string and a delimiter")
+		}
+		var out []any
+		for _, part := range strings.Split(s[0], s[1]) {
+			out = append(out, part)
+		}
+		return out, nil
+	case "lastIndexOf":
+		s, err := strs()
+		if err != nil || len(s) != 2 {
+			return nil, fmt.Errorf("lastIndexOf takes a string and a string to find")
+		}
+		return int64(strings.LastIndex(s[0], s[1])), nil
+	case "substring":
+		if len(args) != 3 {
+			return nil, fmt.Errorf("substring takes a string, a start and a length")
+		}
+		s, ok1 := args[0].(string)
+		start, ok2 := args[1].(int64)
+		n, ok3 := args[2].(int64)
+		if !ok1 || !ok2 || !ok3 || start < 0 || n < 0 || start+n > int64(len(s)) {
+			return nil, fmt.Errorf("substring(%v, %v, %v): out of range", args[0], args[1], args[2])
+		}
+		return s[start : start+n], nil
+	case "contains":
+		if len(args) != 2 {
+			return nil, fmt.Errorf("contains takes a container and a value")
+		}
+		switch c := args[0].(type) {
+		case string:
+			s, ok := args[1].(string)
+			if !ok {
+				return nil, fmt.Errorf("contains: %v is not a string", args[1])
+			}
+			return strings.Contains(c, s), nil
+		case map[string]any:
+			k, ok := args[1].(string)
+			if !ok {
+				return nil, fmt.Errorf("contains: %v is not a property name", args[1])
+			}
+			_, has := c[k]
+			return has, nil
+		}
+		return nil, fmt.Errorf("contains: %v is not a string or an object", args[0])
+	case "first", "last":
+		if len(args) != 1 {
+			return nil, fmt.Errorf("%s takes an array", name)
+		}
+		l, ok := args[0].([]any)
+		if !ok || len(l) == 0 {
+			return nil, fmt.Errorf("%s: %v is not an array with items", name, args[0])
+		}
+		if name == "first" {
+			return l[0], nil
+		}
+		return l[len(l)-1], nil
+	case "parseCidr":
+		s, err := strs()
+		if err != nil || len(s) != 1 {
+			return nil, fmt.Errorf("parseCidr takes a CIDR string")
+		}
+		prefix, err := netip.ParsePrefix(s[0])
+		if err != nil {
+			return nil, fmt.Errorf("parseCidr: %w", err)
+		}
+		return map[string]any{"network": prefix.Masked().Addr().String(), "cidr": int64(prefix.Bits())}, nil
 	case "createArray":
 		return append([]any{}, args...), nil
 	case "createObject":
@@ -1021,6 +1201,11 @@ func (e *evaluator) call(name string, args []any) (any, error) {
 			return nil, fmt.Errorf("not: %v is not a bool", args[0])
 		}
 		return !b, nil
+	case "true", "false":
+		if len(args) != 0 {
+			return nil, fmt.Errorf("%s takes no arguments", name)
+		}
+		return name == "true", nil
 	case "null":
 		if len(args) != 0 {
 			return nil, fmt.Errorf("null takes no arguments")

@@ -218,7 +218,11 @@ func checkGrants(d *deployment) error {
 		{"Storage Queue Data Contributor", storage, principal},
 		{"Storage Table Data Contributor", storage, principal},
 		{"Monitoring Metrics Publisher", insights, principal},
-		{"Cosmos DB Built-in Data Contributor", cosmos + "/dbs/" + settings["COSMOS_DATABASE"], principal},
+	}
+	// The roles in the resource provider's groups may be left to its own
+	// IaC, which then gives them to the identityPrincipalId output.
+	if d.params["assignCosmosRole"] != false {
+		want = append(want, grant{"Cosmos DB Built-in Data Contributor", cosmos + "/dbs/" + settings["COSMOS_DATABASE"], principal})
 	}
 	got, err := grants(d)
 	if err != nil {
@@ -227,6 +231,9 @@ func checkGrants(d *deployment) error {
 	// A vault's resource group is not in its reference: the grant is the
 	// one on a secret of that vault and name.
 	for name, secret := range keyVaultSecrets(settings) {
+		if d.params["assignKeyVaultRole"] == false {
+			break
+		}
 		found := false
 		for _, g := range got {
 			if g.role == "Key Vault Secrets User" && strings.HasSuffix(strings.ToLower(g.scope), strings.ToLower("/providers/Microsoft.KeyVault/"+secret)) {
@@ -256,10 +263,21 @@ func checkGrants(d *deployment) error {
 }
 
 // cosmosAccount returns the ID of the Cosmos DB account whose endpoint the
-// setting name holds: the account the data-plane role is on.
+// setting name holds: the account the data-plane role is on, or the
+// Leases container when the role is left to the resource provider's IaC,
+// or, with neither in the deployment, the account the parameters name.
 func cosmosAccount(d *deployment, name, endpoint string) (string, error) {
+	var accounts []string
 	for _, r := range d.byType("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments") {
-		account := r.ID[:strings.Index(r.ID, "/sqlRoleAssignments/")]
+		accounts = append(accounts, r.ID[:strings.Index(r.ID, "/sqlRoleAssignments/")])
+	}
+	for _, r := range d.byType("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers") {
+		accounts = append(accounts, r.ID[:strings.Index(r.ID, "/sqlDatabases/")])
+	}
+	if len(accounts) == 0 && d.params["assignCosmosRole"] == false {
+		accounts = append(accounts, fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.DocumentDB/databaseAccounts/%s", d.scope.subscription, d.params["cosmosResourceGroup"], d.params["cosmosAccountName"]))
+	}
+	for _, account := range accounts {
 		_, name := resourceType(account)
 		if endpoint == "https://"+name+".documents.azure.com:443/" {
 			return account, nil
@@ -324,6 +342,10 @@ func checkIdentity(d *deployment) error {
 		if g.principal != "principalId("+id+")" {
 			return fmt.Errorf("%s on %s is given to %q, not the app's identity %s", g.role, g.scope, g.principal, id)
 		}
+	}
+	// The resource provider's IaC gives the roles left to it to this.
+	if out, err := d.output("identityPrincipalId"); err != nil || out != "principalId("+id+")" {
+		return fmt.Errorf("output identityPrincipalId is %v (%v), not the principal of the app's identity %s: the resource provider's IaC could not grant it the roles left to it", out, err, id)
 	}
 	return nil
 }

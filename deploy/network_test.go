@@ -10,6 +10,7 @@ import (
 // environments and Cluster Service is internal: a Flex Consumption app
 // reaches them only through VNet integration with a subnet delegated to
 // Microsoft.App/environments, every outbound connection going through it.
+// Its own storage and its inbound side are private by default too.
 
 // endpointPaths are the settings that name where the app connects, each
 // with how the integrated subnet reaches it, as docs/deploy.md tells the
@@ -35,12 +36,35 @@ func namesEndpoint(name, value string) bool {
 	return strings.HasPrefix(value, "https://") || strings.HasPrefix(value, "http://")
 }
 
+// privatelinkZones are the private DNS zones in which Azure's public cloud
+// resolves a private endpoint of each group the template connects
+// (learn.microsoft.com/azure/private-link/private-endpoint-dns).
+var privatelinkZones = map[string]string{
+	"blob":  "privatelink.blob.core.windows.net",
+	"queue": "privatelink.queue.core.windows.net",
+	"table": "privatelink.table.core.windows.net",
+	"sites": "privatelink.azurewebsites.net",
+}
+
+// hostStorageGroups are the storage services the Functions host uses on
+// Flex Consumption: blobs (the package, host keys, timer and listener
+// leases), queues (the trigger and output binding) and tables (the host's
+// diagnostic events). It uses no file share.
+var hostStorageGroups = []string{"blob", "queue", "table"}
+
 // checkNetwork checks the app's network path: with subnetId the site is
-// integrated with that subnet and routes all outbound traffic through it;
-// without, every service it needs takes public traffic. The host's storage
-// takes public traffic or only private endpoints, as its parameter says;
-// every setting that names an endpoint is on a path the deploy guide
-// describes, the storage ones on the host's account.
+// integrated with that subnet, whose name Flex accepts, and sets no
+// vnetRouteAllEnabled (Flex routes all traffic through the subnet and
+// refuses deprecated site properties); without, every service it needs
+// takes public traffic. The host's storage takes public traffic, or only
+// its private endpoints for blob, queue and table, each registered in its
+// privatelink zone and made before the site, so the host never starts
+// without a path to its storage. Private endpoints stay out of the
+// integration subnet. The site's public access is its parameter's, and
+// its inbound endpoint, when made, is group sites in
+// privatelink.azurewebsites.net. Every setting that names an endpoint is
+// on a path the deploy guide describes, the storage ones on the host's
+// account.
 func checkNetwork(d *deployment) error {
 	site, err := d.one("Microsoft.Web/sites")
 	if err != nil {
@@ -48,7 +72,9 @@ func checkNetwork(d *deployment) error {
 	}
 	subnet, _ := d.params["subnetId"].(string)
 	got, _ := path(site.Body, "properties", "virtualNetworkSubnetId").(string)
-	routeAll := path(site.Body, "properties", "vnetRouteAllEnabled")
+	if v, set := site.Body["properties"].(map[string]any)["vnetRouteAllEnabled"]; set {
+		return fmt.Errorf("vnetRouteAllEnabled is %v: Flex Consumption routes all traffic through the subnet without it and refuses deprecated site properties", v)
+	}
 	storages := d.byType("Microsoft.Storage/storageAccounts")
 	if subnet == "" {
 		if got != "" {
@@ -63,16 +89,31 @@ func checkNetwork(d *deployment) error {
 		if !strings.EqualFold(got, subnet) {
 			return fmt.Errorf("the site's virtualNetworkSubnetId is %q, not subnetId %s: it would reach no private endpoint", got, subnet)
 		}
-		if typ, _ := resourceType(subnet); typ != "Microsoft.Network/virtualNetworks/subnets" {
+		typ, name := resourceType(subnet)
+		if typ != "Microsoft.Network/virtualNetworks/subnets" {
 			return fmt.Errorf("subnetId %s is not a subnet's resource ID", subnet)
 		}
-		if routeAll != true {
-			return fmt.Errorf("vnetRouteAllEnabled is %v: outbound traffic would not all go through the subnet", routeAll)
+		if strings.Contains(name, "_") {
+			return fmt.Errorf("subnet %s: Flex Consumption refuses a subnet name with _", name)
 		}
 	}
-	if subnet == "" && routeAll != false {
-		return fmt.Errorf("vnetRouteAllEnabled is %v without a subnet", routeAll)
+
+	peSubnet, _ := d.params["privateEndpointSubnetId"].(string)
+	endpoints := d.byType("Microsoft.Network/privateEndpoints")
+	if len(endpoints) > 0 {
+		if typ, _ := resourceType(peSubnet); typ != "Microsoft.Network/virtualNetworks/subnets" {
+			return fmt.Errorf("privateEndpointSubnetId %q is not a subnet's resource ID", peSubnet)
+		}
+		if strings.EqualFold(peSubnet, subnet) {
+			return fmt.Errorf("privateEndpointSubnetId is subnetId: Flex Consumption keeps the integration subnet free of private endpoints")
+		}
 	}
+	for _, pe := range endpoints {
+		if in, _ := path(pe.Body, "properties", "subnet", "id").(string); !strings.EqualFold(in, peSubnet) {
+			return fmt.Errorf("private endpoint %s is in %q, not privateEndpointSubnetId %s", pe.Name, in, peSubnet)
+		}
+	}
+
 	for _, r := range storages {
 		access := path(r.Body, "properties", "publicNetworkAccess")
 		want := map[any]string{"Enabled": "Allow", "Disabled": "Deny"}[access]
@@ -81,6 +122,32 @@ func checkNetwork(d *deployment) error {
 		}
 		if action := path(r.Body, "properties", "networkAcls", "defaultAction"); action != want {
 			return fmt.Errorf("storage account %s: publicNetworkAccess %v with networkAcls.defaultAction %v, want %s", r.Name, access, action, want)
+		}
+		if access != "Disabled" {
+			continue
+		}
+		if bypass := path(r.Body, "properties", "networkAcls", "bypass"); bypass != "None" {
+			return fmt.Errorf("storage account %s: networkAcls.bypass %v, want None: nothing but the private endpoints reaches it", r.Name, bypass)
+		}
+		for _, group := range hostStorageGroups {
+			pe, zones, err := privateEndpoint(d, r.ID, group)
+			if err != nil {
+				return fmt.Errorf("storage account %s is private: %w", r.Name, err)
+			}
+			for _, id := range []string{pe.ID, zones.ID} {
+				if !dependsOn(site, id) {
+					return fmt.Errorf("the site does not depend on %s: the host could start before its storage's %s endpoint resolves", id, group)
+				}
+			}
+		}
+	}
+
+	if access, want := path(site.Body, "properties", "publicNetworkAccess"), d.params["sitePublicNetworkAccess"]; access != want || (access != "Enabled" && access != "Disabled") {
+		return fmt.Errorf("the site's publicNetworkAccess is %v, not sitePublicNetworkAccess %v", access, want)
+	}
+	if d.params["sitePrivateEndpoint"] == true {
+		if _, _, err := privateEndpoint(d, site.ID, "sites"); err != nil {
+			return fmt.Errorf("sitePrivateEndpoint: %w", err)
 		}
 	}
 
@@ -110,4 +177,55 @@ func checkNetwork(d *deployment) error {
 		}
 	}
 	return nil
+}
+
+// privateEndpoint returns the private endpoint of the deployment that
+// connects to target's group, and its DNS zone group, which must register
+// it in the group's privatelink zone.
+func privateEndpoint(d *deployment, target, group string) (pe, zones resource, err error) {
+	var found []resource
+	for _, r := range d.byType("Microsoft.Network/privateEndpoints") {
+		conns, _ := path(r.Body, "properties", "privateLinkServiceConnections").([]any)
+		for _, c := range conns {
+			id, _ := path(c, "properties", "privateLinkServiceId").(string)
+			groups, _ := path(c, "properties", "groupIds").([]any)
+			if strings.EqualFold(id, target) && len(groups) == 1 && groups[0] == group {
+				found = append(found, r)
+			}
+		}
+	}
+	if len(found) != 1 {
+		return pe, zones, fmt.Errorf("%d private endpoints for %s of %s, want 1", len(found), group, target)
+	}
+	pe = found[0]
+	var groups []resource
+	for _, r := range d.byType("Microsoft.Network/privateEndpoints/privateDnsZoneGroups") {
+		if strings.HasPrefix(strings.ToLower(r.ID), strings.ToLower(pe.ID+"/privateDnsZoneGroups/")) {
+			groups = append(groups, r)
+		}
+	}
+	if len(groups) != 1 {
+		return pe, zones, fmt.Errorf("private endpoint %s has %d DNS zone groups, want 1: its name would not resolve to it", pe.Name, len(groups))
+	}
+	zones = groups[0]
+	configs, _ := path(zones.Body, "properties", "privateDnsZoneConfigs").([]any)
+	if len(configs) != 1 {
+		return pe, zones, fmt.Errorf("zone group %s has %d zones, want 1", zones.Name, len(configs))
+	}
+	zone, _ := path(configs[0], "properties", "privateDnsZoneId").(string)
+	if typ, name := resourceType(zone); typ != "Microsoft.Network/privateDnsZones" || name != privatelinkZones[group] {
+		return pe, zones, fmt.Errorf("zone group %s registers %s in %q, not a %s private DNS zone", zones.Name, group, zone, privatelinkZones[group])
+	}
+	return pe, zones, nil
+}
+
+// dependsOn tells whether a resource's dependsOn names id.
+func dependsOn(r resource, id string) bool {
+	list, _ := r.Body["dependsOn"].([]any)
+	for _, x := range list {
+		if s, _ := x.(string); strings.EqualFold(s, id) {
+			return true
+		}
+	}
+	return false
 }

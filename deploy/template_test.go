@@ -53,6 +53,9 @@ var checks = []struct {
 	{"instance floor", func(_ *deployment, f fixture) error { return checkInstanceFloor(f.template) }},
 	{"names", checkNames},
 	{"network", func(d *deployment, _ fixture) error { return checkNetwork(d) }},
+	{"zone redundancy", func(d *deployment, _ fixture) error { return checkZoneRedundancy(d) }},
+	{"leases", func(d *deployment, _ fixture) error { return checkLeases(d) }},
+	{"refusals", func(_ *deployment, f fixture) error { return checkRefusals(f.template, f.parameters) }},
 }
 
 // texts are the files the secret check searches, as Azure receives them.
@@ -97,7 +100,7 @@ func TestTemplatePassesEveryCheck(t *testing.T) {
 func TestDefaultsGiveTheStatedBudget(t *testing.T) {
 	f := load(t)
 	required := map[string]any{}
-	for _, name := range []string{"appName", "storageAccountName", "subnetId", "cosmosAccountName", "cosmosDatabase", "clusterServiceUrl"} {
+	for _, name := range []string{"appName", "storageAccountName", "subnetId", "privateEndpointSubnetId", "storageBlobDnsZoneId", "storageQueueDnsZoneId", "storageTableDnsZoneId", "siteDnsZoneId", "cosmosAccountName", "cosmosDatabase", "clusterServiceUrl"} {
 		required[name] = f.values[name]
 	}
 	tests := []struct {
@@ -207,8 +210,10 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 	tests := []struct {
 		name  string
 		check string
-		// values are parameter values the case deploys the copy with.
+		// values are parameter values the case deploys the copy with,
+		// into scope when set.
 		values map[string]any
+		scope  armScope
 		edit   func(t *testing.T, tmpl map[string]any)
 		want   string
 	}{
@@ -574,12 +579,283 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			want: "the site's virtualNetworkSubnetId is \"\", not subnetId",
 		},
 		{
-			name:  "outbound traffic not all through the subnet",
+			name:  "vnetRouteAllEnabled, which Flex deprecates",
 			check: "network",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				props(findResource(t, tmpl, "Microsoft.Web/sites", ""))["vnetRouteAllEnabled"] = false
+				props(findResource(t, tmpl, "Microsoft.Web/sites", ""))["vnetRouteAllEnabled"] = true
 			},
-			want: "vnetRouteAllEnabled is false",
+			want: "vnetRouteAllEnabled is true: Flex Consumption routes all traffic through the subnet without it",
+		},
+		{
+			name:  "private storage letting trusted Azure services in",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))["networkAcls"].(map[string]any)["bypass"] = "AzureServices"
+			},
+			want: "networkAcls.bypass AzureServices, want None",
+		},
+		{
+			name:  "no private endpoint for the host's queues",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				removeResource(t, tmpl, findResource(t, tmpl, "Microsoft.Network/privateEndpoints", "-queue-pe"))
+			},
+			want: "0 private endpoints for queue of",
+		},
+		{
+			name:  "the table endpoint registered in the blob zone",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["storageDnsZones"].(map[string]any)["table"] = "[parameters('storageBlobDnsZoneId')]"
+			},
+			want: "not a privatelink.table.core.windows.net private DNS zone",
+		},
+		{
+			name:  "the site made before its storage's blob endpoint resolves",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				site := findResource(t, tmpl, "Microsoft.Web/sites", "")
+				var kept []any
+				for _, d := range site["dependsOn"].([]any) {
+					if !strings.Contains(d.(string), "privateDnsZoneGroups', format('{0}-blob-pe'") {
+						kept = append(kept, d)
+					}
+				}
+				require.Len(t, kept, len(site["dependsOn"].([]any))-1)
+				site["dependsOn"] = kept
+			},
+			want: "the site does not depend on",
+		},
+		{
+			name:  "a storage private endpoint in the integration subnet",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Network/privateEndpoints", "-blob-pe"))["subnet"] = map[string]any{"id": "[parameters('subnetId')]"}
+			},
+			want: "not privateEndpointSubnetId",
+		},
+		{
+			name:  "the site open to public traffic whatever its parameter",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Web/sites", ""))["publicNetworkAccess"] = "Enabled"
+			},
+			want: "the site's publicNetworkAccess is Enabled, not sitePublicNetworkAccess Disabled",
+		},
+		{
+			name:  "the app's private endpoint to another group than sites",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				conn := props(findResource(t, tmpl, "Microsoft.Network/privateEndpoints", "sitePrivateEndpointName"))["privateLinkServiceConnections"].([]any)[0]
+				props(conn.(map[string]any))["groupIds"] = []any{"scm"}
+			},
+			want: "sitePrivateEndpoint: 0 private endpoints for sites",
+		},
+		{
+			name:   "a subnet name with _, the template's own check removed",
+			check:  "network",
+			values: map[string]any{"subnetId": exampleVnet + "/subnets/ops_status"},
+			scope:  exampleScope.withExisting(exampleVnet+"/subnets/ops_status", map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.App/environments")}}),
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "contains(variables('integrationSubnetName'), '_')", "false()")
+			},
+			want: "subnet ops_status: Flex Consumption refuses a subnet name with _",
+		},
+		{
+			name:  "the template accepting a subnet name with _",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "contains(variables('integrationSubnetName'), '_')", "false()")
+			},
+			want: "the template accepts a subnet name with _",
+		},
+		{
+			name:  "the template accepting a subnet under /27",
+			check: "refusals",
+			edit:  func(t *testing.T, tmpl map[string]any) { editSubnetCheck(t, tmpl, ".cidr, 27)", ".cidr, 32)") },
+			want:  "the template accepts a /28 subnet",
+		},
+		{
+			name:  "the template accepting a subnet delegated as other plans want it",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "not(equals(first(reference(parameters('subnetId'), '2024-05-01').delegations).properties.serviceName, 'Microsoft.App/environments'))", "false()")
+			},
+			want: "the template accepts a subnet delegated as other plans want it",
+		},
+		{
+			name:  "the template accepting a subnet that holds private endpoints",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "not(empty(reference(parameters('subnetId'), '2024-05-01').privateEndpoints))", "false()")
+			},
+			want: "the template accepts a subnet holding a private endpoint",
+		},
+		{
+			name:  "the template accepting a subnet in another region",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "not(equals(toLower(reference(variables('integrationVnetId'), '2024-05-01', 'Full').location), toLower(parameters('location'))))", "false()")
+			},
+			want: "the template accepts a subnet in another region",
+		},
+		{
+			name:  "the template accepting private storage without its zones",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				p := props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))
+				p["publicNetworkAccess"] = strings.Replace(p["publicNetworkAccess"].(string), "empty(parameters('storageQueueDnsZoneId'))", "false()", 1)
+			},
+			want: "the template accepts private storage without its zones",
+		},
+		{
+			name:  "the template accepting a subnetId that is not a subnet's",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "empty(variables('integrationVnetId'))", "false()")
+			},
+			want: "the template accepts a subnet ID that names a virtual network",
+		},
+		{
+			name:  "the template accepting private storage without VNet integration",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editStorageAccess(t, tmpl, "empty(parameters('subnetId'))", "false()")
+			},
+			want: "the template accepts private storage without VNet integration",
+		},
+		{
+			name:  "the template accepting storage endpoints in the integration subnet",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editStorageAccess(t, tmpl, "equals(toLower(parameters('privateEndpointSubnetId')), toLower(parameters('subnetId')))", "false()")
+			},
+			want: "the template accepts storage endpoints in the integration subnet",
+		},
+		{
+			name:  "the template accepting the app's endpoint in the integration subnet",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSiteEndpointSubnet(t, tmpl, "equals(toLower(parameters('privateEndpointSubnetId')), toLower(parameters('subnetId')))", "false()")
+			},
+			want: "the template accepts the app's endpoint in the integration subnet",
+		},
+		{
+			name:  "the template accepting the app's endpoint without its zone",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSiteEndpointSubnet(t, tmpl, "empty(parameters('siteDnsZoneId'))", "false()")
+			},
+			want: "the template accepts the app's private endpoint without its zone",
+		},
+		{
+			name:   "private endpoints in the integration subnet, the template's own checks removed",
+			check:  "network",
+			values: map[string]any{"privateEndpointSubnetId": exampleVnet + "/subnets/opstatus"},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				same := "equals(toLower(parameters('privateEndpointSubnetId')), toLower(parameters('subnetId')))"
+				editStorageAccess(t, tmpl, same, "false()")
+				editSiteEndpointSubnet(t, tmpl, same, "false()")
+			},
+			want: "privateEndpointSubnetId is subnetId",
+		},
+		{
+			name:  "Leases under another name than the handler's setting",
+			check: "leases",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")["properties"].(map[string]any)["parameters"].(map[string]any)["leasesContainer"] = map[string]any{"value": "leases"}
+			},
+			want: "/containers/Leases: pickup's trigger would find no leases container",
+		},
+		{
+			name:   "Leases declared though the resource provider declares it",
+			check:  "leases",
+			values: map[string]any{"createLeasesContainer": false},
+			edit:   func(t *testing.T, tmpl map[string]any) { delete(leasesContainer(t, tmpl), "condition") },
+			want:   "createLeasesContainer is false, but the template declares 1 containers",
+		},
+		{
+			name:  "the template accepting zone redundancy with one always-ready instance",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Web/serverfarms", ""))["zoneRedundant"] = "[parameters('zoneRedundant')]"
+			},
+			want: "the template accepts zone redundancy with one always-ready poll instance",
+		},
+		{
+			name:   "zone redundancy with one always-ready instance, the template's own check removed",
+			check:  "zone redundancy",
+			values: map[string]any{"zoneRedundant": true},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Web/serverfarms", ""))["zoneRedundant"] = "[parameters('zoneRedundant')]"
+			},
+			want: "zone redundant with 1 always-ready instances of function:poll",
+		},
+		{
+			name:   "zone redundancy asked for and not set",
+			check:  "zone redundancy",
+			values: map[string]any{"zoneRedundant": true, "alwaysReadyPoll": 2, "alwaysReadyPickup": 2},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				delete(props(findResource(t, tmpl, "Microsoft.Web/serverfarms", "")), "zoneRedundant")
+			},
+			want: "the plan's zoneRedundant is <nil>, not the zoneRedundant parameter true",
+		},
+		{
+			name:  "no principal ID for the resource provider's IaC",
+			check: "identity",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				delete(tmpl["outputs"].(map[string]any), "identityPrincipalId")
+			},
+			want: "output identityPrincipalId",
+		},
+		{
+			name:   "the Cosmos DB role assigned though left to the resource provider",
+			check:  "grants",
+			values: map[string]any{"assignCosmosRole": false},
+			edit:   func(t *testing.T, tmpl map[string]any) { delete(cosmosRoleAssignment(t, tmpl), "condition") },
+			want:   "want exactly",
+		},
+		{
+			name:   "the Key Vault role assigned though left to the resource provider",
+			check:  "grants",
+			values: map[string]any{"assignKeyVaultRole": false},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				findResource(t, tmpl, "Microsoft.Resources/deployments", "keyvault-role")["condition"] = "[variables('clusterServiceCredentials')]"
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "Leases partitioned by another path than the trigger's",
+			check: "leases",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				path(leasesContainer(t, tmpl), "properties", "resource", "partitionKey").(map[string]any)["paths"] = []any{"/partitionKey"}
+			},
+			want: "want /id (Hash)",
+		},
+		{
+			name:   "the Leases throughput parameter ignored",
+			check:  "leases",
+			values: map[string]any{"leasesMaxThroughput": 4000},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(leasesContainer(t, tmpl))["options"] = "[createObject()]"
+			},
+			want: "want autoscale to leasesMaxThroughput 4000",
+		},
+		{
+			name:  "the site not waiting for the Cosmos DB deployment",
+			check: "leases",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				site := findResource(t, tmpl, "Microsoft.Web/sites", "")
+				var kept []any
+				for _, d := range site["dependsOn"].([]any) {
+					if !strings.Contains(d.(string), "-cosmos'") {
+						kept = append(kept, d)
+					}
+				}
+				require.Len(t, kept, len(site["dependsOn"].([]any))-1)
+				site["dependsOn"] = kept
+			},
+			want: "the site does not depend on nested deployment",
 		},
 		{
 			name:  "an endpoint on no network path the guide describes",
@@ -601,7 +877,7 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			name:  "storage closed to public traffic but its network rules open",
 			check: "network",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))["publicNetworkAccess"] = "Disabled"
+				props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))["networkAcls"].(map[string]any)["defaultAction"] = "Allow"
 			},
 			want: "publicNetworkAccess Disabled with networkAcls.defaultAction Allow",
 		},
@@ -705,7 +981,11 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 				edited.values = values
 			}
 			tc.edit(t, edited.template)
-			d, err := resolve(edited.template, edited.values, exampleScope)
+			scope := exampleScope
+			if tc.scope.subscription != "" {
+				scope = tc.scope
+			}
+			d, err := resolve(edited.template, edited.values, scope)
 			require.NoError(t, err)
 			var check func(*deployment, fixture) error
 			for _, c := range checks {
@@ -729,9 +1009,9 @@ func TestResolveRefusesWhatTheChecksCannotFollow(t *testing.T) {
 		{
 			name: "a function the evaluator does not know",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				setSetting(t, tmpl, "AZURE_LOCATION", "[toLower(parameters('azureLocation'))]")
+				setSetting(t, tmpl, "AZURE_LOCATION", "[toUpper(parameters('azureLocation'))]")
 			},
-			want: "function toLower is not one these checks evaluate",
+			want: "function toUpper is not one these checks evaluate",
 		},
 		{
 			name: "a concat of strings, which the checks do not follow",
@@ -750,7 +1030,7 @@ func TestResolveRefusesWhatTheChecksCannotFollow(t *testing.T) {
 		{
 			name: "a nested template in the parent's scope",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				opts := path(props(findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos-role")), "expressionEvaluationOptions").(map[string]any)
+				opts := path(props(findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")), "expressionEvaluationOptions").(map[string]any)
 				opts["scope"] = "outer"
 			},
 			want: "expressionEvaluationOptions.scope inner",
@@ -802,8 +1082,43 @@ func findResource(t *testing.T, tmpl map[string]any, typ, hint string) map[strin
 
 func cosmosRoleAssignment(t *testing.T, tmpl map[string]any) map[string]any {
 	t.Helper()
-	dep := findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos-role")
+	dep := findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")
 	return path(dep, "properties", "template", "resources").([]any)[0].(map[string]any)
+}
+
+func leasesContainer(t *testing.T, tmpl map[string]any) map[string]any {
+	t.Helper()
+	dep := findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")
+	return path(dep, "properties", "template", "resources").([]any)[1].(map[string]any)
+}
+
+// editSubnetCheck replaces part of the site's checks of its subnet.
+func editSubnetCheck(t *testing.T, tmpl map[string]any, old, replacement string) {
+	t.Helper()
+	p := props(findResource(t, tmpl, "Microsoft.Web/sites", ""))
+	expr := p["virtualNetworkSubnetId"].(string)
+	require.Contains(t, expr, old)
+	p["virtualNetworkSubnetId"] = strings.Replace(expr, old, replacement, 1)
+}
+
+// editStorageAccess replaces part of the storage account's checks of its
+// network parameters.
+func editStorageAccess(t *testing.T, tmpl map[string]any, old, replacement string) {
+	t.Helper()
+	p := props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))
+	expr := p["publicNetworkAccess"].(string)
+	require.Contains(t, expr, old)
+	p["publicNetworkAccess"] = strings.Replace(expr, old, replacement, 1)
+}
+
+// editSiteEndpointSubnet replaces part of the app's private endpoint's
+// checks of its subnet and zone.
+func editSiteEndpointSubnet(t *testing.T, tmpl map[string]any, old, replacement string) {
+	t.Helper()
+	subnet := props(findResource(t, tmpl, "Microsoft.Network/privateEndpoints", "sitePrivateEndpointName"))["subnet"].(map[string]any)
+	expr := subnet["id"].(string)
+	require.Contains(t, expr, old)
+	subnet["id"] = strings.Replace(expr, old, replacement, 1)
 }
 
 func keyVaultRoleAssignment(t *testing.T, tmpl map[string]any) map[string]any {

@@ -1,0 +1,299 @@
+package deploy
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// checkZoneRedundancy checks the plan's zone redundancy: it is the
+// zoneRedundant parameter's, and when on, poll and, when the host runs it,
+// pickup each have at least two always-ready instances, since the platform
+// keeps two of every group then and bills them as always-ready
+// (learn.microsoft.com/azure/reliability/reliability-functions).
+func checkZoneRedundancy(d *deployment) error {
+	plan, err := d.one("Microsoft.Web/serverfarms")
+	if err != nil {
+		return err
+	}
+	on := path(plan.Body, "properties", "zoneRedundant")
+	if on != d.params["zoneRedundant"] {
+		return fmt.Errorf("the plan's zoneRedundant is %v, not the zoneRedundant parameter %v", on, d.params["zoneRedundant"])
+	}
+	if on != true {
+		return nil
+	}
+	site, err := d.one("Microsoft.Web/sites")
+	if err != nil {
+		return err
+	}
+	settings, err := d.appSettings()
+	if err != nil {
+		return err
+	}
+	groups := []string{"function:poll"}
+	if runs, err := pickupRuns(settings); err != nil {
+		return err
+	} else if runs {
+		groups = append(groups, "function:pickup")
+	}
+	entries, _ := path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency", "alwaysReady").([]any)
+	for _, g := range groups {
+		n := int64(0)
+		for _, e := range entries {
+			if path(e, "name") == g {
+				n, _ = path(e, "instanceCount").(int64)
+			}
+		}
+		if n < 2 {
+			return fmt.Errorf("zone redundant with %d always-ready instances of %s: the platform keeps and bills 2 of every group", n, g)
+		}
+	}
+	return nil
+}
+
+// checkLeases checks pickup's Leases container: declared, when
+// createLeasesContainer, in COSMOS_DATABASE of COSMOS_ENDPOINT's account
+// under the name COSMOS_LEASES_CONTAINER gives, partitioned by /id as the
+// change feed trigger's leases are, with the autoscale maximum
+// leasesMaxThroughput asks for or no throughput of its own; and the site
+// depends on every nested deployment, so the roles and the container
+// exist before the host starts.
+func checkLeases(d *deployment) error {
+	settings, err := d.appSettings()
+	if err != nil {
+		return err
+	}
+	containers := d.byType("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers")
+	if d.params["createLeasesContainer"] == false {
+		if len(containers) != 0 {
+			return fmt.Errorf("createLeasesContainer is false, but the template declares %d containers", len(containers))
+		}
+	} else {
+		if len(containers) != 1 {
+			return fmt.Errorf("%d containers declared, want the Leases container alone", len(containers))
+		}
+		c := containers[0]
+		account, err := cosmosAccount(d, "COSMOS_ENDPOINT", settings["COSMOS_ENDPOINT"])
+		if err != nil {
+			return err
+		}
+		// Database and container names are case-sensitive.
+		name := settings["COSMOS_LEASES_CONTAINER"]
+		in := "/sqlDatabases/" + settings["COSMOS_DATABASE"] + "/containers/" + name
+		if want := account + in; !strings.EqualFold(c.ID, want) || !strings.HasSuffix(c.ID, in) {
+			return fmt.Errorf("the Leases container is %s, not %s: pickup's trigger would find no leases container", c.ID, want)
+		}
+		if id := path(c.Body, "properties", "resource", "id"); id != name {
+			return fmt.Errorf("container %s has resource.id %v", c.Name, id)
+		}
+		pk := path(c.Body, "properties", "resource", "partitionKey")
+		if paths, _ := path(pk, "paths").([]any); len(paths) != 1 || paths[0] != "/id" || path(pk, "kind") != "Hash" {
+			return fmt.Errorf("container %s has partition key %v, want /id (Hash): the change feed trigger's leases", c.Name, pk)
+		}
+		options, _ := path(c.Body, "properties", "options").(map[string]any)
+		if max, _ := d.params["leasesMaxThroughput"].(int64); max > 0 {
+			if got := path(options, "autoscaleSettings", "maxThroughput"); got != max || len(options) != 1 {
+				return fmt.Errorf("container %s has options %v, want autoscale to leasesMaxThroughput %d", c.Name, options, max)
+			}
+		} else if len(options) != 0 {
+			return fmt.Errorf("container %s has options %v, want none with leasesMaxThroughput 0", c.Name, options)
+		}
+	}
+	site, err := d.one("Microsoft.Web/sites")
+	if err != nil {
+		return err
+	}
+	for _, r := range d.byType("Microsoft.Resources/deployments") {
+		if !dependsOn(site, r.ID) {
+			return fmt.Errorf("the site does not depend on nested deployment %s: the host could start before what it makes", r.Name)
+		}
+	}
+	return nil
+}
+
+// refusal is a choice of parameters, and of the network they name, with
+// which the app could not run, which the template itself must refuse with
+// fail(): at validation where the parameters show it, else, for what only
+// the existing subnet tells, before the site is made.
+type refusal struct {
+	name   string
+	values map[string]any
+	scope  armScope
+	want   string
+}
+
+// refusals are the choices the template must refuse.
+func refusals() []refusal {
+	subnet := exampleVnet + "/subnets/opstatus"
+	under := exampleVnet + "/subnets/ops_status"
+	return []refusal{
+		{"zone redundancy with one always-ready poll instance", map[string]any{"zoneRedundant": true, "alwaysReadyPoll": 1, "alwaysReadyPickup": 2}, exampleScope,
+			"zoneRedundant needs alwaysReadyPoll, and alwaysReadyPickup when pickupEnabled, of 2 or more"},
+		{"zone redundancy with one always-ready pickup instance", map[string]any{"zoneRedundant": true, "alwaysReadyPoll": 2, "alwaysReadyPickup": 1}, exampleScope,
+			"zoneRedundant needs alwaysReadyPoll, and alwaysReadyPickup when pickupEnabled, of 2 or more"},
+		{"a subnet name with _", map[string]any{"subnetId": under},
+			exampleScope.withExisting(under, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.App/environments")}}),
+			"subnet ops_status: Flex Consumption refuses a subnet name with _"},
+		{"a /28 subnet", nil,
+			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/28", "delegations": delegatedTo("Microsoft.App/environments")}}),
+			"subnet opstatus is smaller than the /27 Flex Consumption needs"},
+		{"a /28 subnet given by addressPrefixes", nil,
+			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefixes": []any{"10.128.64.0/28"}, "delegations": delegatedTo("Microsoft.App/environments")}}),
+			"subnet opstatus is smaller than the /27 Flex Consumption needs"},
+		{"a subnet with no delegation", nil,
+			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": []any{}}}),
+			"subnet opstatus is not delegated to Microsoft.App/environments"},
+		{"a subnet delegated as other plans want it", nil,
+			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.Web/serverFarms")}}),
+			"subnet opstatus is delegated to Microsoft.Web/serverFarms, not Microsoft.App/environments"},
+		{"a subnet holding a private endpoint", nil,
+			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.App/environments"), "privateEndpoints": []any{map[string]any{"id": "pe"}}}}),
+			"subnet opstatus holds private endpoints"},
+		{"a subnet in another region", nil,
+			exampleScope.withExisting(exampleVnet, map[string]any{"location": "westus3", "properties": map[string]any{}}),
+			"subnet opstatus is not in the app's region eastus"},
+		{"a subnet ID that names a virtual network", map[string]any{"subnetId": exampleVnet}, exampleScope,
+			"is not a subnet's resource ID"},
+		{"private storage without VNet integration", map[string]any{"subnetId": "", "storagePublicNetworkAccess": "Disabled"}, exampleScope,
+			"publicNetworkAccess Disabled without VNet integration"},
+		{"private storage without its zones", map[string]any{"storageQueueDnsZoneId": ""}, exampleScope,
+			"storagePublicNetworkAccess Disabled needs privateEndpointSubnetId and the blob, queue and table privatelink zone IDs"},
+		{"storage endpoints in the integration subnet", map[string]any{"privateEndpointSubnetId": exampleVnet + "/subnets/opstatus", "sitePrivateEndpoint": false}, exampleScope,
+			"privateEndpointSubnetId is subnetId"},
+		{"the app's endpoint in the integration subnet", map[string]any{"privateEndpointSubnetId": exampleVnet + "/subnets/opstatus", "storagePublicNetworkAccess": "Enabled"}, exampleScope,
+			"privateEndpointSubnetId is subnetId"},
+		{"the app's private endpoint without its zone", map[string]any{"siteDnsZoneId": ""}, exampleScope,
+			"sitePrivateEndpoint needs privateEndpointSubnetId and siteDnsZoneId"},
+	}
+}
+
+// delegatedTo is a subnet's delegations as Azure answers them.
+func delegatedTo(service string) []any {
+	return []any{map[string]any{"name": "delegation", "properties": map[string]any{"serviceName": service}}}
+}
+
+// checkRefusals deploys the template with each refusal, from the example
+// parameters, and sees it fail with the refusal's message.
+func checkRefusals(tmpl, parametersFile map[string]any) error {
+	example, err := parameterValues(parametersFile)
+	if err != nil {
+		return err
+	}
+	for _, r := range refusals() {
+		values := map[string]any{}
+		for k, v := range example {
+			values[k] = v
+		}
+		for k, v := range r.values {
+			values[k] = v
+		}
+		_, err := resolve(tmpl, values, r.scope)
+		if err == nil || !strings.Contains(err.Error(), r.want) {
+			return fmt.Errorf("the template accepts %s (want the deployment to fail with %q, got %v)", r.name, r.want, err)
+		}
+		if !strings.Contains(err.Error(), "the deployment fails: ") {
+			return fmt.Errorf("%s: refused by these checks' evaluator, not by the template's fail(): %v", r.name, err)
+		}
+	}
+	return nil
+}
+
+func TestTemplateRefusesUnworkableParameters(t *testing.T) {
+	f := load(t)
+	for _, r := range refusals() {
+		t.Run(r.name, func(t *testing.T) {
+			values := map[string]any{}
+			for k, v := range f.values {
+				values[k] = v
+			}
+			for k, v := range r.values {
+				values[k] = v
+			}
+			_, err := resolve(f.template, values, r.scope)
+			require.ErrorContains(t, err, "the deployment fails: ")
+			require.ErrorContains(t, err, r.want)
+		})
+	}
+	// What the refusals change is all that is wrong with them.
+	values := map[string]any{}
+	for k, v := range f.values {
+		values[k] = v
+	}
+	values["subnetId"] = exampleVnet + "/subnets/ops-status"
+	_, err := resolve(f.template, values, exampleScope.withExisting(exampleVnet+"/subnets/ops-status", map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/27", "delegations": delegatedTo("Microsoft.App/environments")}}))
+	require.NoError(t, err, "a /27 subnet named with - instead")
+	_, err = resolve(f.template, f.values, exampleScope.withExisting(exampleVnet+"/subnets/opstatus", map[string]any{"properties": map[string]any{"addressPrefixes": []any{"10.128.64.0/27", "10.128.66.0/28"}, "delegations": delegatedTo("Microsoft.App/environments"), "privateEndpoints": []any{}}}))
+	require.NoError(t, err, "a /27 subnet given by addressPrefixes")
+	values["subnetId"] = f.values["subnetId"]
+	values["zoneRedundant"] = true
+	values["alwaysReadyPoll"] = 2
+	values["alwaysReadyPickup"] = 2
+	_, err = resolve(f.template, values, exampleScope)
+	require.NoError(t, err, "zone redundancy with two always-ready instances a group")
+	values["pickupEnabled"] = false
+	values["alwaysReadyPickup"] = 0
+	_, err = resolve(f.template, values, exampleScope)
+	require.NoError(t, err, "zone redundancy without pickup needs no always-ready pickup instance")
+}
+
+// TestSwitchesLeaveRolesAndLeasesToTheResourceProvider deploys every
+// choice of what is left to the resource provider's IaC, of the Leases
+// throughput, of zone redundancy and of the app's inbound side, and sees
+// the template make exactly what they ask and pass every check.
+func TestSwitchesLeaveRolesAndLeasesToTheResourceProvider(t *testing.T) {
+	f := load(t)
+	n := 0
+	for _, cosmosRole := range []bool{true, false} {
+		for _, keyVaultRole := range []bool{true, false} {
+			for _, leases := range []bool{true, false} {
+				for _, throughput := range []int64{0, 4000} {
+					for _, zones := range []bool{false, true} {
+						for _, public := range []bool{false, true} {
+							values := map[string]any{}
+							for k, v := range f.values {
+								values[k] = v
+							}
+							values["assignCosmosRole"] = cosmosRole
+							values["assignKeyVaultRole"] = keyVaultRole
+							values["createLeasesContainer"] = leases
+							values["leasesMaxThroughput"] = throughput
+							values["zoneRedundant"] = zones
+							if zones {
+								values["alwaysReadyPoll"] = 2
+								values["alwaysReadyPickup"] = 2
+							}
+							if public {
+								values["sitePublicNetworkAccess"] = "Enabled"
+								values["sitePrivateEndpoint"] = false
+								values["storagePublicNetworkAccess"] = "Enabled"
+							}
+							what := fmt.Sprintf("%v", values)
+							d, err := resolve(f.template, values, exampleScope)
+							require.NoError(t, err, what)
+							for _, c := range checks {
+								if c.name != "refusals" {
+									require.NoError(t, c.check(d, f), "%s: %s", c.name, what)
+								}
+							}
+							count := func(typ string) int { return len(d.byType(typ)) }
+							one := map[bool]int{true: 1}
+							require.Equal(t, one[cosmosRole], count("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments"), what)
+							require.Equal(t, one[leases], count("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers"), what)
+							require.Equal(t, one[cosmosRole || leases]+one[keyVaultRole], count("Microsoft.Resources/deployments"), what)
+							require.Equal(t, 4+one[keyVaultRole], count("Microsoft.Authorization/roleAssignments"), what)
+							require.Equal(t, 4*one[!public], count("Microsoft.Network/privateEndpoints"), what)
+							out, err := d.output("identityPrincipalId")
+							require.NoError(t, err)
+							require.Equal(t, "principalId(/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/opstatus-int-eastus/providers/Microsoft.ManagedIdentity/userAssignedIdentities/opstatus-int-eastus-id)", out)
+							n++
+						}
+					}
+				}
+			}
+		}
+	}
+	require.Equal(t, 64, n)
+}
