@@ -8,5 +8,8 @@
 // cannot see (the built-in roles, the handler's settings in every
 // combination of the parameters, the bindings' names, secrets, identities,
 // the network path, the Cluster Service budget and the always-ready
-// instances).
+// instances). mesh/ is the Helm chart ARO-HCP applies in its service
+// cluster so that opstatus reaches Cluster Service through the mesh; its
+// tests decode it into the Kubernetes and Istio API types and hold its
+// policies to the requests opstatus's client sends.
 package deploy

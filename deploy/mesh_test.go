@@ -358,8 +358,9 @@ var guid = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-
 
 // v1Issuer is the iss of an Entra ID v1.0 access token, the kind a managed
 // identity gets from the Functions identity endpoint for a resource whose
-// application does not ask for v2.0 tokens: https://<STS host>/<tenant>/.
-var v1Issuer = regexp.MustCompile(`^https://(sts\.windows\.net|sts\.chinacloudapi\.cn|login\.microsoftonline\.us)/([0-9a-f-]{36})/$`)
+// application does not ask for v2.0 tokens: https://<STS host>/<tenant>/
+// (the STS host is the cloud's, sts.windows.net in Azure's public cloud).
+var v1Issuer = regexp.MustCompile(`^https://([a-z0-9-]+(\.[a-z0-9-]+)+)/([0-9a-f-]{36})/$`)
 
 // meshFixture is what the mesh checks read: the chart and opstatus's
 // template with its example parameters.
@@ -538,7 +539,7 @@ func checkMeshRequestAuthn(m *mesh) error {
 		return fmt.Errorf("%w (forwardOriginalToken would hand the Entra token to Cluster Service, which takes none)", err)
 	}
 	is := v1Issuer.FindStringSubmatch(r.GetIssuer())
-	if is == nil || !guid.MatchString(is[2]) {
+	if is == nil || !guid.MatchString(is[3]) {
 		return fmt.Errorf("issuer %q is not an Entra ID v1.0 issuer https://<STS>/<tenant GUID>/", r.GetIssuer())
 	}
 	if want := strings.TrimSuffix(r.GetIssuer(), "/") + "/discovery/v2.0/keys"; r.GetJwksUri() != want {
