@@ -10,5 +10,8 @@
 // combination of the parameters, the bindings' names, secrets, identities,
 // the network path and private endpoints, the Cluster Service budget, the
 // always-ready instances and zone redundancy, and what the template itself
-// refuses).
+// refuses). mesh/ is the Helm chart ARO-HCP applies in its service
+// cluster so that opstatus reaches Cluster Service through the mesh; its
+// tests decode it into the Kubernetes and Istio API types and hold its
+// policies to the requests opstatus's client sends.
 package deploy
