@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -78,6 +80,29 @@ type schemaSet struct {
 	// definitions maps "type@apiVersion" (type in lowercase) to the URL of
 	// its resource definition.
 	definitions map[string]string
+	// requested are the files SOURCE marks "requested" that the schema
+	// folder does not hold yet (shared/ is written by the steering side):
+	// resources of their provider and API version go unchecked, and are
+	// listed in unchecked, so that a run says what it did not check.
+	requested []string
+	unchecked []string
+}
+
+// awaited reports whether a resource of typ at version is described by a
+// requested file that is not there: schemas/<version>/<Provider>[.<part>].json.
+func (s *schemaSet) awaited(typ, version string) bool {
+	provider, _, _ := strings.Cut(typ, "/")
+	for _, rel := range s.requested {
+		segs := strings.Split(rel, "/")
+		if len(segs) < 2 || segs[len(segs)-2] != version {
+			continue
+		}
+		parts := strings.Split(strings.TrimSuffix(segs[len(segs)-1], ".json"), ".")
+		if len(parts) >= 2 && strings.EqualFold(parts[0]+"."+parts[1], provider) {
+			return true
+		}
+	}
+	return false
 }
 
 // schemaRoot finds the directory holding the files schemas/SOURCE lists.
@@ -144,11 +169,19 @@ func loadSchemas(root string) (*schemaSet, error) {
 	files := 0
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
+		requested := len(fields) == 4 && fields[0] == "requested" && fields[1] == "sha256"
+		if requested {
+			fields = fields[1:]
+		}
 		if len(fields) != 3 || fields[0] != "sha256" {
 			continue
 		}
 		want, rel := fields[1], fields[2]
 		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
+		if requested && errors.Is(err, fs.ErrNotExist) {
+			s.requested = append(s.requested, rel)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -317,6 +350,10 @@ func (s *schemaSet) validateTemplate(tmpl map[string]any, where string) error {
 		typ, _ := r["type"].(string)
 		version, _ := r["apiVersion"].(string)
 		url, ok := s.definitions[strings.ToLower(typ)+"@"+version]
+		if !ok && s.awaited(typ, version) {
+			s.unchecked = append(s.unchecked, what)
+			continue
+		}
 		if !ok {
 			return fmt.Errorf("%s: no schema in schemas/SOURCE for %s at API version %s", what, typ, version)
 		}
@@ -373,10 +410,14 @@ func contains(list []string, s string) bool {
 }
 
 func TestTemplateMatchesARMSchemas(t *testing.T) {
-	s, err := loadSchemas(schemaRoot(t))
+	root := schemaRoot(t)
+	s, err := loadSchemas(root)
 	require.NoError(t, err)
 	f := load(t)
 	require.NoError(t, s.validateTemplate(f.template, templateFile))
+	for _, what := range s.unchecked {
+		t.Logf("unchecked, its schema file is requested in schemas/SOURCE and not in %s yet: %s", root, what)
+	}
 	require.NoError(t, s.validate(schemaHost+"schemas/2019-04-01/deploymentParameters.json", f.parameters, parametersFile))
 }
 
@@ -525,4 +566,21 @@ func TestSchemasMissingFailInCI(t *testing.T) {
 	dir, err = findSchemas(env(map[string]string{"CI": "false"}))
 	require.NoError(t, err)
 	require.Empty(t, dir, "outside CI the schema tests skip")
+}
+
+func TestRequestedSchemaFilesLeaveOnlyTheirProvidersUnchecked(t *testing.T) {
+	s := &schemaSet{requested: []string{"schemas/2024-05-01/Microsoft.Network.NRP.json", "schemas/2023-03-01/Microsoft.Insights.json"}}
+	for _, c := range []struct {
+		typ, version string
+		want         bool
+	}{
+		{"Microsoft.Network/privateEndpoints", "2024-05-01", true},
+		{"microsoft.network/privateEndpoints/privateDnsZoneGroups", "2024-05-01", true},
+		{"Microsoft.Network/privateEndpoints", "2023-11-01", false},
+		{"Microsoft.Insights/actionGroups", "2023-03-01", true},
+		{"Microsoft.Web/sites", "2024-05-01", false},
+		{"Microsoft.NetworkFunction/azureTrafficCollectors", "2024-05-01", false},
+	} {
+		require.Equal(t, c.want, s.awaited(c.typ, c.version), "%s@%s", c.typ, c.version)
+	}
 }
