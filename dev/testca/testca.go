@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"testing"
@@ -26,9 +27,25 @@ type CA struct {
 // New makes a root valid for a day, named name.
 func New(t testing.TB, name string) *CA {
 	t.Helper()
-	key := newKey(t)
+	ca, err := Generate(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// Generate is New for callers without a test.
+func Generate(name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating a key: %w", err)
+	}
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return nil, fmt.Errorf("generating a serial number: %w", err)
+	}
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial(t),
+		SerialNumber:          n,
 		Subject:               pkix.Name{CommonName: name, Organization: []string{"opstatus tests"}},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(24 * time.Hour),
@@ -38,13 +55,13 @@ func New(t testing.TB, name string) *CA {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatalf("creating the CA certificate: %v", err)
+		return nil, fmt.Errorf("creating the CA certificate: %w", err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatalf("parsing the CA certificate: %v", err)
+		return nil, fmt.Errorf("parsing the CA certificate: %w", err)
 	}
-	return &CA{Cert: cert, key: key}
+	return &CA{Cert: cert, key: key}, nil
 }
 
 // PEM is the root certificate in PEM.
