@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -262,8 +264,13 @@ func TestClusterServiceAuthSettingsAtStart(t *testing.T) {
 			"opstatus: setting CLUSTER_SERVICE_CA_BUNDLE: a Key Vault reference the platform did not resolve (the identity's access to the secret, keyVaultReferenceIdentity)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(testenv.Build(t, "."))
-			cmd.Env = append([]string{"FUNCTIONS_CUSTOMHANDLER_PORT=7071", "COSMOS_ENDPOINT=https://127.0.0.1:1",
+			// A handler that starts instead is stopped, and fails the test.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			port, err := testenv.FreePort()
+			require.NoError(t, err)
+			cmd := exec.CommandContext(ctx, testenv.Build(t, "."))
+			cmd.Env = append([]string{"FUNCTIONS_CUSTOMHANDLER_PORT=" + strconv.Itoa(port), "COSMOS_ENDPOINT=https://127.0.0.1:1",
 				"COSMOS_DATABASE=d", "AZURE_LOCATION=eastus", "CLUSTER_SERVICE_URL=https://127.0.0.1:2"}, tc.env...)
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError
