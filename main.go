@@ -15,11 +15,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/config"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/entra"
 	"github.com/opstatus/opstatus/internal/lock"
 	"github.com/opstatus/opstatus/internal/telemetry"
 	"github.com/opstatus/opstatus/pickup"
@@ -91,10 +94,24 @@ func flushTelemetry(shutdown func(context.Context) error, logger *slog.Logger) {
 }
 
 func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	// One credential, the app's managed identity, for every Entra token;
+	// it contacts nothing until a token is asked for.
+	var cred azcore.TokenCredential
+	if cfg.CosmosKey == "" || cfg.ClusterServiceAudience != "" {
+		var err error
+		if cred, err = entra.Credential(cfg.AzureClientID); err != nil {
+			return err
+		}
+	}
+	var csCred azcore.TokenCredential
+	if cfg.ClusterServiceAudience != "" {
+		csCred = cred
+	}
 	db, err := database.NewCosmosClient(database.CosmosConfig{
 		Endpoint:            cfg.CosmosEndpoint,
 		Database:            cfg.CosmosDatabase,
 		Key:                 cfg.CosmosKey,
+		Credential:          cred,
 		InsecureSkipVerify:  cfg.CosmosInsecureSkipVerify,
 		OperationsContainer: cfg.OperationsContainer,
 		ResourcesContainer:  cfg.ResourcesContainer,
@@ -109,9 +126,12 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	cs, err := clusterservice.NewClient(clusterservice.Config{
 		URL:                cfg.ClusterServiceURL,
 		InsecureSkipVerify: cfg.ClusterServiceInsecureSkipVerify,
+		RootCAs:            cfg.ClusterServiceCAs,
 		ClientID:           cfg.ClusterServiceClientID,
 		ClientSecret:       cfg.ClusterServiceClientSecret,
 		TokenURL:           cfg.ClusterServiceTokenURL,
+		Credential:         csCred,
+		Audience:           cfg.ClusterServiceAudience,
 		Logger:             logger,
 	})
 	if err != nil {

@@ -408,10 +408,7 @@ func checkSettings(d *deployment, fns []function) error {
 	if err != nil {
 		return err
 	}
-	env := map[string]string{"FUNCTIONS_CUSTOMHANDLER_PORT": "7071"}
-	for k, v := range settings {
-		env[k] = v
-	}
+	env := handlerEnv(settings)
 	if _, err := config.Load(func(k string) string { return env[k] }); err != nil {
 		return fmt.Errorf("the handler would not start with these settings: %w", err)
 	}
@@ -675,10 +672,7 @@ func clusterServiceBound(d *deployment) (bound, error) {
 // pickupRuns tells whether the host runs pickup with these settings, as
 // the handler reads the host's rule.
 func pickupRuns(settings map[string]string) (bool, error) {
-	env := map[string]string{"FUNCTIONS_CUSTOMHANDLER_PORT": "7071"}
-	for k, v := range settings {
-		env[k] = v
-	}
+	env := handlerEnv(settings)
 	// Without the bound's settings the handler loads whatever the bound.
 	for _, k := range []string{"CLUSTER_SERVICE_MAX_IN_FLIGHT", "CLUSTER_SERVICE_BUDGET", "MAXIMUM_INSTANCE_COUNT", "PICKUP_MAXIMUM_INSTANCE_COUNT"} {
 		delete(env, k)
@@ -713,10 +707,7 @@ func checkBudget(d *deployment) error {
 	}
 	if b.perProcess < 1 {
 		settings, _ := d.appSettings()
-		env := map[string]string{"FUNCTIONS_CUSTOMHANDLER_PORT": "7071"}
-		for k, v := range settings {
-			env[k] = v
-		}
+		env := handlerEnv(settings)
 		if _, err := config.Load(func(k string) string { return env[k] }); err == nil {
 			return fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT %d is accepted by the handler", b.perProcess)
 		}

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,10 +25,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	arohcp "github.com/openshift-online/ocm-sdk-go/arohcp/v1alpha1"
 	cmv1 "github.com/openshift-online/ocm-sdk-go/clustersmgmt/v1"
 	sdkerrors "github.com/openshift-online/ocm-sdk-go/errors"
 
+	"github.com/opstatus/opstatus/internal/entra"
 	"github.com/opstatus/opstatus/internal/telemetry"
 )
 
@@ -72,9 +75,19 @@ type Config struct {
 	// InsecureSkipVerify turns TLS verification off (local servers only). It
 	// applies to the token endpoint too (one transport serves both).
 	InsecureSkipVerify bool
+	// RootCAs are trusted besides the system's roots
+	// (CLUSTER_SERVICE_CA_BUNDLE): the CA of a gateway certificate that no
+	// public CA issued. The token endpoint's connections trust them too.
+	RootCAs []*x509.Certificate
 	// ClientID, ClientSecret and TokenURL are OAuth client credentials. All
 	// empty means unauthenticated; setting only some of them is an error.
 	ClientID, ClientSecret, TokenURL string
+	// Credential and Audience authenticate with Microsoft Entra ID: each
+	// request carries a token of Credential (the app's managed identity)
+	// for Audience (CLUSTER_SERVICE_AUDIENCE). Both or neither, and not
+	// with client credentials.
+	Credential azcore.TokenCredential
+	Audience   string
 	// Timeout bounds each request, token request included: each call, and
 	// each page of Credentials. Default 10s.
 	Timeout time.Duration
@@ -132,6 +145,12 @@ func NewClient(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("clusterservice: ClientID, ClientSecret and TokenURL must be set together or not at all (missing: %s)",
 			missingNames(cfg))
 	}
+	switch {
+	case (cfg.Credential == nil) != (cfg.Audience == ""):
+		return nil, fmt.Errorf("clusterservice: Credential and Audience must be set together or not at all")
+	case cfg.Credential != nil && token != nil:
+		return nil, fmt.Errorf("clusterservice: a managed identity (Credential, Audience) and client credentials are exclusive")
+	}
 	timeout := cfg.Timeout
 	switch {
 	case timeout < 0:
@@ -157,11 +176,17 @@ func NewClient(cfg Config) (*Client, error) {
 	transport.IdleConnTimeout = idleConnTimeout
 	transport.TLSHandshakeTimeout = DefaultTimeout
 	transport.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.InsecureSkipVerify} //nolint:gosec // local servers only, documented
+	if len(cfg.RootCAs) > 0 {
+		transport.TLSClientConfig.RootCAs = rootCAs(cfg.RootCAs)
+	}
 	// Each Cluster Service request is traced and timed; the token endpoint's
 	// are not.
 	guard := &guardTransport{base: base, maxReply: maxReply, next: telemetry.Transport(transport)}
-	if token != nil {
+	switch {
+	case token != nil:
 		guard.tokens = newTokenSource(token, cfg.ClientID, cfg.ClientSecret, transport, maxReply, logger)
+	case cfg.Credential != nil:
+		guard.tokens = newEntraTokens(cfg.Credential, entra.Scope(cfg.Audience), logger)
 	}
 	return &Client{
 		clustersMgmt: cmv1.NewClient(guard, "/api/clusters_mgmt/v1"),
@@ -170,6 +195,19 @@ func NewClient(cfg Config) (*Client, error) {
 		timeout:      timeout,
 		logger:       logger,
 	}, nil
+}
+
+// rootCAs is the system's roots and cas. Without the system's (none
+// found), it is cas alone.
+func rootCAs(cas []*x509.Certificate) *x509.CertPool {
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	for _, c := range cas {
+		pool.AddCert(c)
+	}
+	return pool
 }
 
 // Close releases the client's idle connections.
@@ -567,7 +605,7 @@ func (e *exchange) markTooLarge() {
 type guardTransport struct {
 	base     *url.URL
 	maxReply int64
-	tokens   *tokenSource // nil when unauthenticated
+	tokens   accessTokens // nil when unauthenticated
 	next     http.RoundTripper
 }
 

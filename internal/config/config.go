@@ -3,7 +3,10 @@
 package config
 
 import (
+	"bytes"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -44,11 +47,23 @@ type Config struct {
 	// written into billing items.
 	Location string
 
+	// AzureClientID is the client ID of the app's user-assigned identity
+	// (AZURE_CLIENT_ID), whose tokens reach Cosmos DB without a key and
+	// Cluster Service with an audience; empty: the system-assigned one.
+	AzureClientID string
+
 	ClusterServiceURL                string
 	ClusterServiceInsecureSkipVerify bool
-	ClusterServiceClientID           string
-	ClusterServiceClientSecret       string
-	ClusterServiceTokenURL           string
+	// ClusterServiceCAs are trusted for Cluster Service besides the
+	// system's roots (CLUSTER_SERVICE_CA_BUNDLE, PEM).
+	ClusterServiceCAs          []*x509.Certificate
+	ClusterServiceClientID     string
+	ClusterServiceClientSecret string
+	ClusterServiceTokenURL     string
+	// ClusterServiceAudience is the audience of the managed identity's
+	// token that every Cluster Service request carries
+	// (CLUSTER_SERVICE_AUDIENCE); empty: no such token.
+	ClusterServiceAudience string
 
 	NotificationsAllowHTTP bool
 
@@ -131,11 +146,14 @@ func Load(getenv func(string) string) (Config, error) {
 		OperationsPartitionKey:           r.partitionKey("COSMOS_OPERATIONS_PARTITION_KEY"),
 		LeasesContainer:                  strings.TrimSpace(getenv("COSMOS_LEASES_CONTAINER")),
 		Location:                         r.location("AZURE_LOCATION"),
+		AzureClientID:                    strings.TrimSpace(getenv("AZURE_CLIENT_ID")),
 		ClusterServiceURL:                r.url("CLUSTER_SERVICE_URL", true),
 		ClusterServiceInsecureSkipVerify: r.bool("CLUSTER_SERVICE_INSECURE_SKIP_VERIFY"),
+		ClusterServiceCAs:                r.certificates("CLUSTER_SERVICE_CA_BUNDLE"),
 		ClusterServiceClientID:           getenv("CLUSTER_SERVICE_CLIENT_ID"),
 		ClusterServiceClientSecret:       getenv("CLUSTER_SERVICE_CLIENT_SECRET"),
 		ClusterServiceTokenURL:           r.url("CLUSTER_SERVICE_TOKEN_URL", false),
+		ClusterServiceAudience:           r.audience("CLUSTER_SERVICE_AUDIENCE"),
 		NotificationsAllowHTTP:           r.bool("NOTIFICATIONS_ALLOW_HTTP"),
 		ScanSchedule:                     r.schedule("SCAN_SCHEDULE", DefaultScanSchedule),
 		ClusterServiceMaxInFlight:        r.count("CLUSTER_SERVICE_MAX_IN_FLIGHT", 0, maxClusterServiceMaxInFlight),
@@ -164,6 +182,12 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	if set != 0 && set != len(creds) {
 		return Config{}, fmt.Errorf("CLUSTER_SERVICE_CLIENT_ID, CLUSTER_SERVICE_CLIENT_SECRET, CLUSTER_SERVICE_TOKEN_URL: set all three or none")
+	}
+	if set != 0 && c.ClusterServiceAudience != "" {
+		return Config{}, fmt.Errorf("CLUSTER_SERVICE_AUDIENCE, CLUSTER_SERVICE_CLIENT_ID: the managed identity's token and client credentials are exclusive; set one")
+	}
+	if len(c.ClusterServiceCAs) > 0 && c.ClusterServiceInsecureSkipVerify {
+		return Config{}, fmt.Errorf("CLUSTER_SERVICE_CA_BUNDLE, CLUSTER_SERVICE_INSECURE_SKIP_VERIFY: a bundle to verify with and no verification; set one")
 	}
 	if err := c.budget(); err != nil {
 		return Config{}, err
@@ -367,6 +391,102 @@ func (r *reader) url(name string, required bool) string {
 		return ""
 	}
 	return strings.TrimRight(v, "/")
+}
+
+// keyVaultReference starts an app setting the platform did not resolve: it
+// leaves the reference's own text in place.
+const keyVaultReference = "@Microsoft.KeyVault("
+
+// certificates reads PEM certificates: one or more CERTIFICATE blocks,
+// every one of which parses. Text around the blocks (openssl's subject
+// lines) is allowed; the value is never echoed.
+func (r *reader) certificates(name string) []*x509.Certificate {
+	v := strings.TrimSpace(r.getenv(name))
+	if v == "" {
+		return nil
+	}
+	if strings.HasPrefix(v, keyVaultReference) {
+		r.fail(name, "a Key Vault reference the platform did not resolve (the identity's access to the secret, keyVaultReferenceIdentity)")
+		return nil
+	}
+	var certs []*x509.Certificate
+	begin := []byte("-----BEGIN ")
+	rest := []byte(v)
+	for n := 1; ; n++ {
+		// Each block is decoded alone: pem.Decode skips a block it cannot
+		// decode and returns the next.
+		i := bytes.Index(rest, begin)
+		if i < 0 {
+			break
+		}
+		end := len(rest)
+		if j := bytes.Index(rest[i+1:], begin); j >= 0 {
+			end = i + 1 + j
+		}
+		block, _ := pem.Decode(rest[i:end])
+		rest = rest[end:]
+		switch {
+		case block == nil:
+			r.fail(name, "PEM block %d does not decode", n)
+			return nil
+		case block.Type != "CERTIFICATE":
+			r.fail(name, "PEM block %d is %.40q, not a CERTIFICATE", n, block.Type)
+			return nil
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			r.fail(name, "certificate %d does not parse: %v", n, err)
+			return nil
+		}
+		certs = append(certs, cert)
+	}
+	if len(certs) == 0 {
+		r.fail(name, "holds no PEM certificate")
+	}
+	return certs
+}
+
+// audience reads the audience of an Entra token: an application ID URI
+// (api://…, https://…) or an application's client ID, not a scope.
+func (r *reader) audience(name string) string {
+	v := strings.TrimSpace(r.getenv(name))
+	if v == "" {
+		return ""
+	}
+	if strings.HasSuffix(v, "/.default") {
+		r.fail(name, "%q is a scope; give the audience, without /.default", v)
+		return ""
+	}
+	u, err := url.Parse(v)
+	switch {
+	case strings.ContainsFunc(v, unicode.IsSpace) || strings.ContainsAny(v, "?#"):
+	case err == nil && u.Scheme != "" && u.Opaque == "" && u.Host != "" && u.User == nil:
+		return v
+	case isGUID(v):
+		return v
+	}
+	r.fail(name, "%.80q is not an application ID URI (such as api://cluster-service) or a client ID", v)
+	return ""
+}
+
+// isGUID reports whether v is a GUID in its 8-4-4-4-12 hexadecimal form.
+func isGUID(v string) bool {
+	if len(v) != 36 {
+		return false
+	}
+	for i, c := range v {
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !unicode.Is(unicode.ASCII_Hex_Digit, c) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // DefaultFunctionTimeout is the host's functionTimeout when host.json does

@@ -15,7 +15,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/tracing"
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/opstatus/opstatus/internal/arm"
@@ -23,10 +22,13 @@ import (
 
 // CosmosConfig says where the containers are and how to reach them.
 type CosmosConfig struct {
-	Endpoint            string
-	Database            string
-	Key                 string // account key; empty means DefaultAzureCredential
-	InsecureSkipVerify  bool   // local emulators with self-signed certificates only
+	Endpoint string
+	Database string
+	Key      string // account key; empty means Credential
+	// Credential is the app's Entra identity (entra.Credential), used
+	// when Key is empty.
+	Credential          azcore.TokenCredential
+	InsecureSkipVerify  bool // local emulators with self-signed certificates only
 	OperationsContainer string
 	ResourcesContainer  string
 	LocksContainer      string
@@ -88,11 +90,10 @@ func NewCosmosClient(cfg CosmosConfig) (*CosmosClient, error) {
 		}
 		client, err = azcosmos.NewClientWithKey(cfg.Endpoint, cred, opts)
 	} else {
-		cred, cerr := azidentity.NewDefaultAzureCredential(nil)
-		if cerr != nil {
-			return nil, fmt.Errorf("azure credential: %w", cerr)
+		if cfg.Credential == nil {
+			return nil, errors.New("cosmos client: no key and no credential")
 		}
-		client, err = azcosmos.NewClient(cfg.Endpoint, cred, opts)
+		client, err = azcosmos.NewClient(cfg.Endpoint, cfg.Credential, opts)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cosmos client: %w", err)
