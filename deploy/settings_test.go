@@ -83,10 +83,14 @@ func TestEveryHandlerSettingIsInTheTemplate(t *testing.T) {
 // combination is one choice of every parameter that changes the settings.
 type combination struct {
 	subnet, storageAccess string
-	credentials, pickup   bool
-	partitionKey          string
-	deadline              string
-	telemetry             bool
+	// auth is how opstatus authenticates to Cluster Service: token (the
+	// example's managed identity token and CA bundle), credentials (OAuth
+	// client credentials, the system's roots) or none.
+	auth         string
+	pickup       bool
+	partitionKey string
+	deadline     string
+	telemetry    bool
 	// pickupMax is pickupMaximumInstanceCount, and alwaysReady both
 	// alwaysReadyPoll and alwaysReadyPickup.
 	pickupMax, alwaysReady int64
@@ -99,10 +103,11 @@ func (c combination) values(example map[string]any) map[string]any {
 	}
 	v["subnetId"] = c.subnet
 	v["storagePublicNetworkAccess"] = c.storageAccess
-	if !c.credentials {
-		for _, k := range []string{"clusterServiceClientId", "clusterServiceTokenUrl", "clusterServiceSecretVault", "clusterServiceSecretName"} {
-			v[k] = ""
-		}
+	switch c.auth {
+	case "credentials":
+		v = withValues(v, clientCredentials, noCABundle)
+	case "none":
+		v = withValues(v, map[string]any{"clusterServiceAudience": ""}, noCABundle)
 	}
 	v["pickupEnabled"] = c.pickup
 	v["pickupMaximumInstanceCount"] = c.pickupMax
@@ -133,14 +138,14 @@ func TestHandlerStartsInEveryCombination(t *testing.T) {
 	networks := [][2]string{{subnet, "Enabled"}, {subnet, "Disabled"}, {"", "Enabled"}}
 	n := 0
 	for _, network := range networks {
-		for _, credentials := range []bool{true, false} {
+		for _, auth := range []string{"token", "credentials", "none"} {
 			for _, pickup := range []bool{true, false} {
 				for _, partitionKey := range []string{"", "workaround"} {
 					for _, deadline := range []string{"", "none", "90m"} {
 						for _, telemetry := range []bool{false, true} {
 							for _, pickupMax := range []int64{0, 1, 40} {
 								alwaysReady := int64(n % 2)
-								c := combination{network[0], network[1], credentials, pickup, partitionKey, deadline, telemetry, pickupMax, alwaysReady}
+								c := combination{network[0], network[1], auth, pickup, partitionKey, deadline, telemetry, pickupMax, alwaysReady}
 								checkCombination(t, f, c)
 								n++
 							}
@@ -150,7 +155,7 @@ func TestHandlerStartsInEveryCombination(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, 432, n)
+	require.Equal(t, 648, n)
 }
 
 func checkCombination(t *testing.T, f fixture, c combination) {
@@ -167,19 +172,23 @@ func checkCombination(t *testing.T, f fixture, c combination) {
 	}
 	settings, err := d.appSettings()
 	require.NoError(t, err)
-	env := map[string]string{"FUNCTIONS_CUSTOMHANDLER_PORT": "7071"}
-	for k, v := range settings {
-		env[k] = v
-	}
+	env := handlerEnv(settings)
 	cfg, err := config.Load(func(k string) string { return env[k] })
 	require.NoError(t, err, what)
 
 	require.Equal(t, c.pickup, cfg.PickupRuns, what)
-	require.Equal(t, c.credentials, cfg.ClusterServiceClientSecret != "", what)
-	if c.credentials {
+	require.Equal(t, c.auth == "credentials", cfg.ClusterServiceClientSecret != "", what)
+	require.Equal(t, c.auth == "credentials", cfg.ClusterServiceClientID != "", what)
+	require.Equal(t, c.auth == "credentials", cfg.ClusterServiceTokenURL != "", what)
+	if c.auth == "credentials" {
 		require.Equal(t, "@Microsoft.KeyVault(VaultName=arohcp-int-eastus-svc;SecretName=opstatus-cluster-service)", cfg.ClusterServiceClientSecret, what)
-		require.NotEmpty(t, cfg.ClusterServiceClientID, what)
-		require.NotEmpty(t, cfg.ClusterServiceTokenURL, what)
+	}
+	require.Equal(t, c.auth == "token", cfg.ClusterServiceAudience != "", what)
+	require.Equal(t, c.auth == "token", settings["CLUSTER_SERVICE_CA_BUNDLE"] != "", what)
+	if c.auth == "token" {
+		require.Equal(t, "api://aro-hcp-clusters-service", cfg.ClusterServiceAudience, what)
+		require.Equal(t, "@Microsoft.KeyVault(VaultName=arohcp-int-eastus-svc;SecretName=opstatus-clusters-service-ca)", settings["CLUSTER_SERVICE_CA_BUNDLE"], what)
+		require.Len(t, cfg.ClusterServiceCAs, 1, what)
 	}
 	want := map[string]time.Duration{"": config.DefaultCreateDeadline, "none": 0, "90m": 90 * time.Minute}[c.deadline]
 	require.Equal(t, want, cfg.CreateDeadline, what)
@@ -231,8 +240,13 @@ func TestChecksRefuseUnworkableParameters(t *testing.T) {
 		},
 		{
 			name:   "client credentials without the vault",
-			values: map[string]any{"clusterServiceSecretVault": ""},
-			want:   "key vault secrets user on /subscriptions/11111111-2222-3333-4444-555555555555/resourcegroups/arohcp-int-eastus-rp/providers/microsoft.keyvault/vaults//secrets/opstatus-cluster-service",
+			values: withValues(clientCredentials, map[string]any{"clusterServiceSecretVault": ""}),
+			want:   "key vault secrets user on /subscriptions/11111111-2222-3333-4444-555555555555/resourcegroups/arohcp-int-eastus-rp/providers/microsoft.keyvault/vaults//secrets/opstatus-cluster-service ",
+		},
+		{
+			name:   "a CA bundle without the vault",
+			values: map[string]any{"clusterServiceCaBundleVault": ""},
+			want:   "key vault secrets user on /subscriptions/11111111-2222-3333-4444-555555555555/resourcegroups/arohcp-int-eastus-rp/providers/microsoft.keyvault/vaults//secrets/opstatus-clusters-service-ca ",
 		},
 		{
 			name:   "more always-ready poll instances than the instance limit",

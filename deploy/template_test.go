@@ -184,10 +184,7 @@ func handlerCap(t *testing.T, d *deployment, wanted int64) int64 {
 	t.Helper()
 	settings, err := d.appSettings()
 	require.NoError(t, err)
-	env := map[string]string{"FUNCTIONS_CUSTOMHANDLER_PORT": "7071"}
-	for k, v := range settings {
-		env[k] = v
-	}
+	env := handlerEnv(settings)
 	delete(env, "CLUSTER_SERVICE_MAX_IN_FLIGHT")
 	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
@@ -818,9 +815,18 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 		{
 			name:   "the Key Vault role assigned though left to the resource provider",
 			check:  "grants",
-			values: map[string]any{"assignKeyVaultRole": false},
+			values: withValues(clientCredentials, map[string]any{"assignKeyVaultRole": false}),
 			edit: func(t *testing.T, tmpl map[string]any) {
 				findResource(t, tmpl, "Microsoft.Resources/deployments", "keyvault-role")["condition"] = "[variables('clusterServiceCredentials')]"
+			},
+			want: "want exactly",
+		},
+		{
+			name:   "the CA bundle's Key Vault role assigned though left to the resource provider",
+			check:  "grants",
+			values: map[string]any{"assignKeyVaultRole": false},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				findResource(t, tmpl, "Microsoft.Resources/deployments", "cabundle-role")["condition"] = "[variables('clusterServiceCaBundle')]"
 			},
 			want: "want exactly",
 		},
@@ -898,20 +904,30 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			want: "AzureWebJobsStorage__tableServiceUri is not set",
 		},
 		{
-			name:  "the client secret as a plain setting",
-			check: "secrets",
+			name:   "the client secret as a plain setting",
+			check:  "secrets",
+			values: clientCredentials,
 			edit: func(t *testing.T, tmpl map[string]any) {
 				setSetting(t, tmpl, "CLUSTER_SERVICE_CLIENT_SECRET", "[parameters('clusterServiceSecretName')]")
 			},
 			want: "setting CLUSTER_SERVICE_CLIENT_SECRET looks like a credential and is not a Key Vault reference",
 		},
 		{
-			name:  "Key Vault Secrets User on the whole vault",
+			name:   "Key Vault Secrets User on the whole vault",
+			check:  "grants",
+			values: clientCredentials,
+			edit: func(t *testing.T, tmpl map[string]any) {
+				keyVaultRoleAssignment(t, tmpl, "keyvault-role")["scope"] = "[format('Microsoft.KeyVault/vaults/{0}', parameters('vaultName'))]"
+			},
+			want: "CLUSTER_SERVICE_CLIENT_SECRET refers to Key Vault secret vaults/arohcp-int-eastus-svc/secrets/opstatus-cluster-service, on which the identity is given no Key Vault Secrets User",
+		},
+		{
+			name:  "Key Vault Secrets User on the CA bundle's whole vault",
 			check: "grants",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				keyVaultRoleAssignment(t, tmpl)["scope"] = "[format('Microsoft.KeyVault/vaults/{0}', parameters('vaultName'))]"
+				keyVaultRoleAssignment(t, tmpl, "cabundle-role")["scope"] = "[format('Microsoft.KeyVault/vaults/{0}', parameters('vaultName'))]"
 			},
-			want: "refers to Key Vault secret vaults/arohcp-int-eastus-svc/secrets/opstatus-cluster-service, on which the identity is given no Key Vault Secrets User",
+			want: "CLUSTER_SERVICE_CA_BUNDLE refers to Key Vault secret vaults/arohcp-int-eastus-svc/secrets/opstatus-clusters-service-ca, on which the identity is given no Key Vault Secrets User",
 		},
 		{
 			name:  "Key Vault references resolved as another identity",
@@ -1121,9 +1137,12 @@ func editSiteEndpointSubnet(t *testing.T, tmpl map[string]any, old, replacement 
 	subnet["id"] = strings.Replace(expr, old, replacement, 1)
 }
 
-func keyVaultRoleAssignment(t *testing.T, tmpl map[string]any) map[string]any {
+// keyVaultRoleAssignment returns the role assignment of the nested
+// deployment named for hint: keyvault-role (the client secret's) or
+// cabundle-role.
+func keyVaultRoleAssignment(t *testing.T, tmpl map[string]any, hint string) map[string]any {
 	t.Helper()
-	dep := findResource(t, tmpl, "Microsoft.Resources/deployments", "keyvault-role")
+	dep := findResource(t, tmpl, "Microsoft.Resources/deployments", hint)
 	return path(dep, "properties", "template", "resources").([]any)[0].(map[string]any)
 }
 
