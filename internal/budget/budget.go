@@ -128,25 +128,25 @@ type Gate struct {
 	idleSince Instant
 
 	// Its entry.
-	owner     string
-	joined    bool // the entry was written under owner and not lost since
-	epoch     string
+	owner  string
+	joined bool // the entry was written under owner and not lost since
+	epoch  string
 	// waiting: the ledger was missing or its epoch changed, so holders of
 	// the one before may still be running: no permits used, none taken or
 	// given, until ExpireAfter from waitFrom.
 	waiting  bool
 	waitFrom Instant
 	// epochSeen is when this process first saw the ledger's epoch.
-	epochSeen Instant
-	seq       int64
-	committed int  // permits of the last successful write
-	capLocal  int  // at most committed: lowered first when giving back
-	leased    bool // leaseSend holds the send of the last successful write
-	leaseSend Instant
+	epochSeen  Instant
+	seq        int64
+	committed  int  // permits of the last successful write
+	capLocal   int  // at most committed: lowered first when giving back
+	leased     bool // leaseSend holds the send of the last successful write
+	leaseSend  Instant
 	lastDemand int // as last written
-	lastGroup Group
-	observed  map[string]observation
-	target    int
+	lastGroup  Group
+	observed   map[string]observation
+	target     int
 }
 
 // New makes a Gate of cfg; it holds nothing until Run (or Tick) has
