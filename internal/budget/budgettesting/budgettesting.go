@@ -33,6 +33,7 @@ type Store struct {
 	etag   string
 	next   int
 	writes int
+	stale  int // replaces refused for their etag
 
 	// Fail, when set, is asked before each operation: a non-nil error is
 	// returned instead (a 429, a 503, a timeout). after says whether the
@@ -80,6 +81,7 @@ func (s *Store) Replace(ctx context.Context, l budget.Ledger, etag string) (stri
 		s.mu.Unlock()
 		return "", budget.ErrNotFound
 	case s.etag != etag:
+		s.stale++
 		s.mu.Unlock()
 		return "", budget.ErrPreconditionFailed
 	}
@@ -178,6 +180,13 @@ func (s *Store) Ledger() (budget.Ledger, bool) {
 		panic(err)
 	}
 	return l, true
+}
+
+// PreconditionFailures counts the replaces refused with 412.
+func (s *Store) PreconditionFailures() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stale
 }
 
 // Writes counts the writes applied.
