@@ -129,15 +129,15 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	timeout := functionTimeout(logger)
 	hostname, _ := os.Hostname()
 	pollFn := poll.New(poll.Config{
-		DB:          db,
-		Cluster:     cs,
-		Locker:      locker,
-		Notifier:    arm.NewNotifier(cfg.NotificationsAllowHTTP),
-		Owner:       fmt.Sprintf("opstatus/%s/%d", hostname, os.Getpid()),
-		Interval:    cfg.ScanInterval(time.Now()),
-		Permits:     permits,
-		Deadline:    timeout / 2,
-		Location:    cfg.Location,
+		DB:       db,
+		Cluster:  cs,
+		Locker:   locker,
+		Notifier: arm.NewNotifier(cfg.NotificationsAllowHTTP),
+		Owner:    fmt.Sprintf("opstatus/%s/%d", hostname, os.Getpid()),
+		Interval: cfg.ScanInterval(time.Now()),
+		Permits:  permits,
+		Deadline: timeout / 2,
+		Location: cfg.Location,
 		Deadlines: poll.Deadlines{Create: cfg.CreateDeadline, Update: cfg.UpdateDeadline, Delete: cfg.DeleteDeadline,
 			RequestCredential: cfg.RequestCredentialDeadline, RevokeCredentials: cfg.RevokeCredentialsDeadline},
 	})
