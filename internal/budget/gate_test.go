@@ -530,3 +530,16 @@ func TestRequestInFlightAtLeaseEndIsCanceled(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Positive(t, g.LeaseLeft(), "canceled only after the lease ended")
 }
+
+// A seeded ledger lets the first process take the whole budget in one
+// write; seeding again leaves a ledger in use alone.
+func TestSeed(t *testing.T) {
+	s := &budgettesting.Store{}
+	require.NoError(t, budget.Seed(context.Background(), s, 8))
+	m := join(t, s, 8)
+	m.Queue(100)
+	m.tick(t)
+	require.Equal(t, 8, m.Held())
+	require.NoError(t, budget.Seed(context.Background(), s, 8))
+	require.Contains(t, ledger(t, s).Holders, m.Figures().Owner)
+}

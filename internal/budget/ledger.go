@@ -91,3 +91,17 @@ var (
 	ErrConflict           = errors.New("budget ledger already exists")
 	ErrPreconditionFailed = errors.New("budget ledger changed since read")
 )
+
+// Seed creates an empty ledger of budget b in s where none exists, so
+// that the first processes skip the wait of a ledger they create
+// themselves. Only for a deployment that has never had one (a new
+// environment, a local stack): after a deletion, holders of the old
+// ledger may still run, which is what that wait is for. An existing
+// ledger is left as it is.
+func Seed(ctx context.Context, s Store, b int) error {
+	_, err := s.Create(ctx, Ledger{ID: ID, Epoch: randomID(), Budget: b, Holders: map[string]Entry{}})
+	if errors.Is(err, ErrConflict) {
+		return nil
+	}
+	return err
+}
