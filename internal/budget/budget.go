@@ -439,6 +439,7 @@ func (g *Gate) create(ctx context.Context) (again bool, err error) {
 	l := Ledger{ID: ID, Epoch: g.cfg.NewID(), Budget: g.cfg.Budget, Holders: map[string]Entry{
 		g.owner: g.entry(g.cfg.Budget),
 	}}
+	g.seq = l.Holders[g.owner].Seq
 	g.mu.Unlock()
 	send := g.cfg.Clock.Now()
 	_, err = g.cfg.Store.Create(ctx, l)
@@ -579,6 +580,12 @@ func (g *Gate) plan(l Ledger, now Instant) (Ledger, bool) {
 		(e.Demand == 0) != (g.lastDemand == 0) || e.Group != g.lastGroup
 	if p > current && view.Sum() > limit {
 		return Ledger{}, false // cannot happen: growth is only into free permits
+	}
+	if write {
+		// Spent whatever the write's outcome: a reply may be lost after the
+		// write was applied, and an observer that saw this seq must see the
+		// next write as new.
+		g.seq = e.Seq
 	}
 	return view, write
 }

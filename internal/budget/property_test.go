@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -199,7 +201,11 @@ func (w *world) step() {
 			continue
 		}
 		if w.rng.IntN(3) != 0 {
-			_ = p.g.Tick(context.Background())
+			err := p.g.Tick(context.Background())
+			if os.Getenv("BUDGET_TRACE") != "" {
+				l, _ := w.store.Ledger()
+				w.t.Logf("%s tick mono=%v owner=%s held=%d left=%v err=%v ledger=%s %v", p.name, p.clock.Now().Mono, p.g.Figures().Owner, p.g.Held(), p.g.LeaseLeft(), err, l.Epoch, l.Holders)
+			}
 			w.check("after a tick")
 		}
 		w.work(p)
@@ -220,7 +226,7 @@ func (w *world) alive() []*proc {
 // clocks do, the permits in use never exceed the budget: checked after
 // every write, tick, request and passing of time.
 func TestPermitsInUseNeverExceedTheBudget(t *testing.T) {
-	for seed := range uint64(60) {
+	for seed := range seeds(60) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, seed, 12)
@@ -241,7 +247,7 @@ func TestPermitsInUseNeverExceedTheBudget(t *testing.T) {
 // update that changes CLUSTER_SERVICE_BUDGET): the permits in use stay
 // within the larger one.
 func TestTwoBudgetsStayWithinTheLarger(t *testing.T) {
-	for seed := range uint64(30) {
+	for seed := range seeds(30) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, 1000+seed, 10, 6)
@@ -252,4 +258,16 @@ func TestTwoBudgetsStayWithinTheLarger(t *testing.T) {
 			}
 		})
 	}
+}
+
+// seeds is n worlds, or a fifth of them under -short; BUDGET_SEEDS sets
+// another number, for a soak.
+func seeds(n uint64) uint64 {
+	if v, err := strconv.ParseUint(os.Getenv("BUDGET_SEEDS"), 10, 64); err == nil && v > 0 {
+		return v
+	}
+	if testing.Short() {
+		return max(n/5, 1)
+	}
+	return n
 }
