@@ -547,7 +547,7 @@ func (g *Gate) plan(l Ledger, now Instant) (Ledger, bool) {
 	}
 	view.Budget = bound
 	limit := min(bound, g.cfg.Budget)
-	targets := Targets(limit, view.Holders)
+	targets, floors := shares(limit, view.Holders)
 	g.target = targets[g.owner]
 	need := min(g.target, view.Holders[g.owner].Demand)
 	p := current
@@ -560,7 +560,7 @@ func (g *Gate) plan(l Ledger, now Instant) (Ledger, bool) {
 	case current > need:
 		if g.demand == 0 && seenFor(g.idleSince, now) >= g.cfg.IdleAfter {
 			p = 0
-		} else if starved(view, targets, g.owner) {
+		} else if short(view, targets, floors, g.owner) > limit-view.Sum() {
 			p = min(current, g.target)
 		}
 	}
@@ -590,15 +590,19 @@ func (g *Gate) plan(l Ledger, now Instant) (Ledger, bool) {
 	return view, write
 }
 
-// starved says whether a holder other than owner has fewer permits than
-// it should: only then does a holder over its target give back.
-func starved(l Ledger, targets map[string]int, owner string) bool {
+// short is what the holders other than owner lack of what they should
+// have: their demand up to their target, and a pickup process its floor
+// even while idle, so that its next work finds the permits free. A holder
+// over its target gives back only when the free permits do not cover it.
+func short(l Ledger, targets, floors map[string]int, owner string) int {
+	n := 0
 	for o, e := range l.Holders {
-		if o != owner && e.Permits < min(e.Demand, targets[o]) {
-			return true
+		if o != owner {
+			want := max(min(e.Demand, targets[o]), floors[o])
+			n += max(want-e.Permits, 0)
 		}
 	}
-	return false
+	return n
 }
 
 // written records the successful write of l sent at send: only now may

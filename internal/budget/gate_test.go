@@ -477,20 +477,25 @@ func TestClockRatesApart(t *testing.T) {
 	require.LessOrEqual(t, a.Held()+b.Held(), 10)
 }
 
-// A pickup process keeps its floor free while poll holds the rest, and
-// takes it in one write when work comes.
+// A pickup process keeps its floor free while poll holds the rest, even
+// when poll held everything before pickup came, and takes it in one write
+// when work comes.
 func TestPickupFloorIsFreeForPickup(t *testing.T) {
 	s := seeded(20)
-	p := join(t, s, 20, func(c *budget.Config) { c.Floor = 4 })
-	p.Serve(budget.GroupPickup)
-	p.tick(t)
 	a := join(t, s, 20)
 	a.Queue(100)
 	a.tick(t)
-	require.Equal(t, 16, a.Held())
+	require.Equal(t, 20, a.Held())
+	p := join(t, s, 20, func(c *budget.Config) { c.Floor = 4 })
+	p.Serve(budget.GroupPickup)
+	p.tick(t)
+	a.tick(t)
+	require.Equal(t, 16, a.Held(), "poll kept pickup's floor")
 	p.Queue(3)
+	writes := s.Writes()
 	p.tick(t)
 	require.Equal(t, 3, p.Held())
+	require.Equal(t, writes+1, s.Writes())
 }
 
 // A Cluster Service request still in flight when the lease ends is

@@ -12,7 +12,13 @@ import (
 // ties broken by owner id. A lone busy holder gets the whole budget, an
 // idle one only its floor.
 func Targets(budget int, holders map[string]Entry) map[string]int {
-	floors := map[string]int{}
+	targets, _ := shares(budget, holders)
+	return targets
+}
+
+// shares is Targets, and the floors they hold.
+func shares(budget int, holders map[string]Entry) (targets, floors map[string]int) {
+	floors = map[string]int{}
 	for owner, e := range holders {
 		if e.Group == GroupPickup && e.Floor > 0 {
 			floors[owner] = e.Floor
@@ -29,12 +35,12 @@ func Targets(budget int, holders map[string]Entry) map[string]int {
 			wants[owner] = w
 		}
 	}
-	shares := waterFill(rest, wants)
-	targets := make(map[string]int, len(holders))
+	share := waterFill(rest, wants)
+	targets = make(map[string]int, len(holders))
 	for owner := range holders {
-		targets[owner] = floors[owner] + shares[owner]
+		targets[owner] = floors[owner] + share[owner]
 	}
-	return targets
+	return targets, floors
 }
 
 // waterFill shares total among wants: each gets min(want, level) for the
