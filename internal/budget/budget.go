@@ -165,9 +165,6 @@ func New(cfg Config) *Gate {
 	return g
 }
 
-// Ledgered says whether the gate shares a budget through the ledger.
-func (g *Gate) Ledgered() bool { return g.cfg.Store != nil }
-
 // Serve says which group the process serves, as its invocations tell:
 // pickup, once seen, stays (its floor is kept while it runs).
 func (g *Gate) Serve(group Group) {
