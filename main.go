@@ -19,6 +19,7 @@ import (
 
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/arm"
+	"github.com/opstatus/opstatus/internal/budget"
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/config"
 	"github.com/opstatus/opstatus/internal/database"
@@ -140,19 +141,23 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	defer cs.Close()
 
 	locker := lock.New(db.Locks(), lock.Options{Logger: logger})
+	permits, err := budgetGate(cfg, db, logger)
+	if err != nil {
+		return err
+	}
 
 	timeout := functionTimeout(logger)
 	hostname, _ := os.Hostname()
 	pollFn := poll.New(poll.Config{
-		DB:          db,
-		Cluster:     cs,
-		Locker:      locker,
-		Notifier:    arm.NewNotifier(cfg.NotificationsAllowHTTP),
-		Owner:       fmt.Sprintf("opstatus/%s/%d", hostname, os.Getpid()),
-		Interval:    cfg.ScanInterval(time.Now()),
-		MaxInFlight: cfg.ClusterServiceMaxInFlight,
-		Deadline:    timeout / 2,
-		Location:    cfg.Location,
+		DB:       db,
+		Cluster:  cs,
+		Locker:   locker,
+		Notifier: arm.NewNotifier(cfg.NotificationsAllowHTTP),
+		Owner:    fmt.Sprintf("opstatus/%s/%d", hostname, os.Getpid()),
+		Interval: cfg.ScanInterval(time.Now()),
+		Permits:  permits,
+		Deadline: timeout / 2,
+		Location: cfg.Location,
 		Deadlines: poll.Deadlines{Create: cfg.CreateDeadline, Update: cfg.UpdateDeadline, Delete: cfg.DeleteDeadline,
 			RequestCredential: cfg.RequestCredentialDeadline, RevokeCredentials: cfg.RevokeCredentialsDeadline},
 	})
@@ -183,6 +188,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	// or a bad TTL still stops the process.
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
+	go permits.Run(ctx)
 	go func() {
 		err := checkContainers(ctx, db, cfg.CosmosDatabase, cosmosContainers(cfg), containerCheckTimeout, logger)
 		if err == nil {
@@ -200,6 +206,27 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	return err
 }
 
+// budgetGate is the process's Cluster Service permits: with
+// CLUSTER_SERVICE_BUDGET, its share of the budget through the ledger in
+// the Leases container; without, only its ceiling
+// (CLUSTER_SERVICE_MAX_IN_FLIGHT). Its figures are the budget gauges.
+func budgetGate(cfg config.Config, db *database.CosmosClient, logger *slog.Logger) (*budget.Gate, error) {
+	bc := budget.Config{Budget: cfg.ClusterServiceBudget, Ceiling: cfg.ClusterServiceMaxInFlight, Logger: logger}
+	if cfg.ClusterServiceBudget > 0 {
+		leases, err := db.Container(cfg.LeasesContainer)
+		if err != nil {
+			return nil, err
+		}
+		bc.Store = budget.NewCosmos(leases)
+	}
+	g := budget.New(bc)
+	telemetry.ObserveBudget(func() telemetry.BudgetFigures {
+		f := g.Figures()
+		return telemetry.BudgetFigures{Group: string(f.Group), Permits: f.Permits, Target: f.Target, Demand: f.Demand}
+	})
+	return g, nil
+}
+
 // cosmosContainer is a Cosmos DB container the handler uses, with the
 // setting that names it.
 type cosmosContainer struct {
@@ -209,7 +236,8 @@ type cosmosContainer struct {
 // cosmosContainers lists the containers the handler and its functions use,
 // for the check at start: the lease container too when pickup runs, since
 // without it the host never starts pickup's trigger and new operations
-// wait an interval for scan.
+// wait an interval for scan, or when it holds the budget ledger, since
+// without it no process gets a permit.
 func cosmosContainers(cfg config.Config) []cosmosContainer {
 	containers := []cosmosContainer{
 		{"COSMOS_OPERATIONS_CONTAINER", cfg.OperationsContainer},
@@ -217,7 +245,7 @@ func cosmosContainers(cfg config.Config) []cosmosContainer {
 		{"COSMOS_LOCKS_CONTAINER", cfg.LocksContainer},
 		{"COSMOS_BILLING_CONTAINER", cfg.BillingContainer},
 	}
-	if cfg.PickupRuns {
+	if cfg.PickupRuns || cfg.ClusterServiceBudget > 0 {
 		containers = append(containers, cosmosContainer{"COSMOS_LEASES_CONTAINER", cfg.LeasesContainer})
 	}
 	return containers

@@ -136,6 +136,8 @@ func TestCheckContainers(t *testing.T) {
 			"COSMOS_LOCKS_CONTAINER=Lockz: no such container in Cosmos DB database " + name},
 		{"Leases, when pickup runs", func(cfg *config.Config) { cfg.PickupRuns, cfg.LeasesContainer = true, "Leasez" },
 			"COSMOS_LEASES_CONTAINER=Leasez: no such container in Cosmos DB database " + name},
+		{"Leases, when it holds the budget ledger", func(cfg *config.Config) { cfg.ClusterServiceBudget, cfg.LeasesContainer = 256, "Leasez" },
+			"COSMOS_LEASES_CONTAINER=Leasez: no such container in Cosmos DB database " + name},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := settings

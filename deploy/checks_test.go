@@ -610,61 +610,29 @@ func checkNoSecrets(texts map[string]string, d *deployment) error {
 
 // bound is what the app-wide bound on Cluster Service is made of.
 type bound struct {
-	// poll and pickup are the most instances each calling group reaches:
-	// poll's maximumInstanceCount, and pickup's reach when the host runs
-	// it, else 0.
-	poll, pickup int64
-	// perProcess is CLUSTER_SERVICE_MAX_IN_FLIGHT, wanted the cap the
-	// parameters ask for, and budget the stated app-wide budget.
-	perProcess, wanted, budget int64
+	// perProcess is CLUSTER_SERVICE_MAX_IN_FLIGHT, each process's ceiling,
+	// and budget CLUSTER_SERVICE_BUDGET, shared through the ledger.
+	perProcess, budget int64
 }
 
-// clusterServiceBound reads the bound from a deployment: the site's
-// instance limit, whether the host runs pickup and how far its group
-// reaches (PICKUP_MAXIMUM_INSTANCE_COUNT, 0 meaning the instance limit),
-// the per-process cap and the budget. The settings the handler checks the
-// bound with at start must be the ones the platform applies.
+// removedSettings fed the static split of the budget by instance counts,
+// which the ledger replaced: the handler reads them no more, and a
+// template that still sets them says something untrue.
+var removedSettings = []string{"MAXIMUM_INSTANCE_COUNT", "PICKUP_MAXIMUM_INSTANCE_COUNT"}
+
+// clusterServiceBound reads the bound from a deployment: the ceiling and
+// the budget as the parameters state them.
 func clusterServiceBound(d *deployment) (bound, error) {
 	var b bound
-	site, err := d.one("Microsoft.Web/sites")
-	if err != nil {
-		return b, err
-	}
-	limit, ok := path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency", "maximumInstanceCount").(int64)
-	if !ok {
-		return b, fmt.Errorf("functionAppConfig.scaleAndConcurrency.maximumInstanceCount is not set: Flex Consumption would allow 100 instances")
-	}
 	settings, err := d.appSettings()
 	if err != nil {
 		return b, err
 	}
-	if got := settings["MAXIMUM_INSTANCE_COUNT"]; got != strconv.FormatInt(limit, 10) {
-		return b, fmt.Errorf("MAXIMUM_INSTANCE_COUNT is %q but the site's maximumInstanceCount is %d: the handler would check the budget against another limit", got, limit)
-	}
-	b.poll = limit
-	pickup, err := pickupRuns(settings)
-	if err != nil {
-		return b, err
-	}
-	if pickup {
-		b.pickup = limit
-		if v := settings["PICKUP_MAXIMUM_INSTANCE_COUNT"]; v != "" && v != "0" {
-			if b.pickup, err = strconv.ParseInt(v, 10, 64); err != nil {
-				return b, fmt.Errorf("PICKUP_MAXIMUM_INSTANCE_COUNT %q is not a number", v)
-			}
-		}
-	}
 	if b.perProcess, err = strconv.ParseInt(settings["CLUSTER_SERVICE_MAX_IN_FLIGHT"], 10, 64); err != nil {
 		return b, fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT %q is not set to a number: the handler would use its default", settings["CLUSTER_SERVICE_MAX_IN_FLIGHT"])
 	}
-	if b.budget, ok = d.params["clusterServiceBudget"].(int64); !ok {
-		return b, fmt.Errorf("parameter clusterServiceBudget is missing")
-	}
-	if got := settings["CLUSTER_SERVICE_BUDGET"]; got != strconv.FormatInt(b.budget, 10) {
-		return b, fmt.Errorf("CLUSTER_SERVICE_BUDGET is %q, not clusterServiceBudget %d", got, b.budget)
-	}
-	if b.wanted, ok = d.params["clusterServiceMaxInFlight"].(int64); !ok {
-		return b, fmt.Errorf("parameter clusterServiceMaxInFlight is missing")
+	if b.budget, err = strconv.ParseInt(settings["CLUSTER_SERVICE_BUDGET"], 10, 64); err != nil {
+		return b, fmt.Errorf("CLUSTER_SERVICE_BUDGET %q is not set to a number: the app would have no bound", settings["CLUSTER_SERVICE_BUDGET"])
 	}
 	return b, nil
 }
@@ -673,10 +641,6 @@ func clusterServiceBound(d *deployment) (bound, error) {
 // the handler reads the host's rule.
 func pickupRuns(settings map[string]string) (bool, error) {
 	env := handlerEnv(settings)
-	// Without the bound's settings the handler loads whatever the bound.
-	for _, k := range []string{"CLUSTER_SERVICE_MAX_IN_FLIGHT", "CLUSTER_SERVICE_BUDGET", "MAXIMUM_INSTANCE_COUNT", "PICKUP_MAXIMUM_INSTANCE_COUNT"} {
-		delete(env, k)
-	}
 	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
 		return false, fmt.Errorf("the handler would not start with these settings: %w", err)
@@ -684,38 +648,41 @@ func pickupRuns(settings map[string]string) (bool, error) {
 	return cfg.PickupRuns, nil
 }
 
-// checkBudget checks the app-wide bound on Cluster Service: each handler
-// process keeps at most CLUSTER_SERVICE_MAX_IN_FLIGHT requests in flight;
-// poll's group runs at most maximumInstanceCount processes and pickup's,
-// when it runs, at most its reach, so the cap times their sum must stay
-// within the budget whether the platform applies the limit to each group
-// or to the whole app. The cap is the one the parameters ask for, lowered
-// to the budget's share of each instance as the handler computes it, and
-// no lower. A cap under 1 must be one the handler refuses at start, which
-// makes no requests at all.
+// checkBudget checks the app-wide bound on Cluster Service: the budget and
+// each process's ceiling are the parameters' values, the ledger's container
+// is named (the handler refuses a budget without it), no setting of the
+// old static split is left, and the handler starts with these settings.
 func checkBudget(d *deployment) error {
+	site, err := d.one("Microsoft.Web/sites")
+	if err != nil {
+		return err
+	}
+	// No longer the budget's bound, but still the bill's.
+	if _, ok := path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency", "maximumInstanceCount").(int64); !ok {
+		return fmt.Errorf("functionAppConfig.scaleAndConcurrency.maximumInstanceCount is not set: Flex Consumption would allow 100 instances")
+	}
 	b, err := clusterServiceBound(d)
 	if err != nil {
 		return err
 	}
-	if b.pickup > b.poll {
-		return fmt.Errorf("pickup reaches %d instances, more than maximumInstanceCount %d", b.pickup, b.poll)
+	if want, ok := d.params["clusterServiceBudget"].(int64); !ok || b.budget != want {
+		return fmt.Errorf("CLUSTER_SERVICE_BUDGET is %d, not clusterServiceBudget %v", b.budget, d.params["clusterServiceBudget"])
 	}
-	instances := b.poll + b.pickup
-	if want := min(b.wanted, b.budget/instances); b.perProcess != want {
-		return fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT is %d, want min(%d, %d / (%d + %d)) = %d, the handler's rule", b.perProcess, b.wanted, b.budget, b.poll, b.pickup, want)
+	if want, ok := d.params["clusterServiceMaxInFlight"].(int64); !ok || b.perProcess != want {
+		return fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT is %d, not clusterServiceMaxInFlight %v", b.perProcess, d.params["clusterServiceMaxInFlight"])
 	}
-	if b.perProcess < 1 {
-		settings, _ := d.appSettings()
-		env := handlerEnv(settings)
-		if _, err := config.Load(func(k string) string { return env[k] }); err == nil {
-			return fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT %d is accepted by the handler", b.perProcess)
+	settings, err := d.appSettings()
+	if err != nil {
+		return err
+	}
+	for _, k := range removedSettings {
+		if _, ok := settings[k]; ok {
+			return fmt.Errorf("%s is set, but the handler no longer reads it: the budget is shared through the ledger", k)
 		}
-		return nil
 	}
-	if instances*b.perProcess > b.budget {
-		return fmt.Errorf("(%d poll + %d pickup instances) × %d requests in flight = %d, over the Cluster Service budget of %d",
-			b.poll, b.pickup, b.perProcess, instances*b.perProcess, b.budget)
+	env := handlerEnv(settings)
+	if _, err := config.Load(func(k string) string { return env[k] }); err != nil {
+		return fmt.Errorf("the handler would not start with these settings: %w", err)
 	}
 	return nil
 }

@@ -91,9 +91,8 @@ type combination struct {
 	partitionKey string
 	deadline     string
 	telemetry    bool
-	// pickupMax is pickupMaximumInstanceCount, and alwaysReady both
-	// alwaysReadyPoll and alwaysReadyPickup.
-	pickupMax, alwaysReady int64
+	// alwaysReady is both alwaysReadyPoll and alwaysReadyPickup.
+	alwaysReady int64
 }
 
 func (c combination) values(example map[string]any) map[string]any {
@@ -110,7 +109,6 @@ func (c combination) values(example map[string]any) map[string]any {
 		v = withValues(v, map[string]any{"clusterServiceAudience": ""}, noCABundle)
 	}
 	v["pickupEnabled"] = c.pickup
-	v["pickupMaximumInstanceCount"] = c.pickupMax
 	v["alwaysReadyPoll"] = c.alwaysReady
 	v["alwaysReadyPickup"] = c.alwaysReady
 	v["cosmosOperationsPartitionKey"] = c.partitionKey
@@ -143,9 +141,8 @@ func TestHandlerStartsInEveryCombination(t *testing.T) {
 				for _, partitionKey := range []string{"", "workaround"} {
 					for _, deadline := range []string{"", "none", "90m"} {
 						for _, telemetry := range []bool{false, true} {
-							for _, pickupMax := range []int64{0, 1, 40} {
-								alwaysReady := int64(n % 2)
-								c := combination{network[0], network[1], auth, pickup, partitionKey, deadline, telemetry, pickupMax, alwaysReady}
+							for _, alwaysReady := range []int64{0, 1} {
+								c := combination{network[0], network[1], auth, pickup, partitionKey, deadline, telemetry, alwaysReady}
 								checkCombination(t, f, c)
 								n++
 							}
@@ -155,7 +152,7 @@ func TestHandlerStartsInEveryCombination(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, 648, n)
+	require.Equal(t, 432, n)
 }
 
 func checkCombination(t *testing.T, f fixture, c combination) {
@@ -195,13 +192,8 @@ func checkCombination(t *testing.T, f fixture, c combination) {
 	require.Equal(t, c.partitionKey, settings["COSMOS_OPERATIONS_PARTITION_KEY"], what)
 	require.Equal(t, c.telemetry, settings["OTEL_EXPORTER_OTLP_ENDPOINT"] != "", what)
 	require.Equal(t, int64(40), d.params["maximumInstanceCount"])
-	wantPickup := map[int64]int{0: 40, 1: 1, 40: 40}[c.pickupMax]
-	wantCap := 256 / 40
-	if c.pickup {
-		wantCap = 256 / (40 + wantPickup)
-	}
-	require.Equal(t, wantCap, cfg.ClusterServiceMaxInFlight, what)
-	require.Equal(t, wantPickup, cfg.PickupMaximumInstanceCount, what)
+	require.Equal(t, config.DefaultClusterServiceMaxInFlight, cfg.ClusterServiceMaxInFlight, what)
+	require.Equal(t, 256, cfg.ClusterServiceBudget, what)
 
 	site, err := d.one("Microsoft.Web/sites")
 	require.NoError(t, err)
@@ -252,11 +244,6 @@ func TestChecksRefuseUnworkableParameters(t *testing.T) {
 			name:   "more always-ready poll instances than the instance limit",
 			values: map[string]any{"alwaysReadyPoll": 41},
 			want:   "alwaysReady entry function:poll has 41 instances, over maximumInstanceCount 40",
-		},
-		{
-			name:   "pickup reaching more instances than the instance limit",
-			values: map[string]any{"pickupMaximumInstanceCount": 41},
-			want:   "PICKUP_MAXIMUM_INSTANCE_COUNT: 41 is more than MAXIMUM_INSTANCE_COUNT 40",
 		},
 		{
 			name:   "a deadline that is not a duration",

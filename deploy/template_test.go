@@ -103,23 +103,13 @@ func TestDefaultsGiveTheStatedBudget(t *testing.T) {
 	for _, name := range []string{"appName", "storageAccountName", "subnetId", "privateEndpointSubnetId", "storageBlobDnsZoneId", "storageQueueDnsZoneId", "storageTableDnsZoneId", "siteDnsZoneId", "cosmosAccountName", "cosmosDatabase", "clusterServiceUrl"} {
 		required[name] = f.values[name]
 	}
-	tests := []struct {
-		name   string
-		values map[string]any
-		want   bound
-	}{
-		{"defaults", nil, bound{poll: 40, pickup: 40, perProcess: 3, wanted: 64, budget: 256}},
-		{"pickup off", map[string]any{"pickupEnabled": false}, bound{poll: 40, pickup: 0, perProcess: 6, wanted: 64, budget: 256}},
-		{"one physical partition", map[string]any{"pickupMaximumInstanceCount": 1}, bound{poll: 40, pickup: 1, perProcess: 6, wanted: 64, budget: 256}},
-		{"pickup off, one physical partition", map[string]any{"pickupEnabled": false, "pickupMaximumInstanceCount": 1}, bound{poll: 40, pickup: 0, perProcess: 6, wanted: 64, budget: 256}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, extra := range []map[string]any{nil, {"pickupEnabled": false}} {
+		t.Run(fmt.Sprint(extra), func(t *testing.T) {
 			values := map[string]any{}
 			for k, v := range required {
 				values[k] = v
 			}
-			for k, v := range tc.values {
+			for k, v := range extra {
 				values[k] = v
 			}
 			d, err := resolve(f.template, values, exampleScope)
@@ -127,54 +117,43 @@ func TestDefaultsGiveTheStatedBudget(t *testing.T) {
 			require.NoError(t, checkBudget(d))
 			b, err := clusterServiceBound(d)
 			require.NoError(t, err)
-			require.Equal(t, tc.want, b)
+			require.Equal(t, bound{perProcess: config.DefaultClusterServiceMaxInFlight, budget: 256}, b)
 		})
 	}
-
-	d, err := resolve(f.template, f.values, exampleScope)
-	require.NoError(t, err)
-	b, err := clusterServiceBound(d)
-	require.NoError(t, err)
-	require.LessOrEqual(t, (b.poll+b.pickup)*b.perProcess, b.budget, "the example environment")
-	require.Positive(t, b.perProcess)
 }
 
 // TestBudgetHoldsForAnyParameters deploys the template with parameter values
-// chosen to break the bound, including more instances than the budget, with
-// pickup on and off: the per-process cap is the one the handler would
-// compute from the budget and the instances (the cap wanted, if it fits),
-// or 0, which the handler refuses at start.
+// that once broke the static split (more instances than the budget, a
+// ceiling over it), with pickup on and off: the handler gets the budget and
+// the ceiling as stated and starts.
 func TestBudgetHoldsForAnyParameters(t *testing.T) {
 	f := load(t)
 	n := 0
-	for _, instances := range []int64{1, 2, 3, 4, 5, 7, 8, 9, 16, 40, 100, 255, 256, 257, 1000} {
-		for _, pickupMax := range []int64{0, 1, 2, 40, instances} {
-			for _, pickup := range []bool{true, false} {
-				for _, perProcess := range []int64{1, 3, 32, 64, 65, 100, 4096} {
-					for _, budget := range []int64{1, 100, 256, 1000} {
-						values := map[string]any{}
-						for k, v := range f.values {
-							values[k] = v
-						}
-						values["maximumInstanceCount"] = instances
-						values["pickupMaximumInstanceCount"] = min(pickupMax, instances)
-						values["pickupEnabled"] = pickup
-						values["clusterServiceMaxInFlight"] = perProcess
-						values["clusterServiceBudget"] = budget
-						what := fmt.Sprintf("%v", values)
-						d, err := resolve(f.template, values, exampleScope)
-						require.NoError(t, err, what)
-						require.NoError(t, checkBudget(d), what)
-						b, err := clusterServiceBound(d)
-						require.NoError(t, err, what)
-						require.Equal(t, handlerCap(t, d, perProcess), b.perProcess, what)
-						n++
+	for _, instances := range []int64{1, 40, 257, 1000} {
+		for _, pickup := range []bool{true, false} {
+			for _, perProcess := range []int64{1, 64, 4096} {
+				for _, budget := range []int64{1, 256, 1000} {
+					values := map[string]any{}
+					for k, v := range f.values {
+						values[k] = v
 					}
+					values["maximumInstanceCount"] = instances
+					values["pickupEnabled"] = pickup
+					values["clusterServiceMaxInFlight"] = perProcess
+					values["clusterServiceBudget"] = budget
+					what := fmt.Sprintf("%v", values)
+					d, err := resolve(f.template, values, exampleScope)
+					require.NoError(t, err, what)
+					require.NoError(t, checkBudget(d), what)
+					b, err := clusterServiceBound(d)
+					require.NoError(t, err, what)
+					require.Equal(t, bound{perProcess: perProcess, budget: budget}, b, what)
+					n++
 				}
 			}
 		}
 	}
-	require.Equal(t, 15*5*2*7*4, n)
+	require.Equal(t, 4*2*3*3, n)
 }
 
 // handlerCap is the cap the handler computes from the deployment's
@@ -375,8 +354,17 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 		{
 			name:  "COSMOS_LEASES_CONTAINER missing",
 			check: "settings",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				removeSetting(t, tmpl, "COSMOS_LEASES_CONTAINER")
+				removeSetting(t, tmpl, "CLUSTER_SERVICE_BUDGET") // else the handler refuses to start first
+			},
+			want: "pickup/function.json reads %COSMOS_LEASES_CONTAINER%",
+		},
+		{
+			name:  "COSMOS_LEASES_CONTAINER missing with a budget",
+			check: "settings",
 			edit:  func(t *testing.T, tmpl map[string]any) { removeSetting(t, tmpl, "COSMOS_LEASES_CONTAINER") },
-			want:  "pickup/function.json reads %COSMOS_LEASES_CONTAINER%",
+			want:  "CLUSTER_SERVICE_BUDGET: needs COSMOS_LEASES_CONTAINER",
 		},
 		{
 			name:  "pickup's Cosmos DB connection without its endpoint",
@@ -473,56 +461,28 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			want: "basic-auth publishing credentials must be off",
 		},
 		{
-			name:  "the per-process cap taken as given",
+			name:  "a setting of the static split left in",
 			check: "budget",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				variables(tmpl)["clusterServiceMaxInFlight"] = "[parameters('clusterServiceMaxInFlight')]"
-				parameters(tmpl)["maximumInstanceCount"].(map[string]any)["defaultValue"] = 8
+				addSetting(t, tmpl, "MAXIMUM_INSTANCE_COUNT", "[string(parameters('maximumInstanceCount'))]")
 			},
-			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 64, want min(64, 256 / (8 + 8)) = 16",
+			want: "MAXIMUM_INSTANCE_COUNT is set, but the handler no longer reads it",
 		},
 		{
-			name:  "the cap shared among poll's instances alone",
+			name:  "the ceiling lowered by the static split",
 			check: "budget",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				variables(tmpl)["clusterServiceInstances"] = "[parameters('maximumInstanceCount')]"
+				setSetting(t, tmpl, "CLUSTER_SERVICE_MAX_IN_FLIGHT", "[string(min(parameters('clusterServiceMaxInFlight'), div(parameters('clusterServiceBudget'), mul(2, parameters('maximumInstanceCount')))))]")
 			},
-			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 6, want min(64, 256 / (40 + 40)) = 3",
+			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 3, not clusterServiceMaxInFlight 64",
 		},
 		{
-			name:   "pickup's instances counted when the host does not run it",
-			check:  "budget",
-			values: map[string]any{"pickupEnabled": false},
-			edit: func(t *testing.T, tmpl map[string]any) {
-				variables(tmpl)["clusterServiceInstances"] = "[add(parameters('maximumInstanceCount'), variables('pickupInstances'))]"
-			},
-			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 3, want min(64, 256 / (40 + 0)) = 6",
-		},
-		{
-			name:   "pickup's reach left out of the cap",
-			check:  "budget",
-			values: map[string]any{"pickupMaximumInstanceCount": 1},
-			edit: func(t *testing.T, tmpl map[string]any) {
-				variables(tmpl)["clusterServiceInstances"] = "[mul(2, parameters('maximumInstanceCount'))]"
-			},
-			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 3, want min(64, 256 / (40 + 1)) = 6",
-		},
-		{
-			name:  "PICKUP_MAXIMUM_INSTANCE_COUNT larger than the cap was computed for",
+			name:  "the budget without the ledger's container",
 			check: "budget",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				variables(tmpl)["clusterServiceInstances"] = "[add(parameters('maximumInstanceCount'), 1)]"
-				setSetting(t, tmpl, "PICKUP_MAXIMUM_INSTANCE_COUNT", "40")
+				setSetting(t, tmpl, "COSMOS_LEASES_CONTAINER", "")
 			},
-			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 6, want min(64, 256 / (40 + 40)) = 3",
-		},
-		{
-			name:  "the handler told another instance limit than the site's",
-			check: "budget",
-			edit: func(t *testing.T, tmpl map[string]any) {
-				setSetting(t, tmpl, "MAXIMUM_INSTANCE_COUNT", "20")
-			},
-			want: "MAXIMUM_INSTANCE_COUNT is \"20\" but the site's maximumInstanceCount is 40",
+			want: "CLUSTER_SERVICE_BUDGET: needs COSMOS_LEASES_CONTAINER",
 		},
 		{
 			name:  "more always-ready instances than the instance limit",

@@ -20,6 +20,7 @@ import (
 
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/arm"
+	"github.com/opstatus/opstatus/internal/budget"
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/lock"
@@ -91,8 +92,13 @@ type Config struct {
 	Interval time.Duration
 	// MaxInFlight caps the operations being checked (read, then Cluster
 	// Service called) at once across all invocations of the process, and
-	// so the Cluster Service requests in flight; default 64.
+	// so the Cluster Service requests in flight, when Permits is nil;
+	// default 64.
 	MaxInFlight int
+	// Permits is the process's share of the Cluster Service budget
+	// (internal/budget): the checks gate, resized as the ledger says, and
+	// the bound of each request's deadline. Nil: a gate of MaxInFlight.
+	Permits *budget.Gate
 	// WritesPerHold bounds the operations written under one hold of a
 	// subscription's lock, which the frontend waits for on every customer
 	// request; default 4.
@@ -115,7 +121,8 @@ type Function struct {
 	Config
 
 	// The process's gates, each named for what it bounds (see New).
-	messageTurn, checks, lockHolds, deliveries gate
+	messageTurn, lockHolds, deliveries gate
+	checks                             *budget.Gate
 
 	notifying sync.Map // "subscription/operation" of notifications in flight
 
@@ -166,6 +173,7 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		return nil, functions.BadRequest(err)
 	}
 	observeMessage(ctx, msg, f.now())
+	f.checks.Serve(groupOf(inv))
 	ctx, cancel := context.WithTimeout(ctx, orDefault(f.Deadline, defaultDeadline))
 	defer cancel()
 	md := inv.QueueMetadata()
@@ -278,11 +286,16 @@ func (r *run) do(ctx context.Context) {
 // checkAll checks the items, each in a place of the process's checks
 // gate, taken in the message's turn and before the item's goroutine
 // starts (see New): a message waiting for places holds one goroutine.
+//
+// The items count in the process's demand for permits from their arrival
+// until their check ends.
 func (r *run) checkAll(ctx context.Context, items []*item) {
+	r.f.checks.Queue(len(items))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	endTurn, err := r.f.messageTurn.take(ctx, "to call Cluster Service")
 	if err != nil {
+		r.f.checks.Queue(-len(items))
 		for _, it := range items {
 			it.defer_(err)
 		}
@@ -290,12 +303,14 @@ func (r *run) checkAll(ctx context.Context, items []*item) {
 	}
 	defer endTurn()
 	for _, it := range items {
-		release, err := r.f.checks.take(ctx, "to call Cluster Service")
+		release, err := r.f.checks.Acquire(ctx, "to call Cluster Service")
 		if err != nil {
+			r.f.checks.Queue(-1)
 			it.defer_(err)
 			continue
 		}
 		wg.Go(func() {
+			defer r.f.checks.Queue(-1)
 			defer release()
 			safely(it.log, func() { r.check(it.traced(ctx), it) }, it.defer_)
 		})
@@ -370,7 +385,7 @@ func ownerSuffix(invocationID string) string {
 func Transient(err error) bool {
 	return errors.Is(err, database.ErrUnavailable) ||
 		errors.Is(err, lock.ErrHeld) || errors.Is(err, lock.ErrLost) ||
-		errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, budget.ErrNoLease) ||
 		clusterservice.IsTransient(err)
 }
 
@@ -407,22 +422,27 @@ const maxDeliveries = 64
 //     messages are checked one after another and finish in the order they
 //     began, rather than all together at the end, which would keep every
 //     message's operations in memory until then;
-//   - checks (MaxInFlight): operations being checked, their read and their
-//     Cluster Service calls, one after another: so the Cluster Service
-//     requests in flight. Taking one before the read keeps the operations
+//   - checks (Permits, or MaxInFlight without one): operations being
+//     checked, their read and their Cluster Service calls, one after
+//     another: so the Cluster Service requests in flight, resized as the
+//     budget ledger says. Taking one before the read keeps the operations
 //     waiting for Cluster Service from holding their reads, and the
 //     superseded check that follows the read from being made long before
 //     the call;
 //   - lockHolds (maxHolds): subscription locks held or being taken;
 //   - deliveries (maxDeliveries): ARM notifications being delivered.
 func New(cfg Config) *Function {
+	checks := cfg.Permits
+	if checks == nil {
+		checks = budget.New(budget.Config{Ceiling: orDefault(cfg.MaxInFlight, defaultMaxInFlight)})
+	}
 	if _, traced := cfg.Cluster.(tracedCluster); !traced && cfg.Cluster != nil {
-		cfg.Cluster = tracedCluster{cfg.Cluster}
+		cfg.Cluster = tracedCluster{permittedCluster{cfg.Cluster, checks}}
 	}
 	return &Function{
 		Config:      cfg,
 		messageTurn: make(gate, 1),
-		checks:      make(gate, orDefault(cfg.MaxInFlight, defaultMaxInFlight)),
+		checks:      checks,
 		lockHolds:   make(gate, maxHolds),
 		deliveries:  make(gate, maxDeliveries),
 	}

@@ -323,19 +323,19 @@ func TestDeadlineThroughTheHandler(t *testing.T) {
 	require.Equal(t, "Provisioning", s.opStatus(subA, "early"))
 }
 
-// A per-process Cluster Service cap that the plan's instances would take
-// over the app-wide budget stops the handler at start, with one line.
-func TestHandlerRefusesACapOverTheBudget(t *testing.T) {
+// A Cluster Service budget without the container of its ledger stops the
+// handler at start, with one line: the processes could not share it.
+func TestHandlerRefusesABudgetWithoutItsLedger(t *testing.T) {
 	bin := testenv.Build(t, ".")
 	cmd := exec.Command(bin)
 	cmd.Env = []string{"FUNCTIONS_CUSTOMHANDLER_PORT=1234", "COSMOS_ENDPOINT=https://127.0.0.1:1", "COSMOS_DATABASE=d",
 		"AZURE_LOCATION=eastus", "CLUSTER_SERVICE_URL=http://127.0.0.1:2",
-		"CLUSTER_SERVICE_MAX_IN_FLIGHT=64", "CLUSTER_SERVICE_BUDGET=256", "MAXIMUM_INSTANCE_COUNT=8"}
+		"CLUSTER_SERVICE_MAX_IN_FLIGHT=64", "CLUSTER_SERVICE_BUDGET=256"}
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit)
 	require.Equal(t, 1, exit.ExitCode())
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	require.Len(t, lines, 1, string(out))
-	require.Contains(t, lines[0], "CLUSTER_SERVICE_MAX_IN_FLIGHT: 64 in each of 8 instances (MAXIMUM_INSTANCE_COUNT 8) is 512")
+	require.Contains(t, lines[0], "CLUSTER_SERVICE_BUDGET: needs COSMOS_LEASES_CONTAINER")
 }

@@ -71,21 +71,15 @@ type Config struct {
 	// scan/function.json names as %SCAN_SCHEDULE%): the handler reads it to
 	// know when a message has been superseded by the next scan's.
 	ScanSchedule schedule.Schedule
-	// ClusterServiceMaxInFlight caps the Cluster Service requests in flight
-	// in the process (CLUSTER_SERVICE_MAX_IN_FLIGHT).
+	// ClusterServiceMaxInFlight is the ceiling on the Cluster Service
+	// requests in flight in the process, whatever permits it holds
+	// (CLUSTER_SERVICE_MAX_IN_FLIGHT).
 	ClusterServiceMaxInFlight int
 	// ClusterServiceBudget is the app-wide bound on Cluster Service
-	// requests in flight (CLUSTER_SERVICE_BUDGET), and MaximumInstanceCount
-	// the most handler processes the plan runs (MAXIMUM_INSTANCE_COUNT):
-	// every cap is per process, so Cluster Service sees their product.
-	// Zero when not set.
-	ClusterServiceBudget, MaximumInstanceCount int
-	// PickupMaximumInstanceCount is the most instances pickup's function
-	// group reaches (PICKUP_MAXIMUM_INSTANCE_COUNT): one per lease, that is
-	// per physical partition of the Operations container, and at most
-	// MaximumInstanceCount, which it defaults to. Counted in the budget
-	// only when pickup runs.
-	PickupMaximumInstanceCount int
+	// requests in flight (CLUSTER_SERVICE_BUDGET), shared through the
+	// budget ledger in LeasesContainer (internal/budget); zero when not
+	// set: each process has only its ceiling.
+	ClusterServiceBudget int
 
 	// CreateDeadline, UpdateDeadline and DeleteDeadline
 	// (OPERATION_DEADLINE_CREATE, _UPDATE, _DELETE) are how long an
@@ -112,7 +106,6 @@ const (
 	DefaultClusterServiceMaxInFlight = 64
 	maxClusterServiceMaxInFlight     = 4096
 	maxClusterServiceBudget          = 1 << 20
-	maxInstanceCount                 = 1000 // Flex Consumption's highest
 )
 
 // ScanInterval is the time between two scans: between the schedule's next
@@ -156,10 +149,8 @@ func Load(getenv func(string) string) (Config, error) {
 		ClusterServiceAudience:           r.audience("CLUSTER_SERVICE_AUDIENCE"),
 		NotificationsAllowHTTP:           r.bool("NOTIFICATIONS_ALLOW_HTTP"),
 		ScanSchedule:                     r.schedule("SCAN_SCHEDULE", DefaultScanSchedule),
-		ClusterServiceMaxInFlight:        r.count("CLUSTER_SERVICE_MAX_IN_FLIGHT", 0, maxClusterServiceMaxInFlight),
+		ClusterServiceMaxInFlight:        r.count("CLUSTER_SERVICE_MAX_IN_FLIGHT", DefaultClusterServiceMaxInFlight, maxClusterServiceMaxInFlight),
 		ClusterServiceBudget:             r.count("CLUSTER_SERVICE_BUDGET", 0, maxClusterServiceBudget),
-		MaximumInstanceCount:             r.count("MAXIMUM_INSTANCE_COUNT", 0, maxInstanceCount),
-		PickupMaximumInstanceCount:       r.count("PICKUP_MAXIMUM_INSTANCE_COUNT", 0, maxInstanceCount),
 		CreateDeadline:                   r.deadline("OPERATION_DEADLINE_CREATE", DefaultCreateDeadline),
 		UpdateDeadline:                   r.deadline("OPERATION_DEADLINE_UPDATE", 0),
 		DeleteDeadline:                   r.deadline("OPERATION_DEADLINE_DELETE", DefaultDeleteDeadline),
@@ -189,8 +180,8 @@ func Load(getenv func(string) string) (Config, error) {
 	if len(c.ClusterServiceCAs) > 0 && c.ClusterServiceInsecureSkipVerify {
 		return Config{}, fmt.Errorf("CLUSTER_SERVICE_CA_BUNDLE, CLUSTER_SERVICE_INSECURE_SKIP_VERIFY: a bundle to verify with and no verification; set one")
 	}
-	if err := c.budget(); err != nil {
-		return Config{}, err
+	if c.ClusterServiceBudget != 0 && c.LeasesContainer == "" {
+		return Config{}, fmt.Errorf("CLUSTER_SERVICE_BUDGET: needs COSMOS_LEASES_CONTAINER, where the processes share it")
 	}
 	return c, nil
 }
@@ -219,50 +210,6 @@ func pickupRuns(getenv func(string) string) bool {
 		}
 	}
 	return true
-}
-
-// budget sets the per-process Cluster Service cap within the app-wide
-// budget, when one is stated: the cap given, if it fits, else the budget
-// shared among the instances. Both poll and pickup call Cluster Service,
-// each function group scaling on its own, so the instances counted are
-// poll's maximumInstanceCount plus pickup's reach when pickup runs: the
-// bound holds whether the platform applies maximumInstanceCount to each
-// group or to the whole app. Without a budget the cap is the one given, or
-// the default.
-func (c *Config) budget() error {
-	if c.PickupMaximumInstanceCount != 0 && c.MaximumInstanceCount != 0 && c.PickupMaximumInstanceCount > c.MaximumInstanceCount {
-		return fmt.Errorf("PICKUP_MAXIMUM_INSTANCE_COUNT: %d is more than MAXIMUM_INSTANCE_COUNT %d", c.PickupMaximumInstanceCount, c.MaximumInstanceCount)
-	}
-	switch {
-	case c.ClusterServiceBudget == 0 && c.MaximumInstanceCount == 0:
-		if c.ClusterServiceMaxInFlight == 0 {
-			c.ClusterServiceMaxInFlight = DefaultClusterServiceMaxInFlight
-		}
-		return nil
-	case c.ClusterServiceBudget == 0 || c.MaximumInstanceCount == 0:
-		return fmt.Errorf("CLUSTER_SERVICE_BUDGET, MAXIMUM_INSTANCE_COUNT: set both or neither")
-	}
-	instances, which := c.MaximumInstanceCount, fmt.Sprintf("MAXIMUM_INSTANCE_COUNT %d", c.MaximumInstanceCount)
-	if c.PickupRuns {
-		pickup := c.PickupMaximumInstanceCount
-		if pickup == 0 {
-			pickup = c.MaximumInstanceCount
-		}
-		instances += pickup
-		which += fmt.Sprintf(" for poll and PICKUP_MAXIMUM_INSTANCE_COUNT %d for pickup", pickup)
-	}
-	switch {
-	case c.ClusterServiceMaxInFlight == 0:
-		c.ClusterServiceMaxInFlight = c.ClusterServiceBudget / instances
-		if c.ClusterServiceMaxInFlight == 0 {
-			return fmt.Errorf("CLUSTER_SERVICE_BUDGET: %d is less than one request in flight for each of %d instances (%s)",
-				c.ClusterServiceBudget, instances, which)
-		}
-	case c.ClusterServiceMaxInFlight*instances > c.ClusterServiceBudget:
-		return fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT: %d in each of %d instances (%s) is %d Cluster Service requests in flight, over CLUSTER_SERVICE_BUDGET %d",
-			c.ClusterServiceMaxInFlight, instances, which, c.ClusterServiceMaxInFlight*instances, c.ClusterServiceBudget)
-	}
-	return nil
 }
 
 // reader keeps the first error so Load reads like the settings table.

@@ -311,57 +311,38 @@ func TestFunctionTimeout(t *testing.T) {
 	require.Positive(t, got)
 }
 
-// The per-process Cluster Service cap stays within the app-wide budget the
-// deployment states: derived from it, or refused at start when the plan's
-// instances times the cap given would go over it. When pickup runs its
-// group's instances count too (at most its leases, given by
-// PICKUP_MAXIMUM_INSTANCE_COUNT, else as many as poll's), since each group
-// scales on its own.
+// CLUSTER_SERVICE_MAX_IN_FLIGHT is each process's ceiling, with or
+// without a budget; CLUSTER_SERVICE_BUDGET is shared through the ledger in
+// the Leases container, so it needs COSMOS_LEASES_CONTAINER. The settings
+// of the static split are gone: a process no longer derives its cap from
+// instance counts.
 func TestClusterServiceBudget(t *testing.T) {
 	for _, tc := range []struct {
-		name        string
-		cap, budget string
-		instances   string
-		pickup      bool
-		pickupMax   string
-		want        int
-		wantErr     string
+		name                string
+		cap, budget, leases string
+		wantCap, wantBudget int
+		wantErr             string
 	}{
-		{name: "neither: the default cap", want: 64},
-		{name: "a cap alone", cap: "12", want: 12},
-		{name: "the cap derived from the budget", budget: "256", instances: "4", want: 64},
-		{name: "rounded down", budget: "250", instances: "3", want: 83},
-		{name: "a cap that fits", cap: "32", budget: "256", instances: "8", want: 32},
-		{name: "a cap that fits exactly", cap: "64", budget: "256", instances: "4", want: 64},
-		{name: "a cap over the budget", cap: "64", budget: "256", instances: "8",
-			wantErr: "CLUSTER_SERVICE_MAX_IN_FLIGHT: 64 in each of 8 instances (MAXIMUM_INSTANCE_COUNT 8) is 512"},
-		{name: "pickup's instances as many as poll's", budget: "256", instances: "40", pickup: true, want: 3},
-		{name: "pickup at most its leases", budget: "256", instances: "40", pickup: true, pickupMax: "1", want: 6},
-		{name: "pickup's reach ignored when it does not run", budget: "256", instances: "40", pickupMax: "1", want: 6},
-		{name: "a cap that fits poll alone but not with pickup", cap: "6", budget: "256", instances: "40", pickup: true, pickupMax: "4",
-			wantErr: "6 in each of 44 instances (MAXIMUM_INSTANCE_COUNT 40 for poll and PICKUP_MAXIMUM_INSTANCE_COUNT 4 for pickup) is 264"},
-		{name: "pickup beyond the maximum", budget: "256", instances: "40", pickup: true, pickupMax: "41", wantErr: "PICKUP_MAXIMUM_INSTANCE_COUNT"},
-		{name: "fewer requests than instances", budget: "50", instances: "100", wantErr: "CLUSTER_SERVICE_BUDGET"},
-		{name: "a budget without the instance count", budget: "256", wantErr: "set both or neither"},
-		{name: "an instance count without a budget", instances: "4", wantErr: "set both or neither"},
-		{name: "an instance count over Flex's", budget: "256", instances: "1001", wantErr: "MAXIMUM_INSTANCE_COUNT"},
-		{name: "a budget of zero", budget: "0", instances: "4", wantErr: "CLUSTER_SERVICE_BUDGET"},
+		{name: "neither: the default ceiling", wantCap: DefaultClusterServiceMaxInFlight},
+		{name: "a ceiling alone", cap: "12", wantCap: 12},
+		{name: "a budget with the Leases container", budget: "256", leases: "Leases", wantCap: DefaultClusterServiceMaxInFlight, wantBudget: 256},
+		{name: "a ceiling over the budget is only a ceiling", cap: "512", budget: "256", leases: "Leases", wantCap: 512, wantBudget: 256},
+		{name: "a budget without the Leases container", budget: "256", wantErr: "CLUSTER_SERVICE_BUDGET: needs COSMOS_LEASES_CONTAINER"},
+		{name: "a budget of zero", budget: "0", leases: "Leases", wantErr: "CLUSTER_SERVICE_BUDGET"},
+		{name: "a ceiling of zero", cap: "0", wantErr: "CLUSTER_SERVICE_MAX_IN_FLIGHT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			kv := []string{"CLUSTER_SERVICE_MAX_IN_FLIGHT", tc.cap, "PICKUP_MAXIMUM_INSTANCE_COUNT", tc.pickupMax}
-			if tc.pickup {
-				kv = append(kv, "COSMOS_OPERATIONS_CONTAINER", "Operations", "COSMOS_LEASES_CONTAINER", "Leases", "COSMOS", "AccountEndpoint=https://x/;")
-			}
-			env := with(kv...)
-			env["CLUSTER_SERVICE_BUDGET"] = tc.budget
-			env["MAXIMUM_INSTANCE_COUNT"] = tc.instances
+			env := with("CLUSTER_SERVICE_MAX_IN_FLIGHT", tc.cap, "CLUSTER_SERVICE_BUDGET", tc.budget, "COSMOS_LEASES_CONTAINER", tc.leases,
+				// Read no more: an old deployment's settings change nothing.
+				"MAXIMUM_INSTANCE_COUNT", "1", "PICKUP_MAXIMUM_INSTANCE_COUNT", "1")
 			c, err := Load(func(k string) string { return env[k] })
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, tc.want, c.ClusterServiceMaxInFlight)
+			require.Equal(t, tc.wantCap, c.ClusterServiceMaxInFlight)
+			require.Equal(t, tc.wantBudget, c.ClusterServiceBudget)
 		})
 	}
 }

@@ -82,6 +82,8 @@ type instruments struct {
 	scanOldest     metric.Float64ObservableGauge
 
 	lastScan atomic.Pointer[ScanTally]
+
+	budget budgetInstruments
 }
 
 func newInstruments(m metric.Meter) (*instruments, error) {
@@ -111,6 +113,10 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		return nil, err
 	}
 	if _, err := m.RegisterCallback(i.observeScan, i.scanPending, i.scanOldest); err != nil {
+		return nil, err
+	}
+	var err error
+	if i.budget, err = newBudgetInstruments(m); err != nil {
 		return nil, err
 	}
 	return i, nil

@@ -15,6 +15,7 @@
 // A-IM, which the proxy counts as a read. A request whose connection closed before its
 // answer was sent is counted with status 0.
 
+const charge = require("./charge");
 const lockHolds = require("./lockholds");
 
 const COUNTS_PREFIX = "/_opstatus/counts/";
@@ -94,7 +95,8 @@ function answerCounts(req, res) {
 
 /**
  * install makes server count the requests it answers and serve the counts,
- * and time the lock holds (lockholds.js).
+ * time the lock holds (lockholds.js) and answer the modelled request
+ * charge (charge.js).
  * Call it after the server's request listener is in place.
  */
 function install(server) {
@@ -108,6 +110,7 @@ function install(server) {
     if (lockHolds.answer(req, res)) return;
     const { database, container, kind, segs } = classify(req);
     lockHolds.observe(req, res, database, container, kind, segs);
+    charge.wrap(res, kind);
     const prefix = `${container}\0${kind}\0`;
     let counted = false;
     const done = status => {

@@ -1,0 +1,117 @@
+package budget
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/opstatus/opstatus/internal/telemetry"
+)
+
+// Cosmos keeps the ledger in a Cosmos DB container whose partition key is
+// /id: the Leases container, beside the change feed processor's leases
+// (which it reads by its own id prefix only). Each request is counted with
+// its status and the request units it charged.
+type Cosmos struct {
+	container *azcosmos.ContainerClient
+}
+
+var _ Store = (*Cosmos)(nil)
+
+// NewCosmos returns the Store of the ledger in container.
+func NewCosmos(container *azcosmos.ContainerClient) *Cosmos { return &Cosmos{container: container} }
+
+var ledgerKey = azcosmos.NewPartitionKeyString(ID)
+
+// Read reads the ledger item.
+func (c *Cosmos) Read(ctx context.Context) (Ledger, string, error) {
+	resp, err := c.container.ReadItem(ctx, ledgerKey, ID, nil)
+	count(ctx, "read", resp, err)
+	if err != nil {
+		return Ledger{}, "", classify(err)
+	}
+	var l Ledger
+	if err := json.Unmarshal(resp.Value, &l); err != nil {
+		return Ledger{}, "", fmt.Errorf("budget ledger unreadable: %w", err)
+	}
+	if l.Holders == nil {
+		l.Holders = map[string]Entry{}
+	}
+	return l, string(resp.ETag), nil
+}
+
+// Replace writes l with If-Match etag; never unconditionally.
+func (c *Cosmos) Replace(ctx context.Context, l Ledger, etag string) (string, error) {
+	if etag == "" {
+		return "", errors.New("budget ledger: replace without an etag")
+	}
+	body, err := json.Marshal(l)
+	if err != nil {
+		return "", err
+	}
+	e := azcore.ETag(etag)
+	resp, err := c.container.ReplaceItem(ctx, ledgerKey, ID, body, &azcosmos.ItemOptions{IfMatchEtag: &e})
+	count(ctx, "replace", resp, err)
+	if err != nil {
+		return "", classify(err)
+	}
+	return string(resp.ETag), nil
+}
+
+// Create creates the ledger item.
+func (c *Cosmos) Create(ctx context.Context, l Ledger) (string, error) {
+	body, err := json.Marshal(l)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.container.CreateItem(ctx, ledgerKey, body, nil)
+	count(ctx, "create", resp, err)
+	if err != nil {
+		return "", classify(err)
+	}
+	return string(resp.ETag), nil
+}
+
+// count records a request of kind with its status code and charge.
+func count(ctx context.Context, kind string, resp azcosmos.ItemResponse, err error) {
+	status, charge := 0, float64(resp.RequestCharge)
+	var re *azcore.ResponseError
+	switch {
+	case err == nil && resp.RawResponse != nil:
+		status = resp.RawResponse.StatusCode
+	case errors.As(err, &re):
+		status = re.StatusCode
+		if re.RawResponse != nil {
+			charge, _ = strconv.ParseFloat(re.RawResponse.Header.Get("x-ms-request-charge"), 64)
+		}
+	}
+	telemetry.LedgerRequest(ctx, kind, status, charge)
+}
+
+// classify maps Cosmos DB's answers to the Store's errors. A 404 of a
+// missing container (sub-status 1003) is not a missing ledger: creating
+// one would fail the same way.
+func classify(err error) error {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) {
+		return fmt.Errorf("budget ledger: %w", err)
+	}
+	switch re.StatusCode {
+	case http.StatusNotFound:
+		if re.RawResponse != nil && re.RawResponse.Header.Get("x-ms-substatus") == "1003" {
+			return fmt.Errorf("budget ledger's container missing: %w", err)
+		}
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case http.StatusConflict:
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	case http.StatusPreconditionFailed:
+		return fmt.Errorf("%w: %w", ErrPreconditionFailed, err)
+	}
+	return fmt.Errorf("budget ledger: %w", err)
+}

@@ -1,0 +1,82 @@
+package budget
+
+import (
+	"cmp"
+	"slices"
+)
+
+// Targets are the permits each holder of l should have out of budget, as
+// every member computes them alike: the pickup floors first (shared out
+// evenly when they do not fit), then the rest water-filled over the
+// holders with demand, each getting at most its demand beyond its floor,
+// ties broken by owner id. A lone busy holder gets the whole budget, an
+// idle one only its floor.
+func Targets(budget int, holders map[string]Entry) map[string]int {
+	targets, _ := shares(budget, holders)
+	return targets
+}
+
+// shares is Targets, and the floors they hold.
+func shares(budget int, holders map[string]Entry) (targets, floors map[string]int) {
+	floors = map[string]int{}
+	for owner, e := range holders {
+		if e.Group == GroupPickup && e.Floor > 0 {
+			floors[owner] = e.Floor
+		}
+	}
+	floors = waterFill(budget, floors)
+	rest := budget
+	for _, f := range floors {
+		rest -= f
+	}
+	wants := map[string]int{}
+	for owner, e := range holders {
+		if w := e.Demand - floors[owner]; w > 0 {
+			wants[owner] = w
+		}
+	}
+	share := waterFill(rest, wants)
+	targets = make(map[string]int, len(holders))
+	for owner := range holders {
+		targets[owner] = floors[owner] + share[owner]
+	}
+	return targets, floors
+}
+
+// waterFill shares total among wants: each gets min(want, level) for the
+// highest level that fits, and what whole permits remain go one each to
+// the owners still wanting more, in owner order.
+func waterFill(total int, wants map[string]int) map[string]int {
+	type want struct {
+		owner string
+		n     int
+	}
+	list := make([]want, 0, len(wants))
+	for o, n := range wants {
+		if n > 0 {
+			list = append(list, want{o, n})
+		}
+	}
+	slices.SortFunc(list, func(a, b want) int { return cmp.Or(cmp.Compare(a.n, b.n), cmp.Compare(a.owner, b.owner)) })
+	got := make(map[string]int, len(list))
+	left := max(total, 0)
+	for i, w := range list {
+		k := len(list) - i
+		if w.n <= left/k {
+			got[w.owner] = w.n
+			left -= w.n
+			continue
+		}
+		// Everyone from here wants more than an even share of what is left.
+		rest := list[i:]
+		slices.SortFunc(rest, func(a, b want) int { return cmp.Compare(a.owner, b.owner) })
+		for j, r := range rest {
+			got[r.owner] = left / k
+			if j < left%k {
+				got[r.owner]++
+			}
+		}
+		break
+	}
+	return got
+}

@@ -1,0 +1,71 @@
+package poll
+
+import (
+	"context"
+
+	"github.com/opstatus/opstatus/functions"
+	"github.com/opstatus/opstatus/internal/budget"
+	"github.com/opstatus/opstatus/internal/clusterservice"
+)
+
+// groupOf is the budget group of the process an invocation runs in: on
+// Flex Consumption poll and pickup run in processes of their own, and
+// pickup calls poll's handler with its own function's name.
+func groupOf(inv *functions.Invocation) budget.Group {
+	if inv.Function == "pickup" {
+		return budget.GroupPickup
+	}
+	return budget.GroupPoll
+}
+
+// permittedCluster is a ClusterService whose every request starts only
+// with enough of the process's budget lease left, and ends, by its
+// context's deadline, before the lease does (budget.Gate.Start); the
+// client's own timeout still applies within it.
+type permittedCluster struct {
+	ClusterService
+	permits *budget.Gate
+}
+
+// call runs one request under the lease.
+func call[T any](ctx context.Context, g *budget.Gate, fn func(context.Context) (T, error)) (T, error) {
+	ctx, cancel, err := g.Start(ctx)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer cancel()
+	return fn(ctx)
+}
+
+func (c permittedCluster) Status(ctx context.Context, id clusterservice.InternalID) (clusterservice.Status, error) {
+	return call(ctx, c.permits, func(ctx context.Context) (clusterservice.Status, error) { return c.ClusterService.Status(ctx, id) })
+}
+
+func (c permittedCluster) InflightChecks(ctx context.Context, id clusterservice.InternalID) ([]clusterservice.InflightCheck, error) {
+	return call(ctx, c.permits, func(ctx context.Context) ([]clusterservice.InflightCheck, error) {
+		return c.ClusterService.InflightChecks(ctx, id)
+	})
+}
+
+func (c permittedCluster) Cluster(ctx context.Context, id clusterservice.InternalID) (clusterservice.Cluster, error) {
+	return call(ctx, c.permits, func(ctx context.Context) (clusterservice.Cluster, error) { return c.ClusterService.Cluster(ctx, id) })
+}
+
+func (c permittedCluster) ExternalAuth(ctx context.Context, id clusterservice.InternalID) (clusterservice.ExternalAuth, error) {
+	return call(ctx, c.permits, func(ctx context.Context) (clusterservice.ExternalAuth, error) {
+		return c.ClusterService.ExternalAuth(ctx, id)
+	})
+}
+
+func (c permittedCluster) Credential(ctx context.Context, id clusterservice.InternalID) (clusterservice.Credential, error) {
+	return call(ctx, c.permits, func(ctx context.Context) (clusterservice.Credential, error) {
+		return c.ClusterService.Credential(ctx, id)
+	})
+}
+
+func (c permittedCluster) Credentials(ctx context.Context, cluster clusterservice.InternalID) ([]clusterservice.Credential, error) {
+	return call(ctx, c.permits, func(ctx context.Context) ([]clusterservice.Credential, error) {
+		return c.ClusterService.Credentials(ctx, cluster)
+	})
+}

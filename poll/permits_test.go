@@ -1,0 +1,155 @@
+package poll_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/functions"
+	"github.com/opstatus/opstatus/internal/arm"
+	"github.com/opstatus/opstatus/internal/budget"
+	"github.com/opstatus/opstatus/internal/budget/budgettesting"
+	"github.com/opstatus/opstatus/internal/clusterservice"
+	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/poll"
+)
+
+// gated is a Cluster Service in front of the fixture's that holds every
+// request until let is closed, and records the most in flight at once.
+type gated struct {
+	next http.Handler
+	let  chan struct{}
+
+	mu            sync.Mutex
+	inFlight, max int
+	started       chan struct{}
+}
+
+func (g *gated) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	g.inFlight++
+	g.max = max(g.max, g.inFlight)
+	g.mu.Unlock()
+	g.started <- struct{}{}
+	<-g.let
+	g.next.ServeHTTP(w, r)
+	g.mu.Lock()
+	g.inFlight--
+	g.mu.Unlock()
+}
+
+// withPermits makes the fixture's Function check through a budget gate of
+// budget b on an in-memory ledger, kept by its Run, its Cluster Service
+// behind cs.
+func withPermits(t *testing.T, f *fixture, b int, cs http.Handler) (*budget.Gate, *budgettesting.Store) {
+	s := &budgettesting.Store{}
+	s.Put(budget.Ledger{ID: budget.ID, Epoch: "e0", Budget: b, Holders: map[string]budget.Entry{}})
+	g := budget.New(budget.Config{Store: s, Budget: b, Ceiling: 64})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go g.Run(ctx)
+	srv := httptest.NewServer(cs)
+	t.Cleanup(srv.Close)
+	client, err := clusterservice.NewClient(clusterservice.Config{URL: srv.URL})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	f.reconfigure(func(c *poll.Config) {
+		c.Permits = g
+		c.Cluster = client
+		c.Deadline = 5 * time.Second
+	})
+	return g, s
+}
+
+func batchOf(ids ...string) string {
+	var ops []string
+	for _, id := range ids {
+		ops = append(ops, `{"subscriptionId":"`+sub+`","operationId":"`+id+`"}`)
+	}
+	return `{"operations":[` + strings.Join(ops, ",") + `]}`
+}
+
+// Without a lease (the ledger cannot be read) poll calls nothing and
+// defers; once the ledger answers, the work arriving gets its permits in
+// one write and poll calls Cluster Service.
+func TestPollCallsNothingWithoutALease(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
+	f.cs.set(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"installing"}`)
+	var broken atomic.Bool
+	broken.Store(true)
+	g, s := withPermits(t, f, 4, f.cs)
+	s.Fail = func(budgettesting.Op) (error, bool) {
+		if broken.Load() {
+			return errors.New("injected 503"), false
+		}
+		return nil, false
+	}
+	f.reconfigure(func(c *poll.Config) { c.Deadline = 300 * time.Millisecond })
+	require.Equal(t, poll.OutcomeDeferred, f.poll(t, "op"))
+	require.Zero(t, f.cs.calls())
+	require.Zero(t, g.Held())
+	broken.Store(false)
+	f.reconfigure(func(c *poll.Config) { c.Deadline = time.Minute })
+	require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "op"))
+	require.Equal(t, 1, f.cs.calls())
+}
+
+// A message of ten operations with three permits has at most three
+// Cluster Service requests in flight; while they wait, the process's
+// demand is its queued and running operations.
+func TestPollStaysWithinItsPermits(t *testing.T) {
+	f := newFixture(t)
+	var ids []string
+	for i := range 10 {
+		id := fmt.Sprintf("op%d", i)
+		ids = append(ids, id)
+		f.putOp(database.Operation{ID: id, Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
+	}
+	f.cs.set(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"installing"}`)
+	cs := &gated{next: f.cs, let: make(chan struct{}), started: make(chan struct{}, 10)}
+	g, _ := withPermits(t, f, 3, cs)
+	done := make(chan *functions.Result)
+	go func() {
+		res, err := f.invoke(t, batchOf(ids...))
+		require.NoError(t, err)
+		done <- res
+	}()
+	for range 3 {
+		<-cs.started
+	}
+	require.Equal(t, 10, g.Figures().Demand)
+	close(cs.let)
+	res := <-done
+	require.Equal(t, poll.Tally{poll.OutcomeUnchanged: 10}, res.ReturnValue)
+	require.LessOrEqual(t, cs.max, 3)
+	require.Equal(t, 3, cs.max)
+	require.Zero(t, g.Figures().Demand)
+}
+
+// pickup's invocations put the process in the pickup group, whose floor
+// the ledger keeps.
+func TestPickupInvocationsMakeThePickupGroup(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
+	f.cs.set(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"installing"}`)
+	g, _ := withPermits(t, f, 4, f.cs)
+	require.Equal(t, budget.GroupPoll, g.Figures().Group)
+	inv := &functions.Invocation{ID: "inv-1", Function: "pickup",
+		Data:     map[string]json.RawMessage{"operation": json.RawMessage(batchOf("op"))},
+		Metadata: map[string]json.RawMessage{}, Log: slog.New(slog.DiscardHandler)}
+	_, err := f.fn.Handle(context.Background(), inv)
+	require.NoError(t, err)
+	require.Equal(t, budget.GroupPickup, g.Figures().Group)
+}
