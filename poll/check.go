@@ -18,7 +18,7 @@ type change struct {
 	id       clusterservice.InternalID
 	said     said
 	cluster  *clusterservice.Cluster // with billingOpen
-	resource *resourceRead           // the Resources item as read with the operation
+	resource *resourceRead           // the Resources item as read with the operation, unless a delete's
 }
 
 // check reads one operation and asks Cluster Service about it, without the
@@ -113,7 +113,7 @@ func (r *run) check(ctx context.Context, it *item) {
 		return
 	}
 	c := &change{kind: kind, id: id, said: s, cluster: cluster}
-	if kind.WritesResources() {
+	if kind.WritesResources() && !d.DeleteResources {
 		c.resource = r.f.readResource(ctx, op)
 	}
 	it.change = c

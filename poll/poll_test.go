@@ -506,37 +506,6 @@ func TestConcurrentWriterIsReReadAndDecidedAgain(t *testing.T) {
 	require.Equal(t, "t2", op.TenantID, "the concurrent write is kept")
 }
 
-// A change is written under the lock on the reads made before it, with
-// If-Match: the lock, which the frontend waits for, covers the writes
-// alone.
-func TestChangeWritesUnderTheLockWithoutReading(t *testing.T) {
-	f := newFixture(t)
-	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
-		ActiveOperationID: "op", ProvisioningState: arm.ProvisioningStateAccepted})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
-	var mu sync.Mutex
-	var held bool
-	var underLock []string
-	f.db.Hook = func(call string) error {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case call == "Lock.Create":
-			held = true
-		case call == "Lock.Delete":
-			held = false
-		case held:
-			underLock = append(underLock, call)
-		}
-		return nil
-	}
-	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
-	require.Equal(t, []string{"ReplaceResource", "ReplaceOperation"}, underLock)
-	require.Equal(t, arm.ProvisioningStateProvisioning, f.resource(t, clusterKey).ProvisioningState)
-	require.Equal(t, arm.ProvisioningStateProvisioning, f.op(t, "op").Status)
-}
-
 // A Resources item the frontend gives to another operation between the
 // read and the lock is not written: the If-Match fails, and the item read
 // again no longer follows this operation.

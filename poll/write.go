@@ -107,11 +107,13 @@ func (r *run) holdOnce(ctx context.Context, sub string, chunk []*item, step func
 }
 
 // apply writes the decision; the caller holds the subscription lock. Its
-// first attempt writes on the reads check made, without the lock, each
-// replace with If-Match on what was read: a write succeeds only if nobody
-// wrote the item since, which is what a fresh read under the lock would
-// have told, and the lock, which the frontend waits for, is held two round
-// trips instead of three. A 412 reads again and decides again. The billing
+// first attempt writes on the reads check made, without the lock, where
+// the write is a replace with If-Match on what was read: it succeeds only
+// if nobody wrote the item since, which is what a fresh read under the
+// lock would have told, and the lock, which the frontend waits for, is
+// held two round trips instead of three. A read that leads to no such
+// write is made again under the lock (getResource). A 412 reads again and
+// decides again. The billing
 // item, then the Resources item, are written before the operation: if the
 // process dies in between, the operation is still pending and the next
 // poll finishes the job.
@@ -137,7 +139,7 @@ func (r *run) apply(ctx context.Context, it *item) (Outcome, error) {
 		switch {
 		case !c.kind.WritesResources():
 		case d.DeleteResources:
-			err = r.f.deleteResources(ctx, it.log, op, pre)
+			err = r.f.deleteResources(ctx, it.log, op)
 		default:
 			err = r.f.followResource(ctx, it.log, op, d.State, pre)
 		}
@@ -198,22 +200,29 @@ func reread[T any](step func(attempt int) (T, error)) (T, error) {
 type resourceRead struct {
 	key string
 	r   *database.Resource
-	err error
 }
 
 // readResource reads the Resources item of op's resource for a change
-// that moves it, without the lock (see apply).
+// that moves it, without the lock (see apply); nil when the read failed,
+// which getResource then makes again under the lock.
 func (f *Function) readResource(ctx context.Context, op *database.Operation) *resourceRead {
-	pre := &resourceRead{key: op.ExternalID}
-	pre.r, pre.err = f.DB.GetResource(ctx, op.SubscriptionID(), op.ExternalID)
-	return pre
+	r, err := f.DB.GetResource(ctx, op.SubscriptionID(), op.ExternalID)
+	if err != nil {
+		return nil
+	}
+	return &resourceRead{key: op.ExternalID, r: r}
 }
 
-// getResource returns op's Resources item: pre's read when there is one for
-// the same key, else a new one.
+// getResource returns op's Resources item, under the lock: pre's read when
+// it found the item of op's key following op, which followResource then
+// replaces with If-Match on it; else a new read. A read that finds no
+// item, or another operation's, leads to no write that If-Match could
+// check, and the frontend, under its lock, writes the operation before the
+// Resources item: pickup can see the first write and read before the
+// second.
 func (f *Function) getResource(ctx context.Context, op *database.Operation, pre *resourceRead) (*database.Resource, error) {
-	if pre != nil && strings.EqualFold(pre.key, op.ExternalID) {
-		return pre.r, pre.err
+	if pre != nil && strings.EqualFold(pre.key, op.ExternalID) && pre.r.ActiveOperationID == op.ID {
+		return pre.r, nil
 	}
 	return f.DB.GetResource(ctx, op.SubscriptionID(), op.ExternalID)
 }
@@ -254,10 +263,11 @@ func (f *Function) followResource(ctx context.Context, log *slog.Logger, op *dat
 
 // deleteResources removes the Resources item of a finished delete and its
 // children. An item that another operation has taken over since is kept.
-func (f *Function) deleteResources(ctx context.Context, log *slog.Logger, op *database.Operation, pre *resourceRead) error {
+// It reads the item under the lock: the children go before the item, and
+// no If-Match on the item would guard their deletes.
+func (f *Function) deleteResources(ctx context.Context, log *slog.Logger, op *database.Operation) error {
 	_, err := reread(func(int) (struct{}, error) {
-		r, err := f.getResource(ctx, op, pre)
-		pre = nil // a retry reads again
+		r, err := f.DB.GetResource(ctx, op.SubscriptionID(), op.ExternalID)
 		if errors.Is(err, database.ErrNotFound) {
 			return struct{}{}, nil
 		}

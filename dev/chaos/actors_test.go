@@ -16,8 +16,11 @@ import (
 
 // lockTaker is the simulated frontend: it takes subscription locks at
 // random, through the proxy, and holds each for a while, renewing it every
-// third of the TTL as the frontend does while it works. It writes nothing
-// else.
+// third of the TTL as the frontend does while it works. A hold is a slow
+// request: while requests are queued, each hold makes one, writing the
+// operation when the lock is taken and its Resources item when the hold
+// ends, so opstatus may read between the two for seconds; the other holds
+// are requests refused once the lock was taken, which write nothing.
 type lockTaker struct {
 	fe   *frontend.Frontend
 	subs []string
@@ -27,12 +30,17 @@ type lockTaker struct {
 	minHold, maxHold time.Duration
 	// pause bounds the rest between two attempts.
 	minPause, maxPause time.Duration
+	// before writes what stands before a request (seedBefore); armURL is
+	// where its operation is to be notified.
+	before func(context.Context, op) error
+	armURL string
 
-	mu  sync.Mutex
-	rng *rand.Rand
+	mu       sync.Mutex
+	rng      *rand.Rand
+	requests []op // not yet made, nor prepared by before
 
-	holds, busy, renewals, renewFailures, errors atomic.Int64
-	held                                         atomic.Int64 // nanoseconds held in total
+	holds, busy, renewals, renewFailures, errors, made atomic.Int64
+	held                                               atomic.Int64 // nanoseconds held in total
 }
 
 func (l *lockTaker) between(lo, hi time.Duration) time.Duration {
@@ -47,44 +55,104 @@ func (l *lockTaker) pick() string {
 	return l.subs[l.rng.IntN(len(l.subs))]
 }
 
-// run takes locks until ctx ends; the lock it holds then is released.
+// next takes the next queued request, prepared by before.
+func (l *lockTaker) next(ctx context.Context) (*op, error) {
+	l.mu.Lock()
+	if len(l.requests) == 0 {
+		l.mu.Unlock()
+		return nil, nil
+	}
+	o := l.requests[0]
+	l.requests = l.requests[1:]
+	l.mu.Unlock()
+	return &o, l.before(ctx, o)
+}
+
+// run takes locks until ctx ends; the lock it holds then is released, and
+// the requests still queued are made at once, so that every operation of
+// the scenario is written.
 func (l *lockTaker) run(ctx context.Context) {
+	var req *op // prepared, waiting for its subscription's lock
 	for testenv.Sleep(ctx, l.between(l.minPause, l.maxPause)) {
-		l.holdOne(ctx, l.pick())
+		if req == nil {
+			var err error
+			if req, err = l.next(ctx); err != nil {
+				l.errors.Add(1)
+			}
+		}
+		sub := l.pick()
+		if req != nil {
+			sub = req.Sub
+		}
+		if l.holdOne(ctx, sub, req, l.between(l.minHold, l.maxHold)) {
+			req = nil
+		}
+	}
+	wctx := context.WithoutCancel(ctx)
+	for {
+		if req == nil {
+			var err error
+			if req, err = l.next(wctx); err != nil {
+				l.errors.Add(1)
+			}
+			if req == nil {
+				return
+			}
+		}
+		if l.holdOne(wctx, req.Sub, req, 0) {
+			req = nil
+		} else {
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 }
 
-func (l *lockTaker) holdOne(ctx context.Context, sub string) {
+// holdOne takes sub's lock, if it is free, for about hold, making req in
+// it when there is one; it reports whether it took the lock.
+func (l *lockTaker) holdOne(ctx context.Context, sub string, req *op, hold time.Duration) bool {
 	// Every request names its owner, as opstatus's do, so that the
 	// proxy's write log attributes it.
 	octx := database.WithOwner(ctx, frontendOwner)
 	lock, ok, err := l.fe.TryLock(octx, sub, frontendOwner)
 	if err != nil {
 		l.errors.Add(1)
-		return
+		return false
 	}
 	if !ok {
 		l.busy.Add(1)
-		return
+		return false
 	}
 	l.holds.Add(1)
 	start := time.Now()
-	until := start.Add(l.between(l.minHold, l.maxHold))
-	for time.Now().Before(until) {
-		if !testenv.Sleep(ctx, min(l.ttl/3, time.Until(until))) {
-			break
+	work := func() {
+		for until := start.Add(hold); time.Now().Before(until); {
+			if !testenv.Sleep(ctx, min(l.ttl/3, time.Until(until))) {
+				break
+			}
+			if !time.Now().Before(until) {
+				break
+			}
+			next, err := l.fe.Renew(octx, lock)
+			if err != nil {
+				// The lease may be gone: stop "working" at once.
+				l.renewFailures.Add(1)
+				break
+			}
+			l.renewals.Add(1)
+			lock = next
 		}
-		if !time.Now().Before(until) {
-			break
+	}
+	if req == nil {
+		work()
+	} else {
+		// The request is finished whatever ctx says: its operation is
+		// written, and its Resources item must follow.
+		wctx := context.WithoutCancel(octx)
+		if err := writeRequest(wctx, l.fe, *req, l.armURL, work); err != nil {
+			l.errors.Add(1)
+		} else {
+			l.made.Add(1)
 		}
-		next, err := l.fe.Renew(octx, lock)
-		if err != nil {
-			// The lease may be gone: stop "working" at once.
-			l.renewFailures.Add(1)
-			break
-		}
-		l.renewals.Add(1)
-		lock = next
 	}
 	l.held.Add(int64(time.Since(start)))
 	uctx, cancel := context.WithTimeout(database.WithOwner(context.WithoutCancel(ctx), frontendOwner), 10*time.Second)
@@ -92,6 +160,7 @@ func (l *lockTaker) holdOne(ctx context.Context, sub string) {
 	if err := l.fe.Unlock(uctx, lock); err != nil {
 		l.errors.Add(1)
 	}
+	return true
 }
 
 // killer sends SIGKILL to the handler at random moments; the host emulator

@@ -30,6 +30,7 @@ type chaosConfig struct {
 	calmFor          time.Duration // then faults stop; everything must settle within this
 	killMin, killMax time.Duration // pause between two kills of the handler
 	lockTakers       int
+	slowRequests     int // operations of the first wave the lock actor makes, one a hold
 }
 
 // configFromEnv returns the bounded run of make test, or the soak when
@@ -41,7 +42,7 @@ func configFromEnv(t *testing.T) chaosConfig {
 		minLife: 3 * time.Second, maxLife: 45 * time.Second,
 		chaosFor: 90 * time.Second, calmFor: 60 * time.Second,
 		killMin: 8 * time.Second, killMax: 20 * time.Second,
-		lockTakers: 1,
+		lockTakers: 1, slowRequests: 4,
 	}
 	soak := os.Getenv("OPSTATUS_SOAK")
 	if soak == "" && !*soakFlag {
@@ -57,7 +58,7 @@ func configFromEnv(t *testing.T) chaosConfig {
 	c.name, c.ops = "soak "+d.String(), 25*c.waves
 	c.maxLife = 90 * time.Second
 	c.chaosFor, c.calmFor = d, 3*time.Minute
-	c.lockTakers = 2
+	c.lockTakers, c.slowRequests = 2, 12
 	return c
 }
 
@@ -135,9 +136,10 @@ func TestChaos(t *testing.T) {
 	// The first wave now, the others one scan interval apart.
 	perWave := (len(ops) + cfg.waves - 1) / cfg.waves
 	wave := func(i int) []op { return ops[min(i*perWave, len(ops)):min((i+1)*perWave, len(ops))] }
-	require.NoError(t, seedOps(ctx, e, wave(0)))
-	t.Logf("seeded %d operations over %d subscriptions (%d waves) in %s: %v", len(wave(0)), len(subs), cfg.waves,
-		time.Since(seeded).Round(time.Millisecond), countKinds(ops))
+	slow, quick := splitSlow(wave(0), cfg.slowRequests)
+	require.NoError(t, seedOps(ctx, e, quick))
+	t.Logf("seeded %d operations over %d subscriptions (%d waves) in %s, %d left to the lock actor: %v", len(quick), len(subs), cfg.waves,
+		time.Since(seeded).Round(time.Millisecond), len(slow), countKinds(ops))
 	allSeeded := make(chan error, 1)
 	go func() {
 		for i := 1; i < cfg.waves; i++ {
@@ -159,7 +161,8 @@ func TestChaos(t *testing.T) {
 	taker := &lockTaker{
 		fe: e.proxiedFrontend(), subs: subs, ttl: lockTTL,
 		minHold: time.Second, maxHold: 12 * time.Second, minPause: time.Second, maxPause: 5 * time.Second,
-		rng: rand.New(rand.NewPCG(uint64(runSeed), 3)),
+		rng:    rand.New(rand.NewPCG(uint64(runSeed), 3)),
+		before: func(ctx context.Context, o op) error { return seedBefore(ctx, e, o) }, armURL: e.s.ARMURL, requests: slow,
 	}
 	for range cfg.lockTakers {
 		actors.Go(func() { taker.run(chaosCtx) })
@@ -263,6 +266,7 @@ func TestChaos(t *testing.T) {
 	require.Positive(t, kill.kills.Load(), "the handler was killed")
 	require.Positive(t, e.s.Host.Counters().Timeouts, "the host killed a handler on a function timeout")
 	require.Positive(t, taker.holds.Load(), "the frontend held locks")
+	require.Equal(t, int64(len(slow)), taker.made.Load(), "the frontend made every slow request")
 	require.Positive(t, rep.faultTotal(), "faults were injected")
 	require.Positive(t, bodies.windows.Load(), "external auths and credentials were answered with faulty bodies")
 	require.Zero(t, bodies.errors.Load(), "the body faults were set and cleared")
@@ -287,6 +291,19 @@ func TestChaos(t *testing.T) {
 	require.Empty(t, overlappingScans(invs), "no two scans ran at once")
 	inFlight, _ := fx.cs.peak()
 	require.LessOrEqual(t, inFlight, fx.budget, "Cluster Service never had more requests in flight than the budget")
+}
+
+// splitSlow splits ops into n that the lock actor makes, in slow
+// requests, and the rest.
+func splitSlow(ops []op, n int) (slow, quick []op) {
+	for _, o := range ops {
+		if len(slow) < n && o.After == "" {
+			slow = append(slow, o)
+		} else {
+			quick = append(quick, o)
+		}
+	}
+	return slow, quick
 }
 
 // createdClusters returns the creation_timestamp of every cluster a create
@@ -350,9 +367,9 @@ func notificationProblems(ops []op, opItems map[string]item, notified map[string
 }
 
 // writeLogProblems checks the proxy's write log: every Operations and
-// Resources write carries an opstatus owner (the frontend writes only lock
-// items during the run), no operation item is deleted, and the only
-// Resources deletes are of items a finished delete removes.
+// Resources write carries an opstatus owner, but the upserts of the lock
+// actor's requests, no operation item is deleted, and the only Resources
+// deletes are of items a finished delete removes.
 func writeLogProblems(ops []op, writes []faultproxy.Write) []string {
 	removable := map[string]bool{}
 	for _, o := range ops {
@@ -367,7 +384,7 @@ func writeLogProblems(ops []op, writes []faultproxy.Write) []string {
 		if w.Container == frontend.LocksContainer {
 			continue
 		}
-		if !strings.HasPrefix(w.Owner, "opstatus/") {
+		if !strings.HasPrefix(w.Owner, "opstatus/") && (w.Owner != frontendOwner || w.Kind != faultproxy.KindUpsert) {
 			bad = append(bad, fmt.Sprintf("%s %s/%s by %q (User-Agent %q)", w.Kind, w.Container, w.ItemID, w.Owner, w.UserAgent))
 		}
 		if w.Kind == faultproxy.KindDelete && (w.Container != frontend.ResourcesContainer || !removable[w.ItemID]) {

@@ -4,8 +4,9 @@
 // the built handler as Flex Consumption runs it) under injected failures,
 // handler kills, poll instances added and removed as the queue grows and
 // shrinks, crashes of the scan instance and a frontend that takes
-// subscription locks at random; a Cluster Service outage; and the
-// subscription lock's behaviour when its holder dies or cannot renew it.
+// subscription locks at random, some for slow requests; a Cluster Service
+// outage; and the subscription lock's behaviour when its holder dies or
+// cannot renew it.
 //
 // The tests need the handler binary (make build). `make test` runs them with
 // a bounded scenario; OPSTATUS_SOAK=1 (or a duration such as

@@ -263,7 +263,12 @@ func TestLockLossAndExpiry(t *testing.T) {
 	lossOps := []op{installingOp(subDelayed, "delayed-1"), installingOp(subDelayed, "delayed-2"),
 		installingOp(subFailing, "failing-1"), installingOp(subFailing, "failing-2")}
 	frontendOps := []op{installingOp(subFrontend, "frontend-1")}
-	require.NoError(t, seedOps(ctx, e, slices.Concat(lossOps, frontendOps)))
+	require.NoError(t, seedOps(ctx, e, lossOps))
+	// The frontend's request, under the lock it then keeps until it dies.
+	for _, o := range frontendOps {
+		require.NoError(t, seedBefore(ctx, e, o))
+		require.NoError(t, writeRequest(feCtx, e.s.Frontend, o, e.s.ARMURL, nil))
+	}
 
 	// Each poll of a loss operation is one trial: wait for several losses
 	// in both subscriptions, or for an operation write that got through.

@@ -100,8 +100,8 @@ func (r *report) String() string {
 	c := e.s.Host.Counters()
 	f("handler kills (SIGKILL): %d by the test, %d by the host on a function timeout; handler restarts: %d; host restarts: %d",
 		r.kill.kills.Load(), c.Timeouts, c.HandlerRestarts, c.HostRestarts)
-	f("frontend: %d lock holds (%s held in total), %d renewals, %d renewal failures, %d attempts found the lock taken, %d errors",
-		r.taker.holds.Load(), time.Duration(r.taker.held.Load()).Round(time.Second), r.taker.renewals.Load(),
+	f("frontend: %d lock holds (%s held in total), %d of them slow requests, %d renewals, %d renewal failures, %d attempts found the lock taken, %d errors",
+		r.taker.holds.Load(), time.Duration(r.taker.held.Load()).Round(time.Second), r.taker.made.Load(), r.taker.renewals.Load(),
 		r.taker.renewFailures.Load(), r.taker.busy.Load(), r.taker.errors.Load())
 	f("host: %d scans (%s), %d polls, %d messages enqueued, %d deleted, %d retried, %d poisoned",
 		c.Calls("scan"), outcomeList(e.inv.outcomes("scan")), c.Calls("poll"),

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -12,6 +13,8 @@ import (
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/stack"
+	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/database"
 )
 
 // Scripted lifecycles: each operation's kind fixes the terminal state
@@ -404,13 +407,11 @@ func (o op) simulate(sim *clustersim.Sim) error {
 	return fmt.Errorf("unknown kind %q", o.Kind)
 }
 
-// seedOps registers every lifecycle in the simulator and writes the items
-// as the frontend does, straight to Cosmos (not through the proxy: these
-// are the frontend's writes under its own lock, before opstatus sees them).
-// For each operation the simulator comes first, then the billing and
-// Resources items, then the operation, so that a poll never sees an
-// operation without them. Operations that wait for another (After) are
-// left to followUps.
+// seedOps registers every lifecycle in the simulator and makes each
+// operation's request as the frontend does (seedBefore, then request),
+// straight to Cosmos: not through the proxy, whose write log then holds
+// only opstatus's data writes and the lock actor's. Operations that wait
+// for another (After) are left to followUps.
 func seedOps(ctx context.Context, e *env, ops []op) error {
 	work := make(chan op)
 	errs := make(chan error, len(ops))
@@ -436,6 +437,18 @@ func seedOps(ctx context.Context, e *env, ops []op) error {
 }
 
 func seedOne(ctx context.Context, e *env, o op) error {
+	if err := seedBefore(ctx, e, o); err != nil {
+		return err
+	}
+	return request(ctx, e.s.Frontend, o, e.s.ARMURL)
+}
+
+// seedBefore writes what stands before o's request: its lifecycle in the
+// simulator (the frontend's call to Cluster Service), the billing items
+// ARO-HCP's backend wrote, and the Resources items the request does not
+// write (parent, siblings, children), and, for an Update or a Delete, its
+// own item as the previous operation left it.
+func seedBefore(ctx context.Context, e *env, o op) error {
 	if err := o.simulate(e.s.Sim); err != nil {
 		return err
 	}
@@ -449,23 +462,85 @@ func seedOne(ctx context.Context, e *env, o op) error {
 			return err
 		}
 	}
-	for _, it := range o.Items {
-		if err := e.s.Frontend.PutResource(ctx, frontend.Resource{
-			ID: it.ID, PartitionKey: o.Sub, Key: it.Key, InternalID: it.InternalID,
-			ActiveOperationID: it.Active, ProvisioningState: it.State,
-			Extra: map[string]any{"chaosTag": it.ID},
-		}); err != nil {
+	for i, it := range o.Items {
+		if i == 0 && o.ownsItem() {
+			if o.Request == "Create" {
+				continue
+			}
+			it.Active, it.State = "", "Succeeded"
+		}
+		if err := e.s.Frontend.PutResource(ctx, resourceOf(o, it)); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// request makes o's request as ARO-HCP's frontend (2024-10) does: holding
+// the subscription lock (waited for while someone else holds it), it
+// writes the operation (StartOperation), then its own Resources item
+// (CreateResourceDoc, UpdateResourceDoc), then releases the lock. pickup
+// wakes on the operation's write and may read before the second.
+func request(ctx context.Context, fe *frontend.Frontend, o op, armURL string) error {
+	ctx = database.WithOwner(ctx, frontendOwner)
+	l, err := waitLock(ctx, fe, o.Sub)
+	if err != nil {
+		return err
+	}
+	err = writeRequest(ctx, fe, o, armURL, nil)
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return errors.Join(err, fe.Unlock(uctx, l))
+}
+
+// waitLock takes sub's lock for the frontend, trying again while someone
+// else holds it, for at most a minute.
+func waitLock(ctx context.Context, fe *frontend.Frontend, sub string) (frontend.Lock, error) {
+	for end := time.Now().Add(time.Minute); ; {
+		l, ok, err := fe.TryLock(ctx, sub, frontendOwner)
+		switch {
+		case err != nil:
+			return l, err
+		case ok:
+			return l, nil
+		case time.Now().After(end):
+			return l, fmt.Errorf("subscription %s: lock held for a minute", sub)
+		case !testenv.Sleep(ctx, 50*time.Millisecond):
+			return l, ctx.Err()
+		}
+	}
+}
+
+// writeRequest writes, under the lock the caller holds, o's operation,
+// then its own Resources item; work, when set, runs between the two (a
+// slow request).
+func writeRequest(ctx context.Context, fe *frontend.Frontend, o op, armURL string, work func()) error {
 	now := time.Now().UTC()
-	return e.s.Frontend.PutOperation(ctx, frontend.Operation{
+	if err := fe.PutOperation(ctx, frontend.Operation{
 		ID: o.ID, PartitionKey: o.Sub, TenantID: chaosTenant, Request: o.Request, Status: o.Start,
 		ExternalID: o.key(), InternalID: o.internalID(), StartTime: now, LastTransitionTime: now,
 		OperationID:     "/subscriptions/" + o.Sub + "/providers/Microsoft.RedHatOpenShift/locations/eastus/hcpOperationStatuses/" + o.ID,
-		NotificationURI: e.s.ARMURL + "/notify/" + o.ID,
+		NotificationURI: armURL + "/notify/" + o.ID,
 		Extra:           map[string]any{"chaosTag": o.ID},
-	})
+	}); err != nil {
+		return err
+	}
+	if work != nil {
+		work()
+	}
+	if !o.ownsItem() {
+		return nil
+	}
+	return fe.PutResource(ctx, resourceOf(o, o.Items[0]))
+}
+
+// resourceOf is the Resources item it of o as the frontend writes it.
+func resourceOf(o op, it resourceItem) frontend.Resource {
+	return frontend.Resource{
+		ID: it.ID, PartitionKey: o.Sub, Key: it.Key, InternalID: it.InternalID,
+		ActiveOperationID: it.Active, ProvisioningState: it.State,
+		Extra: map[string]any{"chaosTag": it.ID},
+	}
 }
 
 // The lives of clusters billed before the run: the current one since
