@@ -53,6 +53,7 @@ var checks = []struct {
 	{"instance floor", func(_ *deployment, f fixture) error { return checkInstanceFloor(f.template) }},
 	{"names", checkNames},
 	{"network", func(d *deployment, _ fixture) error { return checkNetwork(d) }},
+	{"monitoring", checkMonitoring},
 }
 
 // texts are the files the secret check searches, as Azure receives them.
