@@ -175,21 +175,22 @@ func TestPrometheusRulesPass(t *testing.T) {
 // TestPrometheusRulesBrokenCopiesFail runs the unit tests on copies of the
 // rules with one alert each broken: each must fail.
 func TestPrometheusRulesBrokenCopiesFail(t *testing.T) {
-	for _, tc := range []struct{ name, old, new string }{
-		{"create threshold", "> 1200", "> 12000"},
-		{"other pending misses node pools", `opstatus_scan_oldest_seconds{request="Create",resource_type!="cluster"}`, `opstatus_scan_oldest_seconds{request="Create",resource_type="cluster"}`},
-		{"no scan by absence only", "absent_over_time(opstatus_scan_timestamp_seconds[3m]) or time() - max(opstatus_scan_timestamp_seconds) > 180", "absent_over_time(opstatus_scan_timestamp_seconds[3m])"},
-		{"no scan on the pending gauge", "absent_over_time(opstatus_scan_timestamp_seconds[3m])", "absent_over_time(opstatus_scan_pending[3m])"},
-		{"cluster service errors", `status_code=~"0|429|5.."`, `status_code=~"5.."`},
-		{"deferred without for", "for: 15m", "for: 1m"},
-		{"past deadline first increment", "(opstatus_operations_past_deadline_total > 0 unless opstatus_operations_past_deadline_total offset 1h)", "vector(0) > 1"},
-		{"skips window", "[15m]", "[30m]"},
-		{"severity", `severity: "2.5"`, `severity: "2"`},
+	for _, tc := range []struct{ name, alert, old, new string }{
+		{"create threshold", "OpstatusClusterCreatePending", "> 1200", "> 12000"},
+		{"other pending misses node pools", "OpstatusOperationPending", `opstatus_scan_oldest_seconds{request="Create",resource_type!="cluster"}`, `opstatus_scan_oldest_seconds{request="Create",resource_type="cluster"}`},
+		{"no scan by absence only", "OpstatusNoScan", "absent_over_time(opstatus_scan_timestamp_seconds[3m]) or time() - max(opstatus_scan_timestamp_seconds) > 180", "absent_over_time(opstatus_scan_timestamp_seconds[3m])"},
+		{"no scan on the pending gauge", "OpstatusNoScan", "absent_over_time(opstatus_scan_timestamp_seconds[3m])", "absent_over_time(opstatus_scan_pending[3m])"},
+		{"cluster service errors", "OpstatusClusterServiceDegraded", `status_code=~"0|429|5.."`, `status_code=~"5.."`},
+		{"deferred without for", "OpstatusDeferredRising", "for: 15m", "for: 1m"},
+		{"past deadline first increment", "OpstatusPastDeadline", "(opstatus_operations_past_deadline_total > 0 unless opstatus_operations_past_deadline_total offset 1h)", "vector(0) > 1"},
+		{"skips window", "OpstatusScanSkipped", "[15m]", "[30m]"},
+		{"severity", "OpstatusNoScan", `severity: "2.5"`, `severity: "2"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := promtoolDir(t, func(rules string) string { return strings.Replace(rules, tc.old, tc.new, 1) })
 			out, err := promtool(t, dir, "test", "rules", filepath.Base(rulesTestFile))
 			require.Error(t, err, "promtool test rules passed a broken copy:\n%s", out)
+			require.Contains(t, out, "alertname: "+tc.alert, "the broken copy fails, but not on %s's expectations", tc.alert)
 		})
 	}
 }
