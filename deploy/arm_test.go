@@ -830,6 +830,13 @@ var referenceProperties = map[string]func(id, name string) string{
 	"Microsoft.Storage/storageAccounts primaryEndpoints.blob":      func(_, name string) string { return "https://" + name + ".blob.core.windows.net/" },
 	"Microsoft.Storage/storageAccounts primaryEndpoints.table":     func(_, name string) string { return "https://" + name + ".table.core.windows.net/" },
 	"Microsoft.DocumentDB/databaseAccounts documentEndpoint":       func(_, name string) string { return "https://" + name + ".documents.azure.com:443/" },
+	// A data collection endpoint's metrics ingestion endpoint has a
+	// random part and the region in Azure's answer; this form keeps its
+	// name, and a rule's immutable ID stands for itself.
+	"Microsoft.Insights/dataCollectionEndpoints metricsIngestion.endpoint": func(_, name string) string {
+		return "https://" + name + "-a1b2.eastus-1.metrics.ingest.monitor.azure.com"
+	},
+	"Microsoft.Insights/dataCollectionRules immutableId": func(id, _ string) string { return "immutableId(" + id + ")" },
 }
 
 // resourceType splits a full resource ID into its type and last name.

@@ -224,6 +224,15 @@ func checkGrants(d *deployment) error {
 	if d.params["assignCosmosRole"] != false {
 		want = append(want, grant{"Cosmos DB Built-in Data Contributor", cosmos + "/dbs/" + settings["COSMOS_DATABASE"], principal})
 	}
+	// Metrics pushed to a data collection rule need Monitoring Metrics
+	// Publisher on that rule.
+	if rw := settings["METRICS_REMOTE_WRITE_URL"]; rw != "" {
+		dcr, ok := remoteWriteRule(rw)
+		if !ok {
+			return fmt.Errorf("METRICS_REMOTE_WRITE_URL %s is not the write URL of a data collection rule of the template", rw)
+		}
+		want = append(want, grant{"Monitoring Metrics Publisher", dcr, principal})
+	}
 	got, err := grants(d)
 	if err != nil {
 		return err
@@ -260,6 +269,22 @@ func checkGrants(d *deployment) error {
 		return fmt.Errorf("role assignments:\n  %s\nwant exactly:\n  %s", strings.Join(gotKeys, "\n  "), strings.Join(wantKeys, "\n  "))
 	}
 	return nil
+}
+
+// remoteWriteRule returns the ID of the data collection rule whose
+// Prometheus remote-write URL rw is: the rule's immutable ID, in the path
+// Azure Monitor documents, on its endpoint's metrics ingestion host.
+func remoteWriteRule(rw string) (string, bool) {
+	u, err := url.Parse(rw)
+	if err != nil || u.Scheme != "https" || !strings.HasSuffix(u.Host, ".metrics.ingest.monitor.azure.com") || u.Query().Get("api-version") != "2023-04-24" {
+		return "", false
+	}
+	rest, ok := strings.CutPrefix(u.Path, "/dataCollectionRules/immutableId(")
+	if !ok {
+		return "", false
+	}
+	id, ok := strings.CutSuffix(rest, ")/streams/Microsoft-PrometheusMetrics/api/v1/write")
+	return id, ok
 }
 
 // cosmosAccount returns the ID of the Cosmos DB account whose endpoint the

@@ -283,7 +283,8 @@ func TestSwitchesLeaveRolesAndLeasesToTheResourceProvider(t *testing.T) {
 							require.Equal(t, one[cosmosRole], count("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments"), what)
 							require.Equal(t, one[leases], count("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers"), what)
 							require.Equal(t, one[cosmosRole || leases]+one[keyVaultRole], count("Microsoft.Resources/deployments"), what)
-							require.Equal(t, 4+one[keyVaultRole], count("Microsoft.Authorization/roleAssignments"), what)
+							// The storage account's three, Application Insights' and the data collection rule's.
+							require.Equal(t, 5+one[keyVaultRole], count("Microsoft.Authorization/roleAssignments"), what)
 							require.Equal(t, 4*one[!public], count("Microsoft.Network/privateEndpoints"), what)
 							out, err := d.output("identityPrincipalId")
 							require.NoError(t, err)

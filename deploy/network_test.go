@@ -24,6 +24,7 @@ var endpointPaths = map[string]string{
 	"OTEL_EXPORTER_OTLP_ENDPOINT":           "private DNS",
 	"CLUSTER_SERVICE_TOKEN_URL":             "outbound",
 	"APPLICATIONINSIGHTS_CONNECTION_STRING": "outbound",
+	"METRICS_REMOTE_WRITE_URL":              "outbound",
 }
 
 // namesEndpoint tells whether a setting names somewhere the app connects.

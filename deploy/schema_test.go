@@ -41,6 +41,11 @@ var templateKeys = []string{"dependsOn", "condition", "copy", "comments", "scope
 // re2Equivalents stand in for schema patterns Go's regexp cannot compile
 // (lookaheads), each matching exactly the same strings.
 var re2Equivalents = map[string]func(string) bool{
+	// Azure Monitor workspace names: 2 or more of a-z, A-Z, 0-9 and -,
+	// neither starting nor ending with a dash.
+	`^(?!-)[a-zA-Z0-9-]+[^-]$`: func(s string) bool {
+		return regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9-]*[^-]$`).MatchString(s)
+	},
 	// Queue names: 3 to 63 of a-z, 0-9 and -, starting and ending with a
 	// letter or digit, with no two dashes together.
 	`^[a-z0-9]([a-z0-9]|(-(?!-))){1,61}[a-z0-9]$`: func(s string) bool {
@@ -205,6 +210,9 @@ func loadSchemas(root string) (*schemaSet, error) {
 			m["definitions"].(map[string]any)["resource"] = map[string]any{"type": "object"}
 		case strings.Contains(rel, "/Microsoft."):
 			closeObjects(m)
+			if err := extendEnums(rel, m); err != nil {
+				return nil, err
+			}
 			defs, _ := m["resourceDefinitions"].(map[string]any)
 			for key, def := range defs {
 				typ := enumOf(def, "type")
@@ -224,6 +232,41 @@ func loadSchemas(root string) (*schemaSet, error) {
 		return nil, fmt.Errorf("schemas/SOURCE lists no files")
 	}
 	return s, nil
+}
+
+// extensibleEnums are values Azure accepts that a schema's enum leaves
+// out: the REST specification declares these enums extensible
+// (x-ms-enum modelAsString), and the schema generator closed them.
+var extensibleEnums = []struct{ file, definition, property, value string }{
+	// KnownDataFlowStreams: a data collection rule's flow of Prometheus
+	// metrics into an Azure Monitor workspace, as ARO-HCP's own
+	// datacollection.bicep deploys at this API version.
+	{"schemas/2022-06-01/Microsoft.Insights.json", "DataFlow", "streams", "Microsoft-PrometheusMetrics"},
+}
+
+// extendEnums adds extensibleEnums' values to the schema file rel.
+func extendEnums(rel string, doc map[string]any) error {
+	for _, e := range extensibleEnums {
+		if e.file != rel {
+			continue
+		}
+		prop, _ := path(doc, "definitions", e.definition, "properties", e.property).(map[string]any)
+		done := false
+		for _, key := range []string{"oneOf", "anyOf"} {
+			forms, _ := prop[key].([]any)
+			for _, f := range forms {
+				items, _ := path(f, "items").(map[string]any)
+				if enum, ok := items["enum"].([]any); ok {
+					items["enum"] = append(enum, e.value)
+					done = true
+				}
+			}
+		}
+		if !done {
+			return fmt.Errorf("%s: %s.%s has no enum to extend", rel, e.definition, e.property)
+		}
+	}
+	return nil
 }
 
 // enumOf returns the single value a definition's property is fixed to.

@@ -56,6 +56,7 @@ var checks = []struct {
 	{"zone redundancy", func(d *deployment, _ fixture) error { return checkZoneRedundancy(d) }},
 	{"leases", func(d *deployment, _ fixture) error { return checkLeases(d) }},
 	{"refusals", func(_ *deployment, f fixture) error { return checkRefusals(f.template, f.parameters) }},
+	{"monitoring", checkMonitoring},
 }
 
 // texts are the files the secret check searches, as Azure receives them.

@@ -15,6 +15,8 @@ import (
 	"unicode"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/opstatus/opstatus/dev/metricnames"
 )
 
 // root is the repository, seen from this package's directory.
@@ -47,7 +49,7 @@ func TestMetricsDocumented(t *testing.T) {
 	require.GreaterOrEqual(t, len(metrics), 5, "the metrics parser finds too few metrics")
 	guide := read(t, operationsGuide)
 	for _, m := range metrics {
-		require.Truef(t, strings.Contains(guide, "`"+m.name+"`"), "metric %s is registered but docs/operations.md does not name it", m.name)
+		require.Truef(t, strings.Contains(guide, "`"+m.Name+"`"), "metric %s is registered but docs/operations.md does not name it", m.Name)
 	}
 }
 
@@ -323,110 +325,19 @@ func stringLit(e ast.Expr) (string, bool) {
 	return s, err == nil
 }
 
-// metric is one instrument internal/telemetry registers.
-type metric struct {
-	name, kind, unit string
-}
-
-// metricsRegistered finds the instruments created in internal/telemetry's
-// non-test source: calls of a metric.Meter's instrument constructors, with
-// the name (a constant or a literal) and metric.WithUnit's unit.
-func metricsRegistered(t *testing.T) []metric {
+// metricsRegistered finds the instruments internal/telemetry registers.
+func metricsRegistered(t *testing.T) []metricnames.Metric {
 	t.Helper()
-	files := parseDir(t, filepath.Join(root, "internal", "telemetry"))
-	consts := map[string]string{}
-	for _, f := range files {
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.CONST {
-				continue
-			}
-			for _, s := range g.Specs {
-				vs := s.(*ast.ValueSpec)
-				for i, n := range vs.Names {
-					if i < len(vs.Values) {
-						if v, ok := stringLit(vs.Values[i]); ok {
-							consts[n.Name] = v
-						}
-					}
-				}
-			}
-		}
-	}
-	var metrics []metric
-	for _, f := range files {
-		ast.Inspect(f, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) == 0 {
-				return true
-			}
-			kind := instrumentKind(funcName(call.Fun))
-			if kind == "" || !isSelector(call.Fun) {
-				return true
-			}
-			name, ok := stringLit(call.Args[0])
-			if id, isID := call.Args[0].(*ast.Ident); isID {
-				name, ok = consts[id.Name]
-			}
-			require.True(t, ok, "a %s whose name is neither a literal nor a constant", kind)
-			m := metric{name: name, kind: kind}
-			for _, a := range call.Args[1:] {
-				if c, ok := a.(*ast.CallExpr); ok && funcName(c.Fun) == "WithUnit" && len(c.Args) == 1 {
-					m.unit, _ = stringLit(c.Args[0])
-				}
-			}
-			metrics = append(metrics, m)
-			return true
-		})
-	}
+	metrics, err := metricnames.Registered(filepath.Join(root, "internal", "telemetry"))
+	require.NoError(t, err)
 	return metrics
 }
 
-// instrumentKind maps a metric.Meter constructor to the kind of series it
-// exports: counter (monotonic sums), gauge (gauges and up-down counters)
-// or histogram.
-func instrumentKind(constructor string) string {
-	switch {
-	case !strings.HasPrefix(constructor, "Int64") && !strings.HasPrefix(constructor, "Float64"):
-		return ""
-	case strings.HasSuffix(constructor, "UpDownCounter"), strings.HasSuffix(constructor, "Gauge"):
-		return "gauge"
-	case strings.HasSuffix(constructor, "Counter"):
-		return "counter"
-	case strings.HasSuffix(constructor, "Histogram"):
-		return "histogram"
-	}
-	return ""
-}
-
-// prometheusNames are the series names the metrics take in Prometheus (as
-// Azure Monitor managed Prometheus and a Collector's prometheusremotewrite
-// exporter name them, after OpenTelemetry's compatibility rules): dots
-// become underscores, the unit is a suffix (an annotation in braces is
-// none), counters end in _total, histograms give _bucket, _sum and _count.
-func prometheusNames(t *testing.T, metrics []metric) []string {
+// prometheusNames are the series names the metrics take in Prometheus.
+func prometheusNames(t *testing.T, metrics []metricnames.Metric) []string {
 	t.Helper()
-	units := map[string]string{"": "", "s": "seconds", "ms": "milliseconds", "By": "bytes"}
-	var names []string
-	for _, m := range metrics {
-		base := strings.ReplaceAll(m.name, ".", "_")
-		suffix, ok := units[m.unit]
-		if strings.HasPrefix(m.unit, "{") && strings.HasSuffix(m.unit, "}") {
-			suffix, ok = "", true
-		}
-		require.True(t, ok, "metric %s: unit %q has no Prometheus suffix here; add it", m.name, m.unit)
-		if suffix != "" && !strings.HasSuffix(base, "_"+suffix) {
-			base += "_" + suffix
-		}
-		switch m.kind {
-		case "counter":
-			names = append(names, base+"_total")
-		case "histogram":
-			names = append(names, base+"_bucket", base+"_sum", base+"_count")
-		default:
-			names = append(names, base)
-		}
-	}
+	names, err := metricnames.PrometheusNames(metrics)
+	require.NoError(t, err)
 	return names
 }
 

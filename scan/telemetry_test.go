@@ -54,8 +54,13 @@ func TestScanReportsPendingGauges(t *testing.T) {
 	got := map[string]int64{}
 	oldest := map[string]float64{}
 	skipped := map[string]int64{}
+	var stamp []float64
 	for _, m := range rm.ScopeMetrics[0].Metrics {
 		switch m.Name {
+		case telemetry.MetricScanTimestamp:
+			for _, dp := range m.Data.(metricdata.Gauge[float64]).DataPoints {
+				stamp = append(stamp, dp.Value)
+			}
 		case telemetry.MetricScanPending:
 			for _, dp := range m.Data.(metricdata.Gauge[int64]).DataPoints {
 				st, _ := dp.Attributes.Value(telemetry.StatusKey)
@@ -86,4 +91,5 @@ func TestScanReportsPendingGauges(t *testing.T) {
 		"RevokeCredentials/cluster":              (3 * time.Minute).Seconds(),
 	}, oldest)
 	require.Equal(t, map[string]int64{"internal_id": 1, "kind": 1, "request": 1}, skipped)
+	require.Len(t, stamp, 1, "the scan reports when it ran")
 }

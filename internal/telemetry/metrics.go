@@ -36,6 +36,12 @@ const (
 	// not a Cluster Service path): alerts allow a cluster Create less time
 	// than the rest.
 	MetricScanOldest = "opstatus.scan.oldest"
+	// MetricScanTimestamp is the Unix time, in seconds, at which this
+	// process's last scan finished, reported while its figures are fresh.
+	// Every scan reports it, one that lists nothing too: an idle
+	// deployment has no opstatus.scan.pending series, and an alert on
+	// their absence would fire for ever.
+	MetricScanTimestamp = "opstatus.scan.timestamp"
 	// MetricPastDeadline counts the operations poll ended Failed because
 	// they passed their deadline, by request.
 	MetricPastDeadline = "opstatus.operations.past_deadline"
@@ -80,6 +86,7 @@ type instruments struct {
 	scanSkipped    metric.Int64Counter
 	scanPending    metric.Int64ObservableGauge
 	scanOldest     metric.Float64ObservableGauge
+	scanTimestamp  metric.Float64ObservableGauge
 
 	lastScan atomic.Pointer[ScanTally]
 
@@ -88,7 +95,7 @@ type instruments struct {
 
 func newInstruments(m metric.Meter) (*instruments, error) {
 	i := &instruments{}
-	var errs [9]error
+	var errs [10]error
 	i.pollOperations, errs[0] = m.Int64Counter(MetricPollOperations, metric.WithUnit("{operation}"),
 		metric.WithDescription("Operations poll handled, by outcome and request."))
 	i.pollDuration, errs[1] = m.Float64Histogram(MetricPollDuration, metric.WithUnit("s"),
@@ -109,10 +116,12 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		metric.WithDescription("Age of the oldest unfinished operation the last scan listed, by request and resource type."))
 	i.scanSkipped, errs[8] = m.Int64Counter(MetricScanSkipped, metric.WithUnit("{operation}"),
 		metric.WithDescription("Operations scans did not send because poll could not act on them, by reason."))
+	i.scanTimestamp, errs[9] = m.Float64ObservableGauge(MetricScanTimestamp, metric.WithUnit("s"),
+		metric.WithDescription("Unix time at which this process's last scan finished."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
-	if _, err := m.RegisterCallback(i.observeScan, i.scanPending, i.scanOldest); err != nil {
+	if _, err := m.RegisterCallback(i.observeScan, i.scanPending, i.scanOldest, i.scanTimestamp); err != nil {
 		return nil, err
 	}
 	var err error
@@ -131,6 +140,7 @@ func (i *instruments) observeScan(_ context.Context, o metric.Observer) error {
 	if t == nil || !t.until.IsZero() && time.Now().After(t.until) {
 		return nil
 	}
+	o.ObserveFloat64(i.scanTimestamp, float64(t.at.UnixNano())/1e9)
 	for k, n := range t.pending {
 		o.ObserveInt64(i.scanPending, n, metric.WithAttributes(StatusKey.String(k.status), RequestKey.String(k.request)))
 	}

@@ -5,9 +5,12 @@
 // the OpenTelemetry SDK and its OTLP/HTTP exporters read themselves
 // (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS,
 // OTEL_METRIC_EXPORT_INTERVAL, OTEL_BSP_SCHEDULE_DELAY, OTEL_SERVICE_NAME,
-// OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER, ...). A signal is exported
-// only when an endpoint is set for it; with none, Setup builds nothing,
-// logs nothing, and every function of this package returns at once.
+// OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER, ...), and by
+// METRICS_REMOTE_WRITE_URL, an Azure Monitor workspace's data collection
+// rule to which metrics are pushed as Prometheus remote write with an Entra
+// token. A signal is exported only when an endpoint is set for it; with
+// none, Setup builds nothing, logs nothing, and every function of this
+// package returns at once.
 //
 // Three defaults are opstatus's own, each for how the Functions host runs
 // the handler. The host never sends SIGTERM: after its drain it kills the
@@ -31,6 +34,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
@@ -121,15 +127,22 @@ func Use(tp trace.TracerProvider, mp metric.MeterProvider) (restore func()) {
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT),
 // builds the SDK provider with its OTLP/HTTP exporter, installs it (globally
 // too, with the W3C trace-context propagator), and routes the SDK's errors
-// to logger at Warn, at most one a minute. With no endpoint, or with
-// OTEL_SDK_DISABLED=true, it builds and logs nothing.
+// to logger at Warn, at most one a minute. With METRICS_REMOTE_WRITE_URL
+// set, metrics are also pushed there (see remoteWrite) with a token of
+// WithCredential's credential, or of the managed identity. With no
+// endpoint, or with OTEL_SDK_DISABLED=true, it builds and logs nothing.
 //
 // shutdown flushes and stops what Setup built; its context bounds it. A
 // setting the handler cannot honour (a protocol other than http/protobuf,
 // an exporter other than otlp or none) is an error naming it.
-func Setup(ctx context.Context, logger *slog.Logger) (shutdown func(context.Context) error, err error) {
+func Setup(ctx context.Context, logger *slog.Logger, opts ...Option) (shutdown func(context.Context) error, err error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	traces, metrics, err := signals(os.Getenv)
-	if err != nil || !traces && !metrics {
+	remote := remoteWriteURL(os.Getenv)
+	if err != nil || !traces && !metrics && remote == "" {
 		return func(context.Context) error { return nil }, err
 	}
 	res, err := resource.New(ctx,
@@ -169,6 +182,8 @@ func Setup(ctx context.Context, logger *slog.Logger) (shutdown func(context.Cont
 		}
 		tp = sdktrace.NewTracerProvider(opts...)
 	}
+	every := sdkmetric.WithInterval(interval(os.Getenv, "OTEL_METRIC_EXPORT_INTERVAL"))
+	var readers []sdkmetric.Option
 	if metrics {
 		exp, err := otlpmetrichttp.New(ctx)
 		if err != nil {
@@ -177,8 +192,20 @@ func Setup(ctx context.Context, logger *slog.Logger) (shutdown func(context.Cont
 			}
 			return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: metric exporter: %w", err)
 		}
-		reader := sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(interval(os.Getenv, "OTEL_METRIC_EXPORT_INTERVAL")))
-		mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
+		readers = append(readers, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, every)))
+	}
+	if remote != "" {
+		exp, err := newRemoteWrite(remote, o.credential(), nil)
+		if err != nil {
+			if tp != nil {
+				_ = tp.Shutdown(ctx)
+			}
+			return nil, err
+		}
+		readers = append(readers, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, every)))
+	}
+	if len(readers) > 0 {
+		mp = sdkmetric.NewMeterProvider(append(readers, sdkmetric.WithResource(res))...)
 	}
 
 	otel.SetErrorHandler(&errorLog{logger: logger})
@@ -196,8 +223,54 @@ func Setup(ctx context.Context, logger *slog.Logger) (shutdown func(context.Cont
 		otel.SetMeterProvider(mp)
 	}
 	Use(tpi, mpi)
-	logger.Info("OpenTelemetry export on", "traces", traces, "metrics", metrics)
+	logger.Info("OpenTelemetry export on", "traces", traces, "metrics", metrics, "remote_write", remote != "")
 	return func(ctx context.Context) error { return flush(ctx, tp, mp) }, nil
+}
+
+// Option is a choice of Setup's beyond the environment.
+type Option func(*options)
+
+type options struct {
+	cred azcore.TokenCredential
+}
+
+// WithCredential gives the Entra credential of remote writes' tokens, so
+// that the handler's clients share one. Without it Setup uses the
+// Functions host's managed identity (AZURE_CLIENT_ID's, when set).
+func WithCredential(cred azcore.TokenCredential) Option {
+	return func(o *options) { o.cred = cred }
+}
+
+// credential is the given credential, or the managed identity's; a
+// credential that cannot be built fails each export with its error.
+func (o *options) credential() azcore.TokenCredential {
+	if o.cred != nil {
+		return o.cred
+	}
+	mi := &azidentity.ManagedIdentityCredentialOptions{}
+	if id := strings.TrimSpace(os.Getenv("AZURE_CLIENT_ID")); id != "" {
+		mi.ID = azidentity.ClientID(id)
+	}
+	cred, err := azidentity.NewManagedIdentityCredential(mi)
+	if err != nil {
+		return failedCredential{err}
+	}
+	return cred
+}
+
+type failedCredential struct{ err error }
+
+func (f failedCredential) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	return azcore.AccessToken{}, f.err
+}
+
+// remoteWriteURL is the remote-write endpoint, or "" when none is set or
+// OTEL_SDK_DISABLED turns all telemetry off.
+func remoteWriteURL(getenv func(string) string) string {
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return ""
+	}
+	return strings.TrimSpace(getenv(RemoteWriteURLSetting))
 }
 
 // defaultSampler records every span when OTEL_TRACES_SAMPLER is not set.

@@ -31,6 +31,7 @@ var otelEnv = []string{
 	"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
 	"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER",
 	"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES",
+	RemoteWriteURLSetting, "IDENTITY_ENDPOINT", "IDENTITY_HEADER", "MSI_ENDPOINT", "AZURE_CLIENT_ID",
 }
 
 func clearEnv(t *testing.T) {
@@ -370,6 +371,16 @@ func TestLockWait(t *testing.T) {
 func TestScanGauges(t *testing.T) {
 	_, reader := recorders(t)
 	require.NotContains(t, collect(t, reader), MetricScanPending, "nothing before a scan")
+	require.NotContains(t, collect(t, reader), MetricScanTimestamp, "nothing before a scan")
+
+	// A scan that lists nothing reports when it ran, and only that.
+	idle := time.Date(2026, 12, 1, 11, 59, 0, 500_000_000, time.UTC)
+	Scanned(NewScanTally(), idle, 0)
+	data := collect(t, reader)
+	require.NotContains(t, data, MetricScanPending)
+	ts := data[MetricScanTimestamp].(metricdata.Gauge[float64]).DataPoints
+	require.Len(t, ts, 1)
+	require.Equal(t, float64(idle.Unix())+0.5, ts[0].Value)
 
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	tally := NewScanTally()
@@ -383,7 +394,8 @@ func TestScanGauges(t *testing.T) {
 	}
 	Scanned(tally, now, 0)
 
-	data := collect(t, reader)
+	data = collect(t, reader)
+	require.Equal(t, float64(now.Unix()), data[MetricScanTimestamp].(metricdata.Gauge[float64]).DataPoints[0].Value)
 	pending := data[MetricScanPending].(metricdata.Gauge[int64])
 	got := map[string]int64{}
 	for _, dp := range pending.DataPoints {
@@ -423,6 +435,7 @@ func TestScanGauges(t *testing.T) {
 	data = collect(t, reader)
 	require.NotContains(t, data, MetricScanPending, "stale figures are not reported")
 	require.NotContains(t, data, MetricScanOldest)
+	require.NotContains(t, data, MetricScanTimestamp, "stale: the scan stopped, or another instance scans")
 }
 
 func TestCounters(t *testing.T) {
