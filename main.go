@@ -41,15 +41,23 @@ func main() {
 	// (Warning if they contain "warn"): Info goes to stdout, Warn and Error
 	// to stderr.
 	logger := slog.New(functions.NewLogHandler(os.Stdout, os.Stderr, slog.LevelInfo))
+	// One credential, the app's managed identity, for every Entra token
+	// (Cosmos DB without a key, Cluster Service with an audience, metrics'
+	// remote writes); it contacts nothing until a token is asked for.
+	cred, err := entra.Credential(cfg.AzureClientID)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "opstatus: %v\n", err)
+		os.Exit(1)
+	}
 	// Before the clients are built: they take their tracing from it.
-	shutdown, err := telemetry.Setup(context.Background(), logger)
+	shutdown, err := telemetry.Setup(context.Background(), logger, telemetry.WithCredential(cred))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "opstatus: setting %v\n", err)
 		os.Exit(1)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	err = run(ctx, cfg, logger)
+	err = run(ctx, cfg, cred, logger)
 	flushTelemetry(shutdown, logger)
 	if err != nil {
 		var missing *missingContainerError
@@ -94,16 +102,7 @@ func flushTelemetry(shutdown func(context.Context) error, logger *slog.Logger) {
 	}
 }
 
-func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	// One credential, the app's managed identity, for every Entra token;
-	// it contacts nothing until a token is asked for.
-	var cred azcore.TokenCredential
-	if cfg.CosmosKey == "" || cfg.ClusterServiceAudience != "" {
-		var err error
-		if cred, err = entra.Credential(cfg.AzureClientID); err != nil {
-			return err
-		}
-	}
+func run(ctx context.Context, cfg config.Config, cred azcore.TokenCredential, logger *slog.Logger) error {
 	var csCred azcore.TokenCredential
 	if cfg.ClusterServiceAudience != "" {
 		csCred = cred

@@ -36,7 +36,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
@@ -47,6 +46,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/opstatus/opstatus/internal/entra"
 )
 
 // ScopeName is the instrumentation scope of opstatus's spans and metrics.
@@ -247,11 +248,7 @@ func (o *options) credential() azcore.TokenCredential {
 	if o.cred != nil {
 		return o.cred
 	}
-	mi := &azidentity.ManagedIdentityCredentialOptions{}
-	if id := strings.TrimSpace(os.Getenv("AZURE_CLIENT_ID")); id != "" {
-		mi.ID = azidentity.ClientID(id)
-	}
-	cred, err := azidentity.NewManagedIdentityCredential(mi)
+	cred, err := entra.Credential(strings.TrimSpace(os.Getenv("AZURE_CLIENT_ID")))
 	if err != nil {
 		return failedCredential{err}
 	}
