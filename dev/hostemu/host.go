@@ -193,8 +193,12 @@ type Host struct {
 	// Options configures Run.
 	Options Options
 
-	appDir    string
-	settings  map[string]string
+	appDir   string
+	settings map[string]string
+	// deployed overrides settings for the handlers of instances started
+	// after a RollingUpdate; nil before any.
+	deployed  map[string]string
+	depMu     sync.Mutex
 	config    HostConfig
 	functions []Function
 
