@@ -84,17 +84,22 @@ type InFlightStats struct {
 	Now, Max int64
 	MaxAt    time.Time
 	// Since is the window's start (CountInFlight or ResetMax); Mean the
-	// requests in flight averaged over time since then.
-	Since time.Time
-	Mean  float64
+	// requests in flight averaged over time from then to At, the time of
+	// these figures.
+	Since, At time.Time
+	Mean      float64
 }
+
+// Area returns the request-seconds in flight between Since and At: the
+// difference of two areas over their times is the mean in between.
+func (s InFlightStats) Area() float64 { return s.Mean * s.At.Sub(s.Since).Seconds() }
 
 // Stats returns the window's figures so far.
 func (c *InFlight) Stats() InFlightStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := c.now()
-	s := InFlightStats{Now: c.cur, Max: c.peak, MaxAt: c.peakAt, Since: c.since}
+	s := InFlightStats{Now: c.cur, Max: c.peak, MaxAt: c.peakAt, Since: c.since, At: t}
 	s.Mean = float64(c.cur) // a window of no length
 	if d := t.Sub(c.since).Seconds(); d > 0 {
 		s.Mean = (c.area + float64(c.cur)*t.Sub(c.last).Seconds()) / d
@@ -118,10 +123,4 @@ func (c *InFlight) Watch(f func(n int64, at time.Time)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.watch = f
-}
-
-// ServeStats answers GET /admin/inflight with Stats as JSON, for a
-// harness in another process (dev/run).
-func (c *InFlight) ServeStats(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, c.Stats())
 }
