@@ -190,6 +190,9 @@ type group struct {
 	mu   sync.Mutex
 	want int         // instances asked for
 	live []*Instance // running and not stopping, oldest first
+	// retiring are the instances a rolling update took out of live and
+	// is draining.
+	retiring []*Instance
 }
 
 // reconcile starts or stops instances until as many run as are wanted;
@@ -633,7 +636,7 @@ func (h *Host) stopAll() {
 	h.mu.Unlock()
 	for _, g := range groups {
 		g.mu.Lock()
-		for _, in := range g.live {
+		for _, in := range append(g.live, g.retiring...) {
 			in.stopRun()
 		}
 		g.live, g.want = nil, 0

@@ -75,11 +75,20 @@ func (h *Host) replace(ctx context.Context, g *group, old []*Instance, overlap t
 		g.mu.Unlock()
 		return errors.New("hostemu: the host is stopping")
 	}
+	// Once out of the group the old instances are stopped whatever
+	// happens: when ctx ends early, at once; stopAll stops those still
+	// retiring.
+	defer func() {
+		for _, in := range old {
+			in.stopRun()
+		}
+	}()
 	for _, in := range old {
 		i := indexOf(g.live, in)
 		if i < 0 {
 			continue // ended meanwhile
 		}
+		g.retiring = append(g.retiring, in)
 		ready := make(chan error, 1)
 		readies = append(readies, ready)
 		g.live[i] = h.startInstance(g, h.opts.Flex.StartDelay, ready)
@@ -102,6 +111,15 @@ func (h *Host) replace(ctx context.Context, g *group, old []*Instance, overlap t
 	for _, in := range old {
 		in.stopRun()
 	}
+	defer func() {
+		g.mu.Lock()
+		for _, in := range old {
+			if i := indexOf(g.retiring, in); i >= 0 {
+				g.retiring = append(g.retiring[:i], g.retiring[i+1:]...)
+			}
+		}
+		g.mu.Unlock()
+	}()
 	for _, in := range old {
 		select {
 		case <-in.done:
