@@ -82,7 +82,9 @@ func TestFlexRollingUpdate(t *testing.T) {
 	require.Contains(t, environOf(t, oldPIDs[0]), "DEPLOYMENT=1")
 
 	done := make(chan error, 1)
-	go func() { done <- r.h.RollingUpdate(t.Context(), RollingUpdate{Settings: map[string]string{"DEPLOYMENT": "2"}}) }()
+	go func() {
+		done <- r.h.RollingUpdate(t.Context(), RollingUpdate{Settings: map[string]string{"DEPLOYMENT": "2"}})
+	}()
 	var fresh *Instance
 	require.Eventually(t, func() bool {
 		for _, in := range r.h.groupInstances("poll") {
