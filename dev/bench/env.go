@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
 	"github.com/opstatus/opstatus/dev/clustersim"
+	"github.com/opstatus/opstatus/dev/otlpsink"
 	"github.com/opstatus/opstatus/dev/testenv"
 	opconfig "github.com/opstatus/opstatus/internal/config"
 )
@@ -62,6 +63,8 @@ type env struct {
 	// inFlight counts the Cluster Service requests in flight at the
 	// simulator, every handler's together.
 	inFlight *clustersim.InFlight
+	// sink receives the handlers' metrics (the budget ledger's).
+	sink *otlpsink.Sink
 
 	log     io.Writer // handler and host output
 	logPath string
@@ -86,6 +89,11 @@ func startEnv(ctx context.Context, cfg config) (_ *env, err error) {
 	}
 	if e.app, e.handlerSum, err = stageApp(e.root, cfg.hostJSON, cfg.handler); err != nil {
 		return nil, err
+	}
+	if cfg.batch != "" {
+		if err := setBatch(e.app, cfg.batch); err != nil {
+			return nil, err
+		}
 	}
 	e.handler = filepath.Join(e.app, "handler")
 	e.commit = gitCommit(e.root)
@@ -121,6 +129,9 @@ func startEnv(ctx context.Context, cfg config) (_ *env, err error) {
 		return nil, err
 	}
 
+	if err := e.startSink(); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -143,6 +154,9 @@ func (e *env) close() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_ = e.simSrv.Shutdown(ctx)
 		cancel()
+	}
+	if e.sink != nil {
+		_ = e.sink.Close()
 	}
 	if e.cosmos != nil {
 		_ = e.cosmos.Stop()

@@ -88,6 +88,8 @@ type results struct {
 	Holds  *holdsResult
 	// Pickup is the pickup scenario.
 	Pickup *pickupResult `json:",omitempty"`
+	// Ledger is the budget scenario.
+	Ledger *budgetResult `json:",omitempty"`
 	// Mixed is the mixed scenario under each reading of
 	// maximumInstanceCount.
 	Mixed []mixedResult `json:",omitempty"`
