@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -425,6 +427,35 @@ func p99(d []time.Duration) time.Duration {
 	}
 	i := (len(d)*99 + 99) / 100
 	return d[min(max(i-1, 0), len(d)-1)]
+}
+
+// seedLedger creates an empty ledger in database db's Leases container, as
+// budget.Seed does for a new environment: every run's database is one,
+// and a ledger the first handler created itself would have every member
+// wait E before taking permits, which a deployment meets once, not every
+// run. An existing ledger is left as it is.
+func (e *env) seedLedger(ctx context.Context, db string) error {
+	c, err := e.direct.NewContainer(db, frontend.LeasesContainer)
+	if err != nil {
+		return err
+	}
+	epoch := make([]byte, 16)
+	if _, err := rand.Read(epoch); err != nil {
+		return err
+	}
+	body, err := json.Marshal(map[string]any{"id": ledgerItemID, "epoch": hex.EncodeToString(epoch), "budget": e.budget, "holders": map[string]any{}})
+	if err != nil {
+		return err
+	}
+	_, err = c.CreateItem(ctx, azcosmos.NewPartitionKeyString(ledgerItemID), body, nil)
+	var re *azcore.ResponseError
+	if errors.As(err, &re) && re.StatusCode == http.StatusConflict {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("seeding the budget ledger: %w", err)
+	}
+	return nil
 }
 
 // startSink starts the OTLP receiver the handlers export their metrics to.

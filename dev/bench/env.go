@@ -65,6 +65,9 @@ type env struct {
 	inFlight *clustersim.InFlight
 	// sink receives the handlers' metrics (the budget ledger's).
 	sink *otlpsink.Sink
+	// budget is CLUSTER_SERVICE_BUDGET, which each new database's
+	// ledger is seeded with.
+	budget int
 
 	log     io.Writer // handler and host output
 	logPath string
@@ -77,7 +80,7 @@ type env struct {
 
 // startEnv stages the app and starts the servers.
 func startEnv(ctx context.Context, cfg config) (_ *env, err error) {
-	e := &env{settings: cfg.settings}
+	e := &env{settings: cfg.settings, budget: cfg.budget}
 	logPath := cfg.logPath
 	defer func() {
 		if err != nil {
