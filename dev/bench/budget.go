@@ -103,9 +103,15 @@ type ledgerWatch struct {
 	// seen is when each entry was first read with demand, reached when
 	// its permits first reached its target after that.
 	seen, reached map[string]time.Time
-	lastSeq       map[string]int64
-	seqAt         map[string]time.Time
-	overBudget    int
+	// first is when each entry was first read; starts when each poll or
+	// pickup handler process was first seen running (host, when set).
+	first      map[string]time.Time
+	host       *hostemu.Host
+	pids       map[int]bool
+	starts     []time.Time
+	lastSeq    map[string]int64
+	seqAt      map[string]time.Time
+	overBudget int
 }
 
 func (e *env) watchLedger(db string) (*ledgerWatch, error) {
@@ -113,12 +119,13 @@ func (e *env) watchLedger(db string) (*ledgerWatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ledgerWatch{c: c, seen: map[string]time.Time{}, reached: map[string]time.Time{},
-		lastSeq: map[string]int64{}, seqAt: map[string]time.Time{}}, nil
+	return &ledgerWatch{c: c, seen: map[string]time.Time{}, reached: map[string]time.Time{}, first: map[string]time.Time{},
+		pids: map[int]bool{}, lastSeq: map[string]int64{}, seqAt: map[string]time.Time{}}, nil
 }
 
 func (w *ledgerWatch) run(ctx context.Context) {
 	for sleepCtx(ctx, 100*time.Millisecond) {
+		w.sampleStarts()
 		resp, err := w.c.ReadItem(ctx, azcosmos.NewPartitionKeyString(ledgerItemID), ledgerItemID, nil)
 		now := time.Now()
 		var re *azcore.ResponseError
@@ -142,6 +149,9 @@ func (w *ledgerWatch) run(ctx context.Context) {
 			if s, ok := w.lastSeq[id]; !ok || s != h.Seq {
 				w.lastSeq[id], w.seqAt[id] = h.Seq, now
 			}
+			if _, ok := w.first[id]; !ok {
+				w.first[id] = now
+			}
 			if _, ok := w.seen[id]; !ok && h.Demand > 0 {
 				w.seen[id] = now
 			}
@@ -156,6 +166,26 @@ func (w *ledgerWatch) run(ctx context.Context) {
 	}
 }
 
+// sampleStarts records the poll and pickup handler processes that started
+// since the last sample.
+func (w *ledgerWatch) sampleStarts() {
+	if w.host == nil {
+		return
+	}
+	now := time.Now()
+	for _, in := range w.host.Instances() {
+		if g := in.Group(); g != "poll" && g != "pickup" {
+			continue
+		}
+		if pid := in.PID(); pid != 0 && !w.pids[pid] {
+			w.mu.Lock()
+			w.pids[pid] = true
+			w.starts = append(w.starts, now)
+			w.mu.Unlock()
+		}
+	}
+}
+
 // snapshot returns the latest ledger read and when it was read.
 func (w *ledgerWatch) snapshot() (ledgerItem, time.Time, int) {
 	w.mu.Lock()
@@ -164,15 +194,28 @@ func (w *ledgerWatch) snapshot() (ledgerItem, time.Time, int) {
 }
 
 // newcomers returns, for every entry that arrived with demand after from
-// and reached its fair share, how long that took.
+// and reached its fair share, how long that took from its process's
+// start: the latest handler start seen before the entry's first read (its
+// first read with demand when none was seen).
 func (w *ledgerWatch) newcomers(from time.Time) []time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []time.Duration
 	for id, s := range w.seen {
-		if r := w.reached[id]; s.After(from) && !r.IsZero() {
-			out = append(out, r.Sub(s))
+		r := w.reached[id]
+		if !s.After(from) || r.IsZero() {
+			continue
 		}
+		start := s
+		for _, st := range w.starts {
+			if !st.After(w.first[id]) && st.After(from) {
+				start = st
+			}
+		}
+		if start.After(s) {
+			start = s
+		}
+		out = append(out, r.Sub(start))
 	}
 	slices.Sort(out)
 	return out
@@ -268,6 +311,7 @@ func runBudget(ctx context.Context, e *env, cfg config, n int) (res budgetResult
 	if err != nil {
 		return res, err
 	}
+	w.host = h.host
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go w.run(watchCtx)

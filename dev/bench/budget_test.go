@@ -56,3 +56,17 @@ func TestP99(t *testing.T) {
 	require.Equal(t, 99*time.Second, p99(d))
 	require.Equal(t, 3*time.Second, p99(d[:3]))
 }
+
+func TestNewcomersFromTheirProcessStart(t *testing.T) {
+	// A newcomer's time runs from the latest handler start before its
+	// entry first appeared; an entry of before the window is no newcomer.
+	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	sec := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	w := &ledgerWatch{
+		first:   map[string]time.Time{"old": sec(1), "new": sec(12)},
+		seen:    map[string]time.Time{"old": sec(2), "new": sec(12.5)},
+		reached: map[string]time.Time{"old": sec(3), "new": sec(14)},
+		starts:  []time.Time{sec(0.5), sec(10), sec(20)},
+	}
+	require.Equal(t, []time.Duration{4 * time.Second}, w.newcomers(sec(5)), "started at 10 s, its share at 14 s")
+}
