@@ -85,7 +85,7 @@ func TestBudgetUnderChaos(t *testing.T) {
 	polls.host = e.s.Host
 	holders := &holderChaos{host: e.s.Host, rng: rand.New(rand.NewPCG(uint64(runSeed), 13))}
 	ledgerFaults := &leasesFaults{proxy: e.proxy, rng: rand.New(rand.NewPCG(uint64(runSeed), 14))}
-	roller := &roller{host: e.s.Host, every: 25 * time.Second}
+	roller := &roller{host: e.s.Host, every: 15 * time.Second}
 	actors.Go(func() { work.run(chaosCtx) })
 	actors.Go(func() { polls.run(chaosCtx) })
 	actors.Go(func() { holders.run(chaosCtx) })
@@ -106,15 +106,15 @@ func TestBudgetUnderChaos(t *testing.T) {
 	}
 	ps := e.proxy.Stats()
 	t.Logf("budget chaos: %d Cluster Service calls; in flight at most %d (budget %d), mean %.1f; poll instances at most %d "+
-		"(maximumInstanceCount %d + overshoot %d); %d scale decisions; %d rolling updates; %d kills, %d freezes (longest %s, validity %s); "+
+		"(maximumInstanceCount %d + overshoot %d); %d scale decisions; %d rolling updates begun, %d finished, %d instances replaced; %d kills, %d freezes (longest %s, validity %s); "+
 		"Leases faults in %d windows (%d requests throttled, %d 503, %d timed out, %d dropped after forward); %s",
 		calls, st.Max, budgetChaosBudget, st.Mean, polls.most.Load(), budgetChaosMax, budgetChaosOvershoot, len(scale.all()),
-		roller.done.Load(), holders.kills.Load(), holders.freezes.Load(), time.Duration(holders.longest.Load()), ledgerValidity,
+		roller.started.Load(), roller.done.Load(), e.s.Host.Counters().InstancesReplaced, holders.kills.Load(), holders.freezes.Load(), time.Duration(holders.longest.Load()), ledgerValidity,
 		ledgerFaults.windows.Load(), ps.Throttled, ps.Unavailable, ps.TimedOut, ps.DroppedAfterForward, ledger.summary())
 
 	require.Positive(t, calls, "the handlers called Cluster Service")
 	require.Greater(t, polls.most.Load(), int64(budgetChaosMax), "more poll instances ran than maximumInstanceCount")
-	require.Positive(t, roller.done.Load(), "a rolling update ran old and new processes together")
+	require.Positive(t, e.s.Host.Counters().InstancesReplaced, "a rolling update ran old and new processes together")
 	require.Positive(t, holders.kills.Load(), "holders were SIGKILLed")
 	require.Positive(t, holders.freezes.Load(), "holders were frozen")
 	require.Greater(t, time.Duration(holders.longest.Load()), ledgerValidity, "a freeze outlived the ledger's validity")
@@ -226,16 +226,18 @@ func (l *leasesFaults) run(ctx context.Context) {
 
 // roller runs a rolling site update every so often: each group's
 // instances are replaced one by one, old and new side by side until the
-// old one has drained.
+// old one has drained. An update under way when the chaos ends stops its
+// old instances at once.
 type roller struct {
 	host  *hostemu.Host
 	every time.Duration
 
-	done atomic.Int64
+	started, done atomic.Int64
 }
 
 func (r *roller) run(ctx context.Context) {
 	for testenv.Sleep(ctx, r.every) {
+		r.started.Add(1)
 		if err := r.host.RollingUpdate(ctx, hostemu.RollingUpdate{Overlap: 2 * time.Second}); err == nil {
 			r.done.Add(1)
 		}

@@ -111,6 +111,7 @@ func (h *Host) replace(ctx context.Context, g *group, old []*Instance, overlap t
 	for _, in := range old {
 		in.stopRun()
 	}
+	h.stats.replaced.Add(int64(len(readies)))
 	defer func() {
 		g.mu.Lock()
 		for _, in := range old {

@@ -122,6 +122,7 @@ func TestFlexRollingUpdate(t *testing.T) {
 		require.NoError(t, inv.Err, "the old instances' invocations finished")
 	}
 	require.NotContains(t, r.out.String(), "fakehandler: SIGTERM")
+	require.EqualValues(t, 2, r.h.Counters().InstancesReplaced)
 	require.NoError(t, r.stop())
 }
 
