@@ -70,3 +70,22 @@ func TestNewcomersFromTheirProcessStart(t *testing.T) {
 	}
 	require.Equal(t, []time.Duration{4 * time.Second}, w.newcomers(sec(5)), "started at 10 s, its share at 14 s")
 }
+
+// cs_in_flight_max covers every scenario, those that keep no maximum of
+// their own included, and the budget lines come from the ledger's run.
+func TestBudgetHeadlines(t *testing.T) {
+	r := &results{Budget: 256, CSInFlightMaxAll: 300}
+	m, ok := r.csInFlightMax()
+	require.True(t, ok)
+	require.EqualValues(t, 300, m)
+
+	r = &results{Budget: 256, Ledger: &budgetResult{Ledger: true, Newcomers: []time.Duration{time.Second, 3 * time.Second},
+		Reclaim: 31 * time.Second, ReclaimAtLeast: true, Busy: ledgerRate{RUPerS: 12.5, Replaces: 40, Replace412: 4}, Idle: ledgerRate{RUPerS: 1.25}}}
+	r.ledgerHeadlines()
+	got := map[string]string{}
+	for _, h := range r.Headline {
+		got[h.Name] = h.Value
+	}
+	require.Equal(t, map[string]string{"budget_newcomer_p99_s": "3.00", "budget_reclaim_s": "≥31.00",
+		"ledger_ru_per_s_idle": "1.25", "ledger_ru_per_s_busy": "12.50", "ledger_412_rate": "0.10"}, got)
+}

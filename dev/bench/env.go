@@ -63,6 +63,8 @@ type env struct {
 	// inFlight counts the Cluster Service requests in flight at the
 	// simulator, every handler's together.
 	inFlight *clustersim.InFlight
+	// inFlightAll is the most requests in flight over the whole bench.
+	inFlightAll atomic.Int64
 	// sink receives the handlers' metrics (the budget ledger's).
 	sink *otlpsink.Sink
 	// budget is CLUSTER_SERVICE_BUDGET, which each new database's
@@ -142,6 +144,12 @@ func startEnv(ctx context.Context, cfg config) (_ *env, err error) {
 	e.simURL = "http://" + ln.Addr().String()
 	e.sim.Store(clustersim.New(clustersim.Options{}))
 	e.inFlight = clustersim.CountInFlight(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.sim.Load().ServeHTTP(w, r) }))
+	// Every scenario's requests in flight, whatever run resets the
+	// maximum: cs_in_flight_max covers them all.
+	e.inFlight.Watch(func(n int64, _ time.Time) {
+		for m := e.inFlightAll.Load(); n > m && !e.inFlightAll.CompareAndSwap(m, n); m = e.inFlightAll.Load() {
+		}
+	})
 	e.simSrv = &http.Server{
 		Handler:           e.inFlight,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -423,6 +423,9 @@ func (r *results) csInFlightMax() (int64, bool) {
 	if r.Ledger != nil {
 		m, ok = max(m, r.Ledger.CSInFlightMax), true
 	}
+	if r.CSInFlightMaxAll > 0 {
+		m, ok = max(m, r.CSInFlightMaxAll), true
+	}
 	return m, ok
 }
 

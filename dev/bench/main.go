@@ -487,6 +487,7 @@ func run(ctx context.Context, cfg config) error {
 			printMixed(out, r)
 		}
 	}
+	res.CSInFlightMaxAll = e.inFlightAll.Load()
 	res.Finished = time.Now()
 	res.Machine.LoadEnd = readLoad()
 	res.report(out)
