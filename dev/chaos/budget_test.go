@@ -335,3 +335,18 @@ func (w *ledgerWatch) summary() string {
 	}
 	return fmt.Sprintf("ledger found in %d of %d reads, at most %d holders, %d epochs", w.found, w.reads, w.mostHolder, len(w.epochs))
 }
+
+// The write log's check lets the ledger's creates and replaces through,
+// which hold no lock, but not a delete of it, nor other Leases writes
+// without an owner.
+func TestWriteLogAllowsTheLedger(t *testing.T) {
+	w := func(kind, container, id string) faultproxy.Write {
+		return faultproxy.Write{Kind: kind, Container: container, ItemID: id}
+	}
+	require.Empty(t, writeLogProblems(nil, []faultproxy.Write{
+		w(faultproxy.KindCreate, frontend.LeasesContainer, ledgerItemID),
+		w(faultproxy.KindReplace, frontend.LeasesContainer, ledgerItemID),
+	}))
+	require.Len(t, writeLogProblems(nil, []faultproxy.Write{w(faultproxy.KindDelete, frontend.LeasesContainer, ledgerItemID)}), 2)
+	require.Len(t, writeLogProblems(nil, []faultproxy.Write{w(faultproxy.KindReplace, frontend.LeasesContainer, "other")}), 1)
+}

@@ -351,8 +351,9 @@ func notificationProblems(ops []op, opItems map[string]item, notified map[string
 
 // writeLogProblems checks the proxy's write log: every Operations and
 // Resources write carries an opstatus owner (the frontend writes only lock
-// items during the run), no operation item is deleted, and the only
-// Resources deletes are of items a finished delete removes.
+// items during the run; the budget ledger's writes hold no lock), no
+// operation item is deleted, and the only Resources deletes are of items a
+// finished delete removes.
 func writeLogProblems(ops []op, writes []faultproxy.Write) []string {
 	removable := map[string]bool{}
 	for _, o := range ops {
@@ -367,7 +368,9 @@ func writeLogProblems(ops []op, writes []faultproxy.Write) []string {
 		if w.Container == frontend.LocksContainer {
 			continue
 		}
-		if !strings.HasPrefix(w.Owner, "opstatus/") {
+		// The budget ledger's creates and replaces belong to no lock.
+		ledger := w.Container == frontend.LeasesContainer && w.ItemID == ledgerItemID && w.Kind != faultproxy.KindDelete
+		if !ledger && !strings.HasPrefix(w.Owner, "opstatus/") {
 			bad = append(bad, fmt.Sprintf("%s %s/%s by %q (User-Agent %q)", w.Kind, w.Container, w.ItemID, w.Owner, w.UserAgent))
 		}
 		if w.Kind == faultproxy.KindDelete && (w.Container != frontend.ResourcesContainer || !removable[w.ItemID]) {
