@@ -275,17 +275,54 @@ type ledgerItem struct {
 	} `json:"holders"`
 }
 
-func newLedgerWatch(t *testing.T, e *env) *ledgerWatch {
-	t.Helper()
-	cred, err := azcosmos.NewKeyCredential(e.s.Cosmos.Key)
-	require.NoError(t, err)
+// seedLedger creates an empty ledger of budget (CLUSTER_SERVICE_BUDGET's
+// value; none when empty) in the stack's Leases container before the host
+// starts, as budget.Seed does for a new environment, so that the run does
+// not begin with the wait E of a ledger its first handler created.
+func seedLedger(ctx context.Context, endpoint, budget string) error {
+	if budget == "" {
+		return nil
+	}
+	b, err := strconv.Atoi(budget)
+	if err != nil {
+		return err
+	}
+	c, err := directContainer(endpoint, testenv.CosmosEmulatorKey, frontend.LeasesContainer)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(map[string]any{"id": ledgerItemID, "epoch": fmt.Sprintf("chaos-%d", time.Now().UnixNano()), "budget": b, "holders": map[string]any{}})
+	if err != nil {
+		return err
+	}
+	_, err = c.CreateItem(ctx, azcosmos.NewPartitionKeyString(ledgerItemID), body, nil)
+	var re *azcore.ResponseError
+	if errors.As(err, &re) && re.StatusCode == http.StatusConflict {
+		return nil
+	}
+	return err
+}
+
+// directContainer is a client of container straight to the test server.
+func directContainer(endpoint, key, container string) (*azcosmos.ContainerClient, error) {
+	cred, err := azcosmos.NewKeyCredential(key)
+	if err != nil {
+		return nil, err
+	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the local test server
-	client, err := azcosmos.NewClientWithKey(e.s.Cosmos.Endpoint, cred, &azcosmos.ClientOptions{
+	client, err := azcosmos.NewClientWithKey(endpoint, cred, &azcosmos.ClientOptions{
 		ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: transport, Timeout: 10 * time.Second}},
 	})
-	require.NoError(t, err)
-	c, err := client.NewContainer(stack.Database, frontend.LeasesContainer)
+	if err != nil {
+		return nil, err
+	}
+	return client.NewContainer(stack.Database, container)
+}
+
+func newLedgerWatch(t *testing.T, e *env) *ledgerWatch {
+	t.Helper()
+	c, err := directContainer(e.s.Cosmos.Endpoint, e.s.Cosmos.Key, frontend.LeasesContainer)
 	require.NoError(t, err)
 	return &ledgerWatch{c: c, epochs: map[string]bool{}}
 }

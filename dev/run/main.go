@@ -77,7 +77,10 @@ func run(ctx context.Context, out io.Writer, keep, realHost bool, timeout time.D
 	settings["CLUSTER_SERVICE_BUDGET"] = strconv.Itoa(runBudget)
 	var inFlight *clustersim.InFlight
 	s, err := stack.Start(ctx, stack.Options{NoHost: realHost, Host: hostemu.Options{OnInvocation: outcomes.Record},
-		Settings: settings, SimHandler: func(next http.Handler) http.Handler {
+		Settings: settings,
+		// Called once the schema exists and before the host starts.
+		CosmosWrap: func(endpoint string) (string, error) { return endpoint, seedLedger(ctx, endpoint, runBudget) },
+		SimHandler: func(next http.Handler) http.Handler {
 			inFlight = clustersim.CountInFlight(next)
 			return inFlight
 		}})
