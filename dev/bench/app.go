@@ -3,11 +3,13 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -96,4 +98,53 @@ func gitCommit(root string) string {
 		return ""
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// parseBatch reads a queue batch written "batchSize+newBatchThreshold".
+func parseBatch(s string) (batchSize, threshold int, err error) {
+	b, t, ok := strings.Cut(s, "+")
+	if ok {
+		batchSize, err = strconv.Atoi(strings.TrimSpace(b))
+	}
+	if ok && err == nil {
+		threshold, err = strconv.Atoi(strings.TrimSpace(t))
+	}
+	if !ok || err != nil || batchSize < 1 || batchSize > 32 || threshold < 0 {
+		return 0, 0, fmt.Errorf("%q: want batchSize+newBatchThreshold, batchSize 1 to 32 (the host's range), newBatchThreshold 0 or more", s)
+	}
+	return batchSize, threshold, nil
+}
+
+// setBatch rewrites the staged host.json in dir with extensions.queues
+// batchSize and newBatchThreshold from batch ("8+4").
+func setBatch(dir, batch string) error {
+	size, threshold, err := parseBatch(batch)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, "host.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	ext, _ := doc["extensions"].(map[string]any)
+	if ext == nil {
+		ext = map[string]any{}
+		doc["extensions"] = ext
+	}
+	queues, _ := ext["queues"].(map[string]any)
+	if queues == nil {
+		queues = map[string]any{}
+		ext["queues"] = queues
+	}
+	queues["batchSize"], queues["newBatchThreshold"] = size, threshold
+	out, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, out, 0o644)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -216,16 +217,31 @@ func TestParseFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{1000, 10000, 50000}, cfg.ns)
 	require.Equal(t, []int{40}, cfg.instances, "the template's maximumInstanceCount")
-	require.Empty(t, cfg.alwaysReady, "by default the groups scale from zero")
+	require.Equal(t, map[string]int{"poll": 1, "pickup": 1}, cfg.alwaysReady, "the template's alwaysReady")
+	require.Equal(t, 2048, cfg.instanceMemory, "the template's instanceMemoryMB: 1 core")
 	require.Equal(t, 30*time.Second, cfg.scaleInterval, "the platform's")
 	require.Equal(t, 256, cfg.budget, "the template's")
 	require.Equal(t, []int{1000}, cfg.baselineNs)
 	require.Equal(t, 50*time.Millisecond, cfg.latency)
 	require.Equal(t, 8*time.Millisecond, cfg.storageLatency, "the production regime")
-	require.Len(t, cfg.only, len(scenarios))
+	for _, sc := range scenarios {
+		require.Equal(t, !slices.Contains(slowScenarios, sc), cfg.only[sc], "%s: the slow scenarios only with -all", sc)
+	}
 	require.Equal(t, "dev/bench/out/bench.png", cfg.plotPath, "a full run writes to an untracked place")
 	require.Equal(t, "dev/bench/out/results.json", cfg.jsonPath)
-	require.Equal(t, 3, cfg.repeat)
+	require.Equal(t, 1, cfg.repeat)
+	require.Empty(t, cfg.batch, "host.json's batch")
+
+	cfg, err = parseFlags([]string{"-all", "-batch", "1+0"})
+	require.NoError(t, err)
+	for _, sc := range scenarios {
+		require.True(t, cfg.only[sc], sc)
+	}
+	require.Equal(t, "1+0", cfg.batch)
+
+	cfg, err = parseFlags([]string{"-always-ready", ""})
+	require.NoError(t, err)
+	require.Empty(t, cfg.alwaysReady, "every group from zero")
 
 	cfg, err = parseFlags([]string{"-record"})
 	require.NoError(t, err)
@@ -259,7 +275,7 @@ func TestParseFlags(t *testing.T) {
 	for _, bad := range [][]string{
 		{"-only", "nothing"}, {"-only", "ideal"}, {"-n", "0"}, {"-n", ""}, {"-instances", "two"}, {"-latency", "-1s"},
 		{"-storage-latency", "-1ms"}, {"extra"}, {"-repeat", "2"}, {"-repeat", "0"}, {"-setting", "novalue"},
-		{"-only", "opstatus", "-record"}, {"-budget", "3"}, {"-budget", "3", "-instances", "1", "-backlog-instances", "4"},
+		{"-only", "opstatus", "-record"}, {"-budget", "0"}, {"-budget-n", "0"}, {"-batch", "8"}, {"-batch", "0+4"}, {"-batch", "33+0"}, {"-batch", "8+-1"},
 		{"-always-ready", "-1"}, {"-scale-interval", "0s"}, {"-holds-subs", "101"}, {"-holds-rounds", "0"},
 		{"-pickup-n", "0"}, {"-pickup-rate", "0"}, {"-pickup-background", "0"},
 	} {

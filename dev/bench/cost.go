@@ -501,6 +501,20 @@ type monthly struct {
 	// pickup's invocation duration.
 	Arrivals, FeedReads, LeaseOps float64
 	PickupDuration                time.Duration
+	// LedgerBusyRUs and LedgerIdleRUs are the budget ledger's request
+	// units a second, measured with the groups busy and idle (addLedger);
+	// LeasesRUs the manual throughput the Leases container then needs for
+	// the ledger at its busy rate and pickup's lease requests, at least
+	// Cosmos DB's least.
+	LedgerBusyRUs, LedgerIdleRUs float64
+	LeasesRUs                    float64
+}
+
+// addLedger adds the budget ledger's measured request units a second,
+// busy and idle, and prices the month again.
+func (m *monthly) addLedger(busy, idle float64) {
+	m.LedgerBusyRUs, m.LedgerIdleRUs = busy, idle
+	m.price()
 }
 
 // group returns the estimate's group named fn, or nil.
@@ -638,8 +652,13 @@ func (m *monthly) price() {
 
 	hours := costMonth.Hours()
 	m.CosmosUSD = m.PeakRUs / 100 * hours * priceCosmosAutoscale.USD
-	if m.Arrivals > 0 {
-		m.LeasesUSD = leasesRUs / 100 * hours * priceCosmosManual.USD
+	// Leases holds pickup's leases and the budget ledger; manual
+	// throughput is provisioned for the busiest second, in steps of 100.
+	load := m.LedgerBusyRUs + m.LeaseOps*ruLeaseOp/interval
+	m.LeasesRUs = max(leasesRUs, math.Ceil(load/100)*100)
+	m.LeasesUSD = 0
+	if m.Arrivals > 0 || m.LedgerBusyRUs > 0 {
+		m.LeasesUSD = m.LeasesRUs / 100 * hours * priceCosmosManual.USD
 	}
 
 	m.LogGB = m.Records * recordBytes * m.Intervals / 1e9
@@ -755,7 +774,7 @@ func (r *results) costs(w io.Writer) {
 		alwaysReadyUSD(d.MemoryMB), d.MemoryMB, alwaysReadyUSD(512), usd(priceFlexReadyGBs.USD))
 	for _, n := range costNs {
 		h, ok := r.costRun(n)
-		m, measured := estimate(h, r.Pickup, d)
+		m, measured := r.estimate(h, d)
 		if !ok || !measured {
 			fmt.Fprintf(w, "N=%d: not measured in this run (needs opstatus at N=%d: the full run, make bench)\n", n, n)
 			continue
@@ -792,9 +811,9 @@ func (r *results) costs(w io.Writer) {
 		fmt.Fprintf(w, "  Cosmos DB       %s RU (%s point reads × %g, %s listed × %g, %s writes × %g; %s) in a %.1f s pass%s = %s RU/s added to the hour's peak × %.0f h × %s per 100 = $%.2f at most (nothing while the resource provider's own peak and this stay under its containers' floors)\n",
 			grouped(m.RU-m.FeedReads*ruFeedRead), grouped(per(h.Unchanged.Reads)), ruPointRead, grouped(per(u.Listed)), ruListedItem, grouped(per(h.Unchanged.Writes)), ruReplace,
 			changes, m.BurstSeconds, feed, grouped(m.PeakRUs), costMonth.Hours(), usd(priceCosmosAutoscale.USD), m.CosmosUSD)
-		if m.Arrivals > 0 {
-			fmt.Fprintf(w, "  pickup's leases %.1f lease requests × %g RU an interval (%.1f RU/s) on the Leases container's own %d RU/s: $%.2f\n",
-				m.LeaseOps, ruLeaseOp, m.LeaseOps*ruLeaseOp/scanInterval.Seconds(), leasesRUs, m.LeasesUSD)
+		if m.Arrivals > 0 || m.LedgerBusyRUs > 0 {
+			fmt.Fprintf(w, "  Leases          pickup's %.1f lease requests × %g RU an interval (%.1f RU/s) + the budget ledger's %.1f RU/s busy (%.1f idle, measured) on the container's own %.0f RU/s (at least %d): $%.2f\n",
+				m.LeaseOps, ruLeaseOp, m.LeaseOps*ruLeaseOp/scanInterval.Seconds(), m.LedgerBusyRUs, m.LedgerIdleRUs, m.LeasesRUs, leasesRUs, m.LeasesUSD)
 		}
 		fmt.Fprintf(w, "  logs            %.1f records (%d per scan and %d per poll or pickup invocation from the host, %.1f handler lines, those of the status changes and one per new operation) × %d bytes (assumed) = %.1f GB × %s = $%.2f\n",
 			m.Records, hostRecordsTimer, hostRecordsQueue, per(u.Lines), recordBytes, m.LogGB, usd(priceLogsGB.USD), m.LogUSD)
@@ -803,7 +822,7 @@ func (r *results) costs(w io.Writer) {
 			s := pickupShare(h, r.Pickup, d)
 			share = fmt.Sprintf(" (pickup's share $%.2f: without it $%.2f)", s, m.Total-s)
 		}
-		small, _ := estimate(h, r.Pickup, smallDeployment())
+		small, _ := r.estimate(h, smallDeployment())
 		fmt.Fprintf(w, "  total           $%.2f a month%s; at 512 MB instances $%.2f (the same execution times assumed); the free grants, unused elsewhere, would take off $%.2f; the same work on one always-on EP1 instance: $%.2f ($%.2f of compute, the same queue, Cosmos DB and logs)\n",
 			m.Total, share, small.Total, m.Grants, m.AlwaysOn, priceEP1Hour.USD*costMonth.Hours())
 	}
@@ -818,11 +837,11 @@ func (r *results) costHeadlines() {
 		if !ok {
 			continue
 		}
-		m, measured := estimate(h, r.Pickup, templateDeployment)
+		m, measured := r.estimate(h, templateDeployment)
 		if !measured {
 			continue
 		}
-		small, _ := estimate(h, r.Pickup, smallDeployment())
+		small, _ := r.estimate(h, smallDeployment())
 		r.add(fmt.Sprintf("cost_usd_month_n%d", n), f2(m.Total))
 		r.add(fmt.Sprintf("cost_usd_month_512mb_n%d", n), f2(small.Total))
 		r.add(fmt.Sprintf("cost_usd_month_always_on_n%d", n), f2(m.AlwaysOn))
@@ -830,4 +849,14 @@ func (r *results) costHeadlines() {
 			r.add(fmt.Sprintf("cost_usd_month_pickup_n%d", n), f2(pickupShare(h, r.Pickup, templateDeployment)))
 		}
 	}
+}
+
+// estimate is estimate with the run's pickup scenario and, when the budget
+// scenario measured it, the ledger's request units.
+func (r *results) estimate(h hostResult, d deployment) (monthly, bool) {
+	m, ok := estimate(h, r.Pickup, d)
+	if ok && r.Ledger != nil && r.Ledger.Ledger {
+		m.addLedger(r.Ledger.Busy.RUPerS, r.Ledger.Idle.RUPerS)
+	}
+	return m, ok
 }

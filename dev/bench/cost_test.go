@@ -461,3 +461,20 @@ func TestMeter(t *testing.T) {
 		},
 		Puts: 1, Receives: 3, Deletes: 1, Lines: 2}, u)
 }
+
+// The ledger's busy rate and pickup's lease requests share the Leases
+// container's manual throughput, provisioned in steps of 100 from 400.
+func TestLedgerInTheLeasesContainer(t *testing.T) {
+	m, ok := estimate(hostAtN1000(), nil, templateDeployment)
+	require.True(t, ok)
+	require.Zero(t, m.LeasesUSD, "no pickup, no ledger: no Leases container in the estimate")
+	m.addLedger(170, 7)
+	require.Equal(t, float64(leasesRUs), m.LeasesRUs, "170 RU/s fit in 400")
+	at400 := m.LeasesUSD
+	require.Positive(t, at400)
+	total := m.Total
+	m.addLedger(650, 7)
+	require.Equal(t, 700.0, m.LeasesRUs)
+	require.InDelta(t, at400*7/4, m.LeasesUSD, 1e-9)
+	require.InDelta(t, total+at400*3/4, m.Total, 1e-9)
+}

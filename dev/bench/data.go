@@ -117,6 +117,9 @@ func (e *env) seed(ctx context.Context, db string, ds dataset, sim *clustersim.S
 	if err := frontend.CreateSchema(ctx, e.cosmos.Endpoint, e.cosmos.Key, db, lockTTL); err != nil {
 		return err
 	}
+	if err := e.seedLedger(ctx, db); err != nil {
+		return err
+	}
 	fe, err := frontend.New(e.cosmos.Endpoint, e.cosmos.Key, db)
 	if err != nil {
 		return err

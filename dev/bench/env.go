@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
 	"github.com/opstatus/opstatus/dev/clustersim"
+	"github.com/opstatus/opstatus/dev/otlpsink"
 	"github.com/opstatus/opstatus/dev/testenv"
 	opconfig "github.com/opstatus/opstatus/internal/config"
 )
@@ -62,6 +63,13 @@ type env struct {
 	// inFlight counts the Cluster Service requests in flight at the
 	// simulator, every handler's together.
 	inFlight *clustersim.InFlight
+	// inFlightAll is the most requests in flight over the whole bench.
+	inFlightAll atomic.Int64
+	// sink receives the handlers' metrics (the budget ledger's).
+	sink *otlpsink.Sink
+	// budget is CLUSTER_SERVICE_BUDGET, which each new database's
+	// ledger is seeded with.
+	budget int
 
 	log     io.Writer // handler and host output
 	logPath string
@@ -74,7 +82,7 @@ type env struct {
 
 // startEnv stages the app and starts the servers.
 func startEnv(ctx context.Context, cfg config) (_ *env, err error) {
-	e := &env{settings: cfg.settings}
+	e := &env{settings: cfg.settings, budget: cfg.budget}
 	logPath := cfg.logPath
 	defer func() {
 		if err != nil {
@@ -86,6 +94,11 @@ func startEnv(ctx context.Context, cfg config) (_ *env, err error) {
 	}
 	if e.app, e.handlerSum, err = stageApp(e.root, cfg.hostJSON, cfg.handler); err != nil {
 		return nil, err
+	}
+	if cfg.batch != "" {
+		if err := setBatch(e.app, cfg.batch); err != nil {
+			return nil, err
+		}
 	}
 	e.handler = filepath.Join(e.app, "handler")
 	e.commit = gitCommit(e.root)
@@ -121,6 +134,9 @@ func startEnv(ctx context.Context, cfg config) (_ *env, err error) {
 		return nil, err
 	}
 
+	if err := e.startSink(); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -128,6 +144,12 @@ func startEnv(ctx context.Context, cfg config) (_ *env, err error) {
 	e.simURL = "http://" + ln.Addr().String()
 	e.sim.Store(clustersim.New(clustersim.Options{}))
 	e.inFlight = clustersim.CountInFlight(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.sim.Load().ServeHTTP(w, r) }))
+	// Every scenario's requests in flight, whatever run resets the
+	// maximum: cs_in_flight_max covers them all.
+	e.inFlight.Watch(func(n int64, _ time.Time) {
+		for m := e.inFlightAll.Load(); n > m && !e.inFlightAll.CompareAndSwap(m, n); m = e.inFlightAll.Load() {
+		}
+	})
 	e.simSrv = &http.Server{
 		Handler:           e.inFlight,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -143,6 +165,9 @@ func (e *env) close() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_ = e.simSrv.Shutdown(ctx)
 		cancel()
+	}
+	if e.sink != nil {
+		_ = e.sink.Close()
 	}
 	if e.cosmos != nil {
 		_ = e.cosmos.Stop()

@@ -58,29 +58,24 @@ func limitText(appWide bool) string {
 // partition.
 const pickupReach = 1
 
-// flexSettings are the Cluster Service settings for budget and
-// maximumInstanceCount maxInstances: the per-process cap the template
-// wants, lowered so that poll's instances and pickup's together stay
-// within the budget (internal/config checks the same).
-func flexSettings(budget, maxInstances int) map[string]string {
+// flexSettings are the Cluster Service settings as the template sets
+// them: the app-wide budget, which the handlers share through the ledger
+// in the Leases container, and the per-process ceiling.
+func flexSettings(budget int) map[string]string {
 	return map[string]string{
 		"CLUSTER_SERVICE_BUDGET":        strconv.Itoa(budget),
-		"MAXIMUM_INSTANCE_COUNT":        strconv.Itoa(maxInstances),
-		"PICKUP_MAXIMUM_INSTANCE_COUNT": strconv.Itoa(min(pickupReach, maxInstances)),
-		"CLUSTER_SERVICE_MAX_IN_FLIGHT": strconv.Itoa(perProcessCap(budget, maxInstances)),
+		"CLUSTER_SERVICE_MAX_IN_FLIGHT": strconv.Itoa(templateMaxInFlight),
 	}
 }
 
-// perProcessCap is the Cluster Service cap of each handler process for
-// budget and maximumInstanceCount maxInstances.
-func perProcessCap(budget, maxInstances int) int {
-	return min(templateMaxInFlight, budget/max(maxInstances+min(pickupReach, maxInstances), 1))
-}
-
 // flexHandlerSettings are the handler's settings for database db under a
-// Flex app of maxInstances; -setting still wins, for experiments.
+// Flex app as the template deploys it: pickup on (its trigger and the
+// Leases container the ledger lives in), the budget, GOMAXPROCS, metrics
+// to the sink; -setting still wins, for experiments.
 func (e *env) flexHandlerSettings(cfg config, db string, maxInstances int) map[string]string {
-	s := flexSettings(cfg.budget, maxInstances)
+	s := flexSettings(cfg.budget)
+	maps.Copy(s, e.pickupSettings())
+	maps.Copy(s, e.telemetrySettings())
 	if cfg.instanceMemory > 0 {
 		// As the template sets it: the instance's cores, at least 1.
 		s["GOMAXPROCS"] = strconv.Itoa(max(1, cfg.instanceMemory/2048))
@@ -112,9 +107,9 @@ func (e *env) hostOptions(cfg config, maxInstances int, onInvocation func(hostem
 }
 
 // startedInstances is how many instances a Flex host starts with: scan's
-// one and poll's always ready.
+// one, poll's and pickup's always ready.
 func startedInstances(cfg config, maxInstances int) int {
-	return 1 + min(cfg.alwaysReady["poll"], maxInstances)
+	return 1 + min(cfg.alwaysReady["poll"], maxInstances) + min(cfg.alwaysReady["pickup"], maxInstances, pickupReach)
 }
 
 // mayScaleOut reports whether a scan of n operations can make the scale
@@ -425,15 +420,25 @@ func (r *results) csInFlightMax() (int64, bool) {
 	for _, x := range r.Mixed {
 		m, ok = max(m, x.CSInFlightMax), true
 	}
+	if r.Ledger != nil {
+		m, ok = max(m, r.Ledger.CSInFlightMax), true
+	}
+	if r.CSInFlightMaxAll > 0 {
+		m, ok = max(m, r.CSInFlightMaxAll), true
+	}
 	return m, ok
 }
 
 // flexHeadlines adds the Flex regime's name=value lines.
 func (r *results) flexHeadlines() {
 	if m, ok := r.csInFlightMax(); ok {
-		r.add("cs_in_flight_max", strconv.FormatInt(m, 10))
 		r.add("cs_budget", strconv.Itoa(r.Budget))
+		r.add("cs_in_flight_max", strconv.FormatInt(m, 10))
 	}
+	if h, ok := r.judged(targetN10k); ok && h.CSInFlightMean > 0 && r.Budget > 0 {
+		r.add("cs_budget_used_mean", f2(h.CSInFlightMean/float64(r.Budget)))
+	}
+	r.ledgerHeadlines()
 	for _, x := range r.Mixed {
 		suffix := "per_group"
 		if x.AppWide {

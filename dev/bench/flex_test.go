@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"os/exec"
-	"strconv"
 	"testing"
 	"time"
 
@@ -12,37 +11,20 @@ import (
 	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/testenv"
-	opconfig "github.com/opstatus/opstatus/internal/config"
 )
 
-// The handlers get the template's cap lowered to the budget shared by
-// poll's instances and pickup's, and the handler, pickup running, accepts
-// it: its cap times both groups' instances stays within the budget.
-func TestFlexSettingsAreTheTemplatesAndWithinTheBudget(t *testing.T) {
-	for _, tt := range []struct {
-		budget, instances, perProcess int
-	}{
-		{256, 4, 51},
-		{256, 1, 64}, // the template's clusterServiceMaxInFlight caps it
-		{100, 4, 20},
-		{256, 40, 6},
-		{256, 100, 2},
-	} {
-		t.Run(strconv.Itoa(tt.budget)+"/"+strconv.Itoa(tt.instances), func(t *testing.T) {
-			s := flexSettings(tt.budget, tt.instances)
-			require.Equal(t, strconv.Itoa(tt.perProcess), s["CLUSTER_SERVICE_MAX_IN_FLIGHT"])
-			s["FUNCTIONS_CUSTOMHANDLER_PORT"] = "1"
-			s["COSMOS_ENDPOINT"] = "https://127.0.0.1:1/"
-			s["COSMOS_DATABASE"] = "db"
-			s["AZURE_LOCATION"] = "eastus"
-			s["CLUSTER_SERVICE_URL"] = "http://127.0.0.1:1"
-			s["COSMOS_OPERATIONS_CONTAINER"], s["COSMOS_LEASES_CONTAINER"], s["COSMOS"] = "Operations", "Leases", "AccountEndpoint=https://127.0.0.1:1/;"
-			c, err := opconfig.Load(func(k string) string { return s[k] })
-			require.NoError(t, err)
-			require.True(t, c.PickupRuns)
-			require.Equal(t, tt.perProcess, c.ClusterServiceMaxInFlight)
-			require.LessOrEqual(t, c.ClusterServiceMaxInFlight*(c.MaximumInstanceCount+c.PickupMaximumInstanceCount), tt.budget)
-		})
+// The handlers get the template's budget and per-process ceiling, and
+// none of the settings of the static split the ledger replaced.
+func TestFlexSettingsAreTheTemplates(t *testing.T) {
+	s := flexSettings(256)
+	require.Equal(t, map[string]string{"CLUSTER_SERVICE_BUDGET": "256", "CLUSTER_SERVICE_MAX_IN_FLIGHT": "64"}, s)
+	e := &env{cosmos: &testenv.Cosmos{Endpoint: "https://127.0.0.1:1/", Key: "k"}, queue: &testenv.Azurite{}}
+	h := e.flexHandlerSettings(config{budget: 100, instanceMemory: 2048}, "db", 40)
+	require.Equal(t, "100", h["CLUSTER_SERVICE_BUDGET"])
+	require.Equal(t, "Leases", h["COSMOS_LEASES_CONTAINER"], "the ledger's container: pickup runs, as the template deploys it")
+	require.Equal(t, "1", h["GOMAXPROCS"])
+	for _, gone := range []string{"MAXIMUM_INSTANCE_COUNT", "PICKUP_MAXIMUM_INSTANCE_COUNT"} {
+		require.NotContains(t, h, gone)
 	}
 }
 

@@ -87,6 +87,10 @@ type config struct {
 	// CPU (hostemu.CoresOf); 0 leaves the CPU unlimited.
 	instanceMemory int
 	budget         int
+	// budgetN is the budget scenario's operations; batch, when set,
+	// replaces host.json's queue batch ("8+4").
+	budgetN int
+	batch   string
 
 	holdsN, holdsSubs, holdsRounds int
 
@@ -129,7 +133,11 @@ const (
 const harnessGCPercent = 400
 
 // scenarios that -only can name.
-var scenarios = []string{"coldstart", "scan", "opstatus", "baseline", "holds", "backlog", "pickup", "pickupcold", "mixed"}
+var scenarios = []string{"coldstart", "scan", "opstatus", "baseline", "holds", "backlog", "pickup", "pickupcold", "mixed", "budget"}
+
+// slowScenarios run only with -all or -only: together they take longer
+// than the rest of the run, and their figures change less often.
+var slowScenarios = []string{"backlog", "pickupcold", "mixed"}
 
 func parseInts(s string) ([]int, error) {
 	var out []int
@@ -154,18 +162,21 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var cfg config
 	var ns, instances, baselineNs, only string
-	var quick, record bool
+	var quick, record, all bool
 	fs.DurationVar(&cfg.latency, "latency", 50*time.Millisecond, "Cluster Service simulator latency on every status call")
 	fs.DurationVar(&cfg.storageLatency, "storage-latency", 8*time.Millisecond, "delay of every Storage queue request the host emulator makes (a round trip to Azure Storage in the region)")
 	fs.StringVar(&ns, "n", "1000,10000,50000", "numbers of pending operations, comma-separated")
 	fs.BoolVar(&quick, "quick", false, "N = 1,000 only, one run of each scenario, at most 5 rounds of holds, for iteration (overrides -n and -repeat)")
 	fs.StringVar(&instances, "instances", strconv.Itoa(templateMaxInstances), "maximumInstanceCount values for opstatus, comma-separated: poll's instances follow the queue up to it (the template's default)")
-	alwaysReady := fs.String("always-ready", "", "function=count,…: instances a function keeps however little work it has (Flex's alwaysReady; default none, so poll and pickup scale to zero as the platform does; the template's is poll=1,pickup=1)")
+	alwaysReady := fs.String("always-ready", "poll=1,pickup=1", "function=count,…: instances a function keeps however little work it has (Flex's alwaysReady; the template's default; \"\" scales poll and pickup to zero)")
 	fs.DurationVar(&cfg.startDelay, "start-delay", defaultStartDelay, "how long an instance a scale decision adds takes before its handler starts: an ASSUMPTION, Flex documents no cold-start time")
 	fs.IntVar(&cfg.instanceMemory, "instance-memory", 2048, "instanceMemoryMB: each instance's handler gets the CPU it buys on Flex (512 MB: 0.25 core, 2,048 MB: 1 core) through a cgroup; 0 shares the machine's cores unlimited")
 	fs.BoolVar(&cfg.appWide, "app-wide-limit", false, "maximumInstanceCount bounds the whole app's instances (a Microsoft PM's reading) instead of each function group's (the REST spec's)")
 	fs.DurationVar(&cfg.scaleInterval, "scale-interval", 30*time.Second, "how often the scale controller decides poll's instance count (the platform's 30 s)")
-	fs.IntVar(&cfg.budget, "budget", defaultBudget, "CLUSTER_SERVICE_BUDGET: Cluster Service requests the whole app may have in flight; each handler's cap is min(64, budget / (maximumInstanceCount + pickup's one lease)), as the handler derives it")
+	fs.IntVar(&cfg.budget, "budget", defaultBudget, "CLUSTER_SERVICE_BUDGET: Cluster Service requests the whole app may have in flight, shared by the handlers through the ledger; each also has the template's ceiling CLUSTER_SERVICE_MAX_IN_FLIGHT 64")
+	fs.IntVar(&cfg.budgetN, "budget-n", 2000, "pending operations in the budget scenario (newcomer, reclaim and the ledger's cost), at Cluster Service 500 ms")
+	fs.StringVar(&cfg.batch, "batch", "", "experiment: BATCHSIZE+NEWBATCHTHRESHOLD (8+4, 1+0, …) replacing host.json's queues batchSize and newBatchThreshold for the run")
+	fs.BoolVar(&all, "all", false, "run the slow scenarios too ("+strings.Join(slowScenarios, ", ")+"); without it they run only when -only names them")
 	fs.StringVar(&baselineNs, "baseline-n", "1000", "N values at which the serial baseline runs; at the other N it is extrapolated linearly from the largest of them")
 	fs.IntVar(&cfg.flipMax, "flip-max", 10000, "largest N whose opstatus runs flip the clusters and measure freshness; above it the runs measure unchanged passes only and share one dataset")
 	fs.StringVar(&only, "only", "", "run only these scenarios, comma-separated: "+strings.Join(scenarios, ", ")+" (default all)")
@@ -176,7 +187,7 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&cfg.fromIdle, "from-idle", false, "opstatus runs measure their first pass, poll starting from its always-ready instances (none by default), without a warm-up or a wait for scale-out")
 	fs.IntVar(&cfg.coldRuns, "cold-runs", 11, "cold starts to time (the median is reported)")
 	fs.IntVar(&cfg.scanTimes, "scan-times", 3, "standalone scans to time per N")
-	fs.IntVar(&cfg.repeat, "repeat", 3, "runs of each opstatus scenario at N=1,000, where the speed-up and CPU targets are judged: tables show the run with the median pass, targets the median of each figure and its range")
+	fs.IntVar(&cfg.repeat, "repeat", 1, "runs of each opstatus scenario at N=1,000, where the speed-up and CPU targets are judged: tables show the run with the median pass, targets the median of each figure and its range (3 for a range)")
 	fs.IntVar(&cfg.backlogN, "backlog-n", 300, "operations in the backlog scenario")
 	fs.IntVar(&cfg.backlogInstances, "backlog-instances", 1, "maximumInstanceCount in the backlog scenario")
 	fs.DurationVar(&cfg.backlogLatency, "backlog-latency", 5*time.Second, "Cluster Service latency during the slow phase of the backlog scenario (a pass must take longer than the scan interval)")
@@ -184,7 +195,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.backlogRecover, "backlog-recover", 30*time.Second, "length of the recovery phase (latency back to -latency)")
 	fs.IntVar(&cfg.holdsN, "holds-n", 400, "operations in the holds scenario (the lock hold where the machine is not saturated)")
 	fs.IntVar(&cfg.holdsSubs, "holds-subs", 5, "subscriptions whose clusters turn ready before each pass of the holds scenario")
-	fs.IntVar(&cfg.holdsRounds, "holds-rounds", 20, "passes of the holds scenario that write changes")
+	fs.IntVar(&cfg.holdsRounds, "holds-rounds", 10, "passes of the holds scenario that write changes")
 	fs.IntVar(&cfg.pickupN, "pickup-n", 1000, "new operations the frontend writes in the pickup scenario")
 	fs.Float64Var(&cfg.pickupRate, "pickup-rate", 20, "new operations per second in the pickup scenario")
 	fs.IntVar(&cfg.pickupBackground, "pickup-background", 1000, "pending operations scan and poll keep checking during the pickup scenario")
@@ -235,7 +246,7 @@ func parseFlags(args []string) (config, error) {
 	cfg.only = map[string]bool{}
 	if only == "" {
 		for _, s := range scenarios {
-			cfg.only[s] = true
+			cfg.only[s] = all || !slices.Contains(slowScenarios, s)
 		}
 		plot, results := outPlot, outJSON
 		if record {
@@ -274,9 +285,12 @@ func parseFlags(args []string) (config, error) {
 	if cfg.scaleInterval <= 0 || cfg.startDelay < 0 {
 		return cfg, fmt.Errorf("-scale-interval not positive or -start-delay negative")
 	}
-	for _, k := range append(slices.Clone(cfg.instances), cfg.backlogInstances, cfg.mixedInstances) {
-		if perProcessCap(cfg.budget, k) < 1 {
-			return cfg, fmt.Errorf("-budget %d: less than one Cluster Service request in flight for each of %d poll and %d pickup instances", cfg.budget, k, min(pickupReach, k))
+	if cfg.budget < 1 || cfg.budgetN < 1 {
+		return cfg, fmt.Errorf("-budget, -budget-n: want at least 1")
+	}
+	if cfg.batch != "" {
+		if _, _, err := parseBatch(cfg.batch); err != nil {
+			return cfg, fmt.Errorf("-batch: %w", err)
 		}
 	}
 	if cfg.mixedN < 1 || cfg.mixedLatency < 0 || cfg.mixedFor <= 0 {
@@ -368,8 +382,8 @@ func run(ctx context.Context, cfg config) error {
 	res.Commit, res.HandlerSHA256 = e.commit, e.handlerSum
 	fmt.Fprintf(out, "servers up · handler and host log: %s\n", e.logPath)
 	fmt.Fprintf(out, "handler: sha256 %s, copied at start (repository HEAD %s; uncommitted changes are not shown)\n", e.handlerSum, e.commit)
-	if cfg.hostJSON != "" || cfg.handler != "" || len(cfg.settings) > 0 {
-		fmt.Fprintf(out, "EXPERIMENT: host.json %q, handler %q, extra settings %v\n", cfg.hostJSON, cfg.handler, cfg.settings)
+	if cfg.hostJSON != "" || cfg.handler != "" || len(cfg.settings) > 0 || cfg.batch != "" {
+		fmt.Fprintf(out, "EXPERIMENT: host.json %q, queue batch %q, handler %q, extra settings %v\n", cfg.hostJSON, cfg.batch, cfg.handler, cfg.settings)
 	}
 	if st, err := os.Stat(e.handler); err == nil {
 		res.BinaryBytes = st.Size()
@@ -452,6 +466,15 @@ func run(ctx context.Context, cfg config) error {
 		res.PickupCold = &r
 		printPickupCold(out, r)
 	}
+	if cfg.only["budget"] {
+		fmt.Fprintf(out, "\nbudget: N=%d at Cluster Service %s, poll scaling out, a holder crashed, then idle …\n", cfg.budgetN, budgetLatency)
+		r, err := runBudget(ctx, e, cfg, cfg.budgetN)
+		if err != nil {
+			return fmt.Errorf("budget: %w", err)
+		}
+		res.Ledger = &r
+		printBudget(out, r)
+	}
 	if cfg.only["mixed"] {
 		for _, appWide := range []bool{false, true} {
 			fmt.Fprintf(out, "\nmixed (%s): N=%d at Cluster Service %s, maximumInstanceCount %d, %.0f new operations/s for %s …\n",
@@ -464,6 +487,7 @@ func run(ctx context.Context, cfg config) error {
 			printMixed(out, r)
 		}
 	}
+	res.CSInFlightMaxAll = e.inFlightAll.Load()
 	res.Finished = time.Now()
 	res.Machine.LoadEnd = readLoad()
 	res.report(out)

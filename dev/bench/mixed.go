@@ -18,7 +18,8 @@ import (
 type mixedResult struct {
 	AppWide      bool
 	N, Instances int
-	// Cap is each handler's Cluster Service cap, Budget the app's.
+	// Cap is each handler's ceiling (CLUSTER_SERVICE_MAX_IN_FLIGHT), Budget
+	// the app's, shared through the ledger.
 	Cap, Budget int
 	Latency     time.Duration
 	For         time.Duration
@@ -40,7 +41,7 @@ type mixedResult struct {
 func runMixed(ctx context.Context, e *env, cfg config, appWide bool) (res mixedResult, err error) {
 	cfg.appWide = appWide
 	n, instances := cfg.mixedN, cfg.mixedInstances
-	res = mixedResult{AppWide: appWide, N: n, Instances: instances, Budget: cfg.budget, Cap: perProcessCap(cfg.budget, instances),
+	res = mixedResult{AppWide: appWide, N: n, Instances: instances, Budget: cfg.budget, Cap: templateMaxInFlight,
 		Latency: cfg.mixedLatency, For: cfg.mixedFor}
 	fx, err := e.newFixture(ctx, cfg, fmt.Sprintf("mixed-n%d-%t", n, appWide), n)
 	if err != nil {
@@ -118,6 +119,6 @@ func reading(appWide bool) string {
 }
 
 func printMixed(w io.Writer, r mixedResult) {
-	fmt.Fprintf(w, "mixed (%s): %d pending, Cluster Service at %s, %d new operations over %s; maximumInstanceCount %d, %d per handler, budget %d: at most %d poll and %d pickup instances at once, %d pickup invocations; %d Cluster Service requests in flight at most (%d calls)\n",
+	fmt.Fprintf(w, "mixed (%s): %d pending, Cluster Service at %s, %d new operations over %s; maximumInstanceCount %d, ceiling %d per handler, budget %d: at most %d poll and %d pickup instances at once, %d pickup invocations; %d Cluster Service requests in flight at most (%d calls)\n",
 		reading(r.AppWide), r.N, r.Latency, r.Arrivals, r.For, r.Instances, r.Cap, r.Budget, r.PollMax, r.PickupMax, r.Pickups, r.CSInFlightMax, r.CSCalls)
 }

@@ -292,8 +292,10 @@ type hostResult struct {
 	ScaleDecisions, ScaleChanges  int
 	ScaleWaited, ScaledBeforePass bool
 	// CSInFlightMax is the most Cluster Service requests in flight at
-	// once over the run, every handler's together, at the simulator.
-	CSInFlightMax int64
+	// once over the run, every handler's together, at the simulator;
+	// CSInFlightMean their mean over the measured pass (0 when unknown).
+	CSInFlightMax  int64
+	CSInFlightMean float64 `json:",omitempty"`
 	// UnchangedCores is how busy the cores were during the measured pass,
 	// ChangedCores while the updates were written (first to last);
 	// LockHoldRequests is the Cosmos requests made under the lock per
@@ -340,6 +342,7 @@ func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int
 	}()
 
 	var qmu sync.Mutex
+	var inFlight []clustersim.InFlightStats
 	stopQueue := make(chan struct{})
 	var qwg sync.WaitGroup
 	qwg.Go(func() {
@@ -349,6 +352,10 @@ func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int
 				return
 			case <-time.After(500 * time.Millisecond):
 			}
+			st := e.inFlight.Stats()
+			qmu.Lock()
+			inFlight = append(inFlight, st)
+			qmu.Unlock()
 			if l, err := e.queueLength(ctx); err == nil {
 				qmu.Lock()
 				res.MaxQueue = max(res.MaxQueue, l)
@@ -395,6 +402,9 @@ func runHost(ctx context.Context, e *env, cfg config, fx *fixture, instances int
 		return res, fmt.Errorf("measured pass: %w", err)
 	}
 	res.Pass = measured.PassEnd.Sub(measured.Scan.Start)
+	qmu.Lock()
+	res.CSInFlightMean, _ = inFlightMean(inFlight, measured.Scan.Start, measured.PassEnd)
+	qmu.Unlock()
 	res.PassAtLeast = !measured.Complete
 	res.Checked = measured.Checked
 	res.Quiescent = warm.Quiescent && measured.Quiescent

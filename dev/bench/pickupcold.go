@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -61,6 +62,9 @@ func (r pickupColdResult) p99() (time.Duration, bool) {
 // each of cfg.coldPickups arrivals, the harness waits for pickup's group
 // to scale to zero and writes one new operation.
 func runPickupCold(ctx context.Context, e *env, cfg config) (res pickupColdResult, err error) {
+	// From idle means pickup without its always-ready instance.
+	cfg.alwaysReady = maps.Clone(cfg.alwaysReady)
+	delete(cfg.alwaysReady, "pickup")
 	instances := slices.Max(cfg.instances)
 	res = pickupColdResult{Background: cfg.pickupBackground, Instances: instances, StartDelay: cfg.startDelay}
 	fx, err := e.newFixture(ctx, cfg, fmt.Sprintf("pickupcold-n%d", cfg.pickupBackground), cfg.pickupBackground)

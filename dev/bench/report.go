@@ -88,6 +88,11 @@ type results struct {
 	Holds  *holdsResult
 	// Pickup is the pickup scenario.
 	Pickup *pickupResult `json:",omitempty"`
+	// Ledger is the budget scenario.
+	Ledger *budgetResult `json:",omitempty"`
+	// CSInFlightMaxAll is the most Cluster Service requests in flight
+	// over every scenario of the run (0 in results recorded before it).
+	CSInFlightMaxAll int64 `json:",omitempty"`
 	// Mixed is the mixed scenario under each reading of
 	// maximumInstanceCount.
 	Mixed []mixedResult `json:",omitempty"`

@@ -368,8 +368,9 @@ func notificationProblems(ops []op, opItems map[string]item, notified map[string
 
 // writeLogProblems checks the proxy's write log: every Operations and
 // Resources write carries an opstatus owner, but the upserts of the lock
-// actor's requests, no operation item is deleted, and the only Resources
-// deletes are of items a finished delete removes.
+// actor's requests and the budget ledger's writes (they hold no lock), no
+// operation item is deleted, and the only Resources deletes are of items a
+// finished delete removes.
 func writeLogProblems(ops []op, writes []faultproxy.Write) []string {
 	removable := map[string]bool{}
 	for _, o := range ops {
@@ -384,7 +385,10 @@ func writeLogProblems(ops []op, writes []faultproxy.Write) []string {
 		if w.Container == frontend.LocksContainer {
 			continue
 		}
-		if !strings.HasPrefix(w.Owner, "opstatus/") && (w.Owner != frontendOwner || w.Kind != faultproxy.KindUpsert) {
+		// The budget ledger's creates and replaces belong to no lock.
+		ledger := w.Container == frontend.LeasesContainer && w.ItemID == ledgerItemID && w.Kind != faultproxy.KindDelete
+		frontendRequest := w.Owner == frontendOwner && w.Kind == faultproxy.KindUpsert
+		if !ledger && !frontendRequest && !strings.HasPrefix(w.Owner, "opstatus/") {
 			bad = append(bad, fmt.Sprintf("%s %s/%s by %q (User-Agent %q)", w.Kind, w.Container, w.ItemID, w.Owner, w.UserAgent))
 		}
 		if w.Kind == faultproxy.KindDelete && (w.Container != frontend.ResourcesContainer || !removable[w.ItemID]) {

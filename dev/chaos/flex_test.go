@@ -26,10 +26,11 @@ import (
 // and scale to zero (deploy/azuredeploy.json sets maximumInstanceCount 4
 // and no alwaysReady), with the platform's periods shrunk so that within
 // one run poll instances come and go several times and the scan
-// instance's lease runs out. The budget is small enough that the
-// per-process cap the handler derives from it binds.
+// instance's lease runs out. The budget is small enough that it binds,
+// and one instance more than the maximum may run (FlexOptions.Overshoot).
 const (
 	flexMaxInstances     = 4
+	flexOvershoot        = 1
 	flexScaleInterval    = 2 * time.Second
 	flexScaleInDelay     = 2 * time.Second
 	flexTimerLease       = 6 * time.Second
@@ -62,7 +63,7 @@ type flexRun struct {
 
 func newFlexRun() *flexRun {
 	return &flexRun{
-		plan: hostemu.FlexOptions{MaximumInstanceCount: flexMaxInstances, ScaleInterval: flexScaleInterval,
+		plan: hostemu.FlexOptions{MaximumInstanceCount: flexMaxInstances, Overshoot: flexOvershoot, ScaleInterval: flexScaleInterval,
 			ScaleInDelay: flexScaleInDelay, TimerLease: flexTimerLease, TimerLeaseRetry: flexTimerLeaseRetry},
 		budget: clusterServiceBudget,
 	}
@@ -70,15 +71,12 @@ func newFlexRun() *flexRun {
 
 // options returns o with the host run as Flex Consumption runs it (one
 // scan instance, poll instances following the queue), the handler given
-// the budget settings as the deployment gives them (it derives its cap),
+// the budget as the deployment gives it (its ledger shares it out),
 // and the simulator's requests in flight counted.
 func (f *flexRun) options(o envOptions) envOptions {
 	plan := f.plan
 	o.flex, o.onScale, o.instances = &plan, f.scale.record, 1
-	o.settings = map[string]string{
-		"CLUSTER_SERVICE_BUDGET": strconv.Itoa(f.budget),
-		"MAXIMUM_INSTANCE_COUNT": strconv.Itoa(plan.MaximumInstanceCount),
-	}
+	o.settings = map[string]string{"CLUSTER_SERVICE_BUDGET": strconv.Itoa(f.budget)}
 	o.simHandler = f.cs.wrap
 	return o
 }
@@ -482,8 +480,8 @@ func (f *flexRun) report(out func(format string, args ...any), invs []invocation
 		len(scans), longest.Round(100*time.Millisecond), len(f.crasher.all()), flexTimerLease, flexTimerLeaseRetry, scanInterval,
 		failoverBound, strings.Join(fo, "; "))
 	most, at := f.cs.peak()
-	out("Cluster Service in flight: at most %d at %s (CLUSTER_SERVICE_BUDGET %d, MAXIMUM_INSTANCE_COUNT %d: %d a process)",
-		most, at.Sub(start).Round(time.Second), f.budget, f.plan.MaximumInstanceCount, f.budget/f.plan.MaximumInstanceCount)
+	out("Cluster Service in flight: at most %d at %s (CLUSTER_SERVICE_BUDGET %d; maximumInstanceCount %d, overshoot %d)",
+		most, at.Sub(start).Round(time.Second), f.budget, f.plan.MaximumInstanceCount, f.plan.Overshoot)
 }
 
 // TestFailoverChecks shows that the checks of the timer's failover find

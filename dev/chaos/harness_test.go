@@ -106,6 +106,9 @@ func startEnv(t *testing.T, o envOptions) *env {
 		Host: hostemu.Options{OnInvocation: e.inv.record, Instances: o.instances,
 			InvocationTimeout: o.invocationTimeout, Flex: o.flex, OnScale: o.onScale},
 		CosmosWrap: func(endpoint string) (string, error) {
+			if err := seedLedger(ctx, endpoint, o.settings["CLUSTER_SERVICE_BUDGET"]); err != nil {
+				return "", err
+			}
 			p, err := faultproxy.New(endpoint, faultproxy.Options{TLS: true, Seed: o.seed, Name: "handler"})
 			if err != nil {
 				return "", err

@@ -4,8 +4,10 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -68,4 +70,39 @@ func TestInFlightInFrontOfTheSimulator(t *testing.T) {
 	get(t, c, "/admin/clusters")
 	require.EqualValues(t, 1, c.Max())
 	require.EqualValues(t, 0, c.Now())
+}
+
+// The mean is the requests in flight integrated over the window, and the
+// maximum and its time are exact under any interleaving.
+func TestInFlightMeanAndWindow(t *testing.T) {
+	b := &blocking{started: make(chan string), release: make(chan struct{})}
+	c := clustersim.CountInFlight(b)
+	var seen []int64
+	var mu sync.Mutex
+	c.Watch(func(n int64, _ time.Time) { mu.Lock(); seen = append(seen, n); mu.Unlock() })
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			c.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/api/x", nil))
+		})
+	}
+	for range 3 {
+		<-b.started
+	}
+	c.ResetMax()
+	s := c.Stats()
+	require.EqualValues(t, 3, s.Now)
+	require.EqualValues(t, 3, s.Max)
+	require.InDelta(t, 3, c.Stats().Mean, 1e-9, "3 in flight throughout the window")
+	close(b.release)
+	wg.Wait()
+	s = c.Stats()
+	require.EqualValues(t, 0, s.Now)
+	require.EqualValues(t, 3, s.Max)
+	require.Less(t, s.Mean, 3.0, "none in flight since the release")
+	require.False(t, s.MaxAt.Before(s.Since))
+	mu.Lock()
+	require.Len(t, seen, 6, "every change is reported")
+	require.Equal(t, int64(3), slices.Max(seen))
+	mu.Unlock()
 }

@@ -119,7 +119,15 @@
 //     never with SIGTERM; the
 //     timer a singleton by a 60 s lease that a crashed holder keeps until
 //     it runs out, retried once a minute by the others (SingletonListener,
-//     SingletonManager, SingletonOptions).
+//     SingletonManager, SingletonOptions). FlexOptions.Overshoot lets a
+//     group run instances beyond the maximum (Azure/azure-functions-host
+//     #11790 reports it for HTTP triggers; for the others it is an
+//     assumption). Host.RollingUpdate is the rolling site update strategy
+//     ("Site update strategies in Flex Consumption"): new instances with
+//     the new settings beside the old, which are drained then killed, in
+//     batches whose size and overlap Microsoft does not document.
+//     Instance.Freeze and Thaw stop and resume a handler (SIGSTOP,
+//     SIGCONT), as a paused VM would.
 //
 // Options.StorageLatency adds a delay to every Storage request, standing in
 // for the round trip to a real account. The emulator's own choices, where

@@ -48,6 +48,12 @@ type FlexOptions struct {
 	// Microsoft PM worded it in 2026-01): a scale-out adds only as many
 	// instances as the other groups leave.
 	AppWideLimit bool
+	// Overshoot is how many instances beyond MaximumInstanceCount a
+	// scaled group may run when its target asks for more: #11790 in
+	// Azure/azure-functions-host reports 30–60 transient instances with a
+	// maximum of 1 (HTTP triggers); that queue- and Cosmos DB-triggered
+	// groups overshoot too is an assumption. Default 0: the maximum holds.
+	Overshoot int
 	// AlwaysReady is, by function name, the instances a scaled function
 	// keeps however little work there is (the app's alwaysReady, per
 	// function group). Default none: every group scales to zero.
@@ -140,7 +146,7 @@ type ScaleDecision struct {
 	// maxItemsPerInvocation), at most Partitions.
 	Target int
 	// Before and After are the function's instance counts: After is the
-	// Target within AlwaysReady and MaximumInstanceCount (with
+	// Target within AlwaysReady and MaximumInstanceCount plus Overshoot (with
 	// AppWideLimit, what the other groups leave of it), at most four more
 	// than Before, and no fewer than Before until the target has stayed
 	// below it for ScaleInDelay.
@@ -184,6 +190,9 @@ type group struct {
 	mu   sync.Mutex
 	want int         // instances asked for
 	live []*Instance // running and not stopping, oldest first
+	// retiring are the instances a rolling update took out of live and
+	// is draining.
+	retiring []*Instance
 }
 
 // reconcile starts or stops instances until as many run as are wanted;
@@ -277,7 +286,7 @@ func (s *scaler) decide(ctx context.Context, now time.Time) ScaleDecision {
 	s.vote(ctx, &d)
 	room := -1
 	if f := s.h.opts.Flex; f.AppWideLimit {
-		room = max(f.MaximumInstanceCount-s.h.instancesBesides(s.g), 0)
+		room = max(f.MaximumInstanceCount+max(f.Overshoot, 0)-s.h.instancesBesides(s.g), 0)
 	}
 	s.g.mu.Lock()
 	s.bound(&d, len(s.g.live), room)
@@ -313,7 +322,7 @@ func (s *scaler) bound(d *ScaleDecision, cur, room int) {
 	f := s.h.opts.Flex
 	ready := f.AlwaysReady[s.g.fn.Name]
 	d.Before = cur
-	d.After = nextInstanceCount(cur, d.Target, ready, f.MaximumInstanceCount)
+	d.After = nextInstanceCount(cur, d.Target, ready, f.MaximumInstanceCount+max(f.Overshoot, 0))
 	if room >= 0 && d.After > cur {
 		d.After = max(min(d.After, room), cur, min(ready, d.After))
 	}
@@ -521,6 +530,7 @@ func (h *Host) startInstance(g *group, delay time.Duration, ready chan<- error) 
 		h.instances = deleteInstance(h.instances, in)
 		h.mu.Unlock()
 		h.stats.stopped.Add(1)
+		close(in.done)
 		if err != nil && !in.crashed() {
 			select {
 			case h.fatal <- err:
@@ -626,7 +636,7 @@ func (h *Host) stopAll() {
 	h.mu.Unlock()
 	for _, g := range groups {
 		g.mu.Lock()
-		for _, in := range g.live {
+		for _, in := range append(g.live, g.retiring...) {
 			in.stopRun()
 		}
 		g.live, g.want = nil, 0

@@ -164,6 +164,9 @@ type Counters struct {
 	// included.
 	InstancesStarted int64
 	InstancesStopped int64
+	// InstancesReplaced counts the instances a rolling update replaced:
+	// each ran beside its replacement until it had drained.
+	InstancesReplaced int64
 	// ChangeFeedReads counts the cosmosDBTrigger listeners' reads of the
 	// change feed, those that found nothing new included;
 	// DocumentsDelivered the documents they handed to invocations;
@@ -193,8 +196,12 @@ type Host struct {
 	// Options configures Run.
 	Options Options
 
-	appDir    string
-	settings  map[string]string
+	appDir   string
+	settings map[string]string
+	// deployed overrides settings for the handlers of instances started
+	// after a RollingUpdate; nil before any.
+	deployed  map[string]string
+	depMu     sync.Mutex
 	config    HostConfig
 	functions []Function
 
@@ -240,6 +247,7 @@ type stats struct {
 	wakeups     atomic.Int64
 	started     atomic.Int64
 	stopped     atomic.Int64
+	replaced    atomic.Int64
 
 	feedReads        atomic.Int64
 	documents        atomic.Int64
@@ -304,6 +312,7 @@ func (h *Host) Counters() Counters {
 		Wakeups:           h.stats.wakeups.Load(),
 		InstancesStarted:  h.stats.started.Load(),
 		InstancesStopped:  h.stats.stopped.Load(),
+		InstancesReplaced: h.stats.replaced.Load(),
 
 		ChangeFeedReads:       h.stats.feedReads.Load(),
 		DocumentsDelivered:    h.stats.documents.Load(),

@@ -79,6 +79,11 @@ type Instance struct {
 	// cpu, with FlexOptions.InstanceMemoryMB, holds the handler processes
 	// to the instance's CPU.
 	cpu *cpuGroup
+	// settings are the app settings its handlers get: the deployment's
+	// when the instance started (see Host.RollingUpdate).
+	settings map[string]string
+	// done is closed once a Flex instance has ended.
+	done chan struct{}
 	// outputs holds the output writes that go on after their invocation
 	// timed out.
 	outputs sync.WaitGroup
@@ -120,6 +125,8 @@ func newInstance(h *Host, index int, group string, out *sharedWriter) *Instance 
 		group:    group,
 		out:      w,
 		client:   &http.Client{Transport: transport},
+		settings: h.deployment(),
+		done:     make(chan struct{}),
 		crash:    make(chan struct{}),
 		changed:  make(chan struct{}),
 		restarts: make(chan string, 16),
@@ -603,13 +610,13 @@ func (in *Instance) environment(port int) []string {
 	h := in.h
 	env := slices.Clone(h.opts.Env)
 	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range h.settings {
+		for k := range in.settings {
 			if !yield(k) {
 				return
 			}
 		}
 	}) {
-		env = append(env, k+"="+h.settings[k])
+		env = append(env, k+"="+in.settings[k])
 	}
 	if in.group != "" {
 		// The platform sets it in the host's environment

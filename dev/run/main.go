@@ -13,13 +13,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/demo"
 	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/otlpsink"
@@ -43,6 +46,10 @@ func main() {
 	os.Exit(code)
 }
 
+// runBudget is the run's CLUSTER_SERVICE_BUDGET: small, so that the demo's
+// 27 operations share it.
+const runBudget = 16
+
 func run(ctx context.Context, out io.Writer, keep, realHost bool, timeout time.Duration, partition string) (int, error) {
 	started := time.Now()
 	host := "the host emulator"
@@ -64,8 +71,19 @@ func run(ctx context.Context, out io.Writer, keep, realHost bool, timeout time.D
 	if partition != "" {
 		settings[stack.OperationsPartitionSetting] = partition
 	}
+	// The budget's ledger lives in the Leases container the stack creates
+	// (COSMOS_LEASES_CONTAINER); every Cluster Service request is counted
+	// app-wide against it.
+	settings["CLUSTER_SERVICE_BUDGET"] = strconv.Itoa(runBudget)
+	var inFlight *clustersim.InFlight
 	s, err := stack.Start(ctx, stack.Options{NoHost: realHost, Host: hostemu.Options{OnInvocation: outcomes.Record},
-		Settings: settings})
+		Settings: settings,
+		// Called once the schema exists and before the host starts.
+		CosmosWrap: func(endpoint string) (string, error) { return endpoint, seedLedger(ctx, endpoint, runBudget) },
+		SimHandler: func(next http.Handler) http.Handler {
+			inFlight = clustersim.CountInFlight(next)
+			return inFlight
+		}})
 	if err != nil {
 		return 1, err
 	}
@@ -99,6 +117,11 @@ func run(ctx context.Context, out io.Writer, keep, realHost bool, timeout time.D
 			err = errors.New("some operations ended in an unexpected state")
 		}
 		demo.TelemetrySummary(ctx, out, sink, 3*time.Second)
+		st := inFlight.Stats()
+		fmt.Fprintf(out, "  Cluster Service requests in flight, all processes: at most %d of CLUSTER_SERVICE_BUDGET %d\n", st.Max, runBudget)
+		if st.Max > runBudget && err == nil {
+			err = fmt.Errorf("%d Cluster Service requests in flight, over the budget %d", st.Max, runBudget)
+		}
 	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) {

@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/opstatus/opstatus/dev/hostemu"
 )
@@ -45,6 +46,10 @@ func run() error {
 	storageLatency := flag.Duration("storage-latency", 0, "delay every Storage queue request (receive, delete, update, each message written) by this much")
 	flex := flag.Bool("flex", false, "run the app as the Flex Consumption plan does: one function per instance, scale-out following the queue, no SIGTERM, the timer a singleton by a lease")
 	maxInstances := flag.Int("flex-max-instances", 0, "with --flex: maximumInstanceCount of each scaled function group (0: 100)")
+	overshoot := flag.Int("flex-overshoot", 0, "with --flex: instances a scaled group may run beyond --flex-max-instances when its target asks for more (as Azure/azure-functions-host#11790 reports)")
+	rollEvery := flag.Duration("flex-rolling-update-every", 0, "with --flex: a rolling site update this often (old and new instances of each group together, the old drained then killed); 0: none")
+	rollBatch := flag.Int("flex-rolling-batch", 1, "with --flex-rolling-update-every: instances of a group replaced at once (an assumption: Flex documents no size)")
+	rollOverlap := flag.Duration("flex-rolling-overlap", 0, "with --flex-rolling-update-every: how long new instances run beside the old before those are drained (an assumption)")
 	appWide := flag.Bool("flex-app-wide-limit", false, "with --flex: maximumInstanceCount bounds every group's instances together, not each group's")
 	alwaysReady := flag.String("flex-always-ready", "", "with --flex: function=count,… instances each scaled function keeps however little work there is (default none)")
 	startDelay := flag.Duration("flex-start-delay", 0, "with --flex: how long an instance a scale decision adds takes before its handler starts (an assumption: Flex documents none)")
@@ -96,6 +101,7 @@ func run() error {
 		}
 		h.Options.Flex = &hostemu.FlexOptions{
 			MaximumInstanceCount: *maxInstances,
+			Overshoot:            *overshoot,
 			AppWideLimit:         *appWide,
 			AlwaysReady:          ready,
 			StartDelay:           *startDelay,
@@ -108,6 +114,9 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *flex && *rollEvery > 0 {
+		go rollingUpdates(ctx, h, *rollEvery, hostemu.RollingUpdate{Batch: *rollBatch, Overlap: *rollOverlap}, logger)
+	}
 	err = h.Run(ctx)
 	c := h.Counters()
 	var calls int64
@@ -143,4 +152,20 @@ func readSettings(path string) (map[string]string, error) {
 		return nil, errors.New(path + ": encrypted settings are not supported")
 	}
 	return f.Values, nil
+}
+
+// rollingUpdates runs a rolling update every period until ctx ends.
+func rollingUpdates(ctx context.Context, h *hostemu.Host, period time.Duration, u hostemu.RollingUpdate, log *slog.Logger) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := h.RollingUpdate(ctx, u); err != nil && ctx.Err() == nil {
+			log.Warn("hostemu: rolling update failed", "err", err)
+		}
+	}
 }

@@ -1,0 +1,547 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/opstatus/opstatus/dev/clustersim"
+	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/hostemu"
+	"github.com/opstatus/opstatus/dev/otlpsink"
+)
+
+// The budget ledger as ARCHITECTURE.md ("The Cluster Service budget")
+// fixes it: one item in the Leases container, and the handler's metrics.
+const (
+	ledgerItemID        = "opstatus-budget"
+	metricLedgerCharge  = "opstatus.budget.ledger.charge"
+	metricLedgerRequest = "opstatus.budget.ledger.requests"
+	// ledgerExpiry is E: a dead holder's entry goes after its seq has
+	// stayed unchanged this long, so reclaim takes at least as long.
+	ledgerExpiry = 30 * time.Second
+)
+
+// ledgerItem is the ledger item.
+type ledgerItem struct {
+	Epoch   string                  `json:"epoch"`
+	Budget  int                     `json:"budget"`
+	Holders map[string]ledgerHolder `json:"holders"`
+}
+
+type ledgerHolder struct {
+	Group   string `json:"group"`
+	Permits int    `json:"permits"`
+	Demand  int    `json:"demand"`
+	Floor   int    `json:"floor"`
+	Seq     int64  `json:"seq"`
+}
+
+// targets is what every member computes (design/budget-ledger.md): the
+// floors first, the rest of the budget water-filled over the entries with
+// demand, each at most its demand; an idle entry gets its floor alone.
+func (l ledgerItem) targets() map[string]int {
+	out := map[string]int{}
+	left := l.Budget
+	ids := make([]string, 0, len(l.Holders))
+	for id := range l.Holders {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var busy []string
+	for _, id := range ids {
+		out[id] = min(l.Holders[id].Floor, max(left, 0))
+		left -= out[id]
+		if l.Holders[id].Demand > out[id] {
+			busy = append(busy, id)
+		}
+	}
+	for len(busy) > 0 && left > 0 {
+		share := left / len(busy)
+		if share == 0 {
+			// The remainder, one each, by owner id.
+			for _, id := range busy[:left] {
+				out[id]++
+			}
+			break
+		}
+		var still []string
+		for _, id := range busy {
+			give := min(share, l.Holders[id].Demand-out[id])
+			out[id] += give
+			left -= give
+			if out[id] < l.Holders[id].Demand {
+				still = append(still, id)
+			}
+		}
+		busy = still
+	}
+	return out
+}
+
+// ledgerWatch reads the ledger of one database every 100 ms, outside the
+// measured processes' path, and derives the newcomer and reclaim times.
+type ledgerWatch struct {
+	c *azcosmos.ContainerClient
+
+	mu    sync.Mutex
+	reads int
+	last  ledgerItem
+	at    time.Time
+	// seen is when each entry was first read with demand, reached when
+	// its permits first reached its target after that.
+	seen, reached map[string]time.Time
+	// first is when each entry was first read; starts when each poll or
+	// pickup handler process was first seen running (host, when set).
+	first      map[string]time.Time
+	host       *hostemu.Host
+	pids       map[int]bool
+	starts     []time.Time
+	lastSeq    map[string]int64
+	seqAt      map[string]time.Time
+	overBudget int
+}
+
+func (e *env) watchLedger(db string) (*ledgerWatch, error) {
+	c, err := e.direct.NewContainer(db, frontend.LeasesContainer)
+	if err != nil {
+		return nil, err
+	}
+	return &ledgerWatch{c: c, seen: map[string]time.Time{}, reached: map[string]time.Time{}, first: map[string]time.Time{},
+		pids: map[int]bool{}, lastSeq: map[string]int64{}, seqAt: map[string]time.Time{}}, nil
+}
+
+func (w *ledgerWatch) run(ctx context.Context) {
+	for sleepCtx(ctx, 100*time.Millisecond) {
+		w.sampleStarts()
+		resp, err := w.c.ReadItem(ctx, azcosmos.NewPartitionKeyString(ledgerItemID), ledgerItemID, nil)
+		now := time.Now()
+		var re *azcore.ResponseError
+		if err != nil {
+			if !errors.As(err, &re) || re.StatusCode != http.StatusNotFound {
+				continue
+			}
+			continue
+		}
+		var l ledgerItem
+		if json.Unmarshal(resp.Value, &l) != nil {
+			continue
+		}
+		targets := l.targets()
+		w.mu.Lock()
+		w.reads++
+		w.last, w.at = l, now
+		sum := 0
+		for id, h := range l.Holders {
+			sum += h.Permits
+			if s, ok := w.lastSeq[id]; !ok || s != h.Seq {
+				w.lastSeq[id], w.seqAt[id] = h.Seq, now
+			}
+			if _, ok := w.first[id]; !ok {
+				w.first[id] = now
+			}
+			if _, ok := w.seen[id]; !ok && h.Demand > 0 {
+				w.seen[id] = now
+			}
+			if _, ok := w.seen[id]; ok && w.reached[id].IsZero() && targets[id] > 0 && h.Permits >= targets[id] {
+				w.reached[id] = now
+			}
+		}
+		if sum > l.Budget {
+			w.overBudget++
+		}
+		w.mu.Unlock()
+	}
+}
+
+// sampleStarts records the poll and pickup handler processes that started
+// since the last sample.
+func (w *ledgerWatch) sampleStarts() {
+	if w.host == nil {
+		return
+	}
+	now := time.Now()
+	for _, in := range w.host.Instances() {
+		if g := in.Group(); g != "poll" && g != "pickup" {
+			continue
+		}
+		if pid := in.PID(); pid != 0 && !w.pids[pid] {
+			w.mu.Lock()
+			w.pids[pid] = true
+			w.starts = append(w.starts, now)
+			w.mu.Unlock()
+		}
+	}
+}
+
+// snapshot returns the latest ledger read and when it was read.
+func (w *ledgerWatch) snapshot() (ledgerItem, time.Time, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last, w.at, w.reads
+}
+
+// newcomers returns, for every entry that arrived with demand after from
+// and reached its fair share, how long that took from its process's
+// start: the latest handler start seen before the entry's first read (its
+// first read with demand when none was seen).
+func (w *ledgerWatch) newcomers(from time.Time) []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []time.Duration
+	for id, s := range w.seen {
+		r := w.reached[id]
+		if !s.After(from) || r.IsZero() {
+			continue
+		}
+		start := s
+		for _, st := range w.starts {
+			if !st.After(w.first[id]) && st.After(from) {
+				start = st
+			}
+		}
+		if start.After(s) {
+			start = s
+		}
+		out = append(out, r.Sub(start))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ledgerTotals are the handlers' ledger metrics summed over every process
+// that exported them.
+type ledgerTotals struct {
+	At                   time.Time
+	RU                   float64
+	Replaces, Replace412 float64
+	Requests             float64
+}
+
+func (e *env) ledgerTotals() ledgerTotals {
+	t := ledgerTotals{At: time.Now()}
+	if e.sink == nil {
+		return t
+	}
+	t.RU = e.sink.Total(metricLedgerCharge, nil)
+	t.Requests = e.sink.Total(metricLedgerRequest, nil)
+	t.Replaces = e.sink.Total(metricLedgerRequest, map[string]string{"kind": "replace"})
+	t.Replace412 = e.sink.Total(metricLedgerRequest, map[string]string{"kind": "replace", "status_code": "412"})
+	return t
+}
+
+// ledgerRate is the ledger's request units a second and its requests
+// between two totals.
+type ledgerRate struct {
+	Seconds              float64
+	RUPerS               float64
+	Requests             float64
+	Replaces, Replace412 float64
+}
+
+func rateBetween(a, b ledgerTotals) ledgerRate {
+	s := b.At.Sub(a.At).Seconds()
+	r := ledgerRate{Seconds: s, Requests: b.Requests - a.Requests, Replaces: b.Replaces - a.Replaces, Replace412: b.Replace412 - a.Replace412}
+	if s > 0 {
+		r.RUPerS = (b.RU - a.RU) / s
+	}
+	return r
+}
+
+// budgetResult is the budget scenario's figures.
+type budgetResult struct {
+	N, Budget int
+	// Ledger is false when no handler wrote a ledger (a handler without
+	// one): the other figures are then empty.
+	Ledger bool
+	// Newcomers is, for each process that joined with work, its first
+	// entry with demand → its permits at its fair share.
+	Newcomers []time.Duration
+	// Reclaim is a crashed holder's crash → its permits held by others;
+	// ReclaimAtLeast when that never happened within the wait.
+	Reclaim        time.Duration
+	ReclaimAtLeast bool
+	ReclaimPermits int
+	// Busy and Idle are the ledger's requests and charges with poll busy
+	// and with every operation settled.
+	Busy, Idle    ledgerRate
+	CSInFlightMax int64
+	OverBudget    int
+}
+
+// runBudget measures the ledger: a newcomer's time to its share as poll
+// scales out, a crashed holder's permits coming back, the ledger's cost
+// busy and idle.
+func runBudget(ctx context.Context, e *env, cfg config, n int) (res budgetResult, err error) {
+	res = budgetResult{N: n, Budget: cfg.budget}
+	// Calls slow enough that every busy process wants more permits than
+	// it has: the budget, not the CPU, is what they share.
+	slow := cfg
+	slow.latency = budgetLatency
+	fx, err := e.newFixture(ctx, slow, "budget", n)
+	if err != nil {
+		return res, err
+	}
+	defer e.dropDatabase(context.WithoutCancel(ctx), fx.db)
+	if err := e.clearQueues(ctx); err != nil {
+		return res, err
+	}
+	h, stop, err := e.startHost(ctx, cfg, fx, cfg.instances[0])
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if serr := stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	w, err := e.watchLedger(fx.db)
+	if err != nil {
+		return res, err
+	}
+	w.host = h.host
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go w.run(watchCtx)
+	started := time.Now()
+
+	// Busy: poll's group scales out; newcomers take their shares.
+	busyFrom := e.ledgerTotals()
+	h.waitScaledOut(ctx, cfg)
+	sleepCtx(ctx, 15*time.Second)
+	res.Busy = rateBetween(busyFrom, e.ledgerTotals())
+	res.Newcomers = w.newcomers(started)
+
+	// A holder crashes: its entry stays until others have seen it
+	// unchanged for E, then its permits go to the others.
+	l, _, _ := w.snapshot()
+	res.Ledger = len(l.Holders) > 0
+	if res.Ledger {
+		res.Reclaim, res.ReclaimPermits, res.ReclaimAtLeast = crashHolder(ctx, h.host, w)
+	}
+
+	// Idle: every cluster ready, every operation settled.
+	fx.sim.ReadyAll()
+	waitFor(ctx, 2*time.Minute, func() bool {
+		states, err := e.readStates(ctx, fx.db)
+		if err != nil {
+			return false
+		}
+		for _, s := range states {
+			if s.Status != "Succeeded" {
+				return false
+			}
+		}
+		return true
+	})
+	sleepCtx(ctx, 5*time.Second) // idle processes write their permits back
+	idleFrom := e.ledgerTotals()
+	sleepCtx(ctx, 20*time.Second)
+	res.Idle = rateBetween(idleFrom, e.ledgerTotals())
+	res.CSInFlightMax = e.inFlight.Max()
+	w.mu.Lock()
+	res.OverBudget = w.overBudget
+	w.mu.Unlock()
+	return res, nil
+}
+
+// inFlightMean is the mean of the requests in flight between two times,
+// from samples of clustersim.InFlightStats: the first sample at or after
+// from and the last at or before to.
+func inFlightMean(samples []clustersim.InFlightStats, from, to time.Time) (float64, bool) {
+	var a, b *clustersim.InFlightStats
+	for i := range samples {
+		s := &samples[i]
+		if a == nil && !s.At.Before(from) {
+			a = s
+		}
+		if !s.At.After(to) {
+			b = s
+		}
+	}
+	if a == nil || b == nil || !b.At.After(a.At) || !a.Since.Equal(b.Since) {
+		return 0, false
+	}
+	return (b.Area() - a.Area()) / b.At.Sub(a.At).Seconds(), true
+}
+
+// budgetLatency is Cluster Service's latency in the budget scenario.
+const budgetLatency = 500 * time.Millisecond
+
+// crashHolder crashes the newest poll instance (SIGKILL, as a machine
+// failure) and returns how long until the others hold the permits the
+// ledger held before: the dead entry is gone and the live ones' permits
+// add up to at least the sum before the crash, or the budget.
+func crashHolder(ctx context.Context, host *hostemu.Host, w *ledgerWatch) (time.Duration, int, bool) {
+	var victim *hostemu.Instance
+	for _, in := range host.Instances() {
+		if in.Group() == "poll" && (victim == nil || in.Index() > victim.Index()) {
+			victim = in
+		}
+	}
+	if victim == nil {
+		return 0, 0, true
+	}
+	before, _, _ := w.snapshot()
+	held := 0
+	for _, h := range before.Holders {
+		held += h.Permits
+	}
+	crashed := time.Now()
+	if victim.Crash() != nil {
+		return 0, 0, true
+	}
+	var back time.Time
+	dead := ""
+	waitFor(ctx, 2*ledgerExpiry+30*time.Second, func() bool {
+		l, at, _ := w.snapshot()
+		if !at.After(crashed) {
+			return false
+		}
+		if dead == "" {
+			// The dead entry is the one of before whose seq has not
+			// moved since the crash while the others renewed.
+			w.mu.Lock()
+			for id := range before.Holders {
+				if _, ok := l.Holders[id]; !ok || w.seqAt[id].Before(crashed) && at.Sub(crashed) > 10*time.Second {
+					dead = id
+				}
+			}
+			w.mu.Unlock()
+		}
+		if dead == "" {
+			return false
+		}
+		if _, still := l.Holders[dead]; still {
+			return false
+		}
+		sum := 0
+		for _, h := range l.Holders {
+			sum += h.Permits
+		}
+		if sum >= min(held, l.Budget) {
+			back = at
+			return true
+		}
+		return false
+	})
+	permits := before.Holders[dead].Permits
+	if back.IsZero() {
+		return time.Since(crashed), permits, true
+	}
+	return back.Sub(crashed), permits, false
+}
+
+func printBudget(out io.Writer, r budgetResult) {
+	if !r.Ledger {
+		fmt.Fprintf(out, "  no ledger item was written (a handler without the budget ledger): no newcomer, reclaim or ledger figures\n")
+		return
+	}
+	fmt.Fprintf(out, "  newcomers: %d, start → fair share p99 %s; crashed holder's %d permits back in use after %s%s\n",
+		len(r.Newcomers), durText(p99(r.Newcomers)), r.ReclaimPermits, durText(r.Reclaim), atLeast(r.ReclaimAtLeast))
+	fmt.Fprintf(out, "  ledger: %.1f RU/s busy (%.0f requests, %.0f of %.0f replaces 412), %.1f RU/s idle; in flight at most %d of %d\n",
+		r.Busy.RUPerS, r.Busy.Requests, r.Busy.Replace412, r.Busy.Replaces, r.Idle.RUPerS, r.CSInFlightMax, r.Budget)
+}
+
+func atLeast(b bool) string {
+	if b {
+		return " (at least: not back within the wait)"
+	}
+	return ""
+}
+
+func durText(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+
+// p99 is the nearest-rank 99th percentile of sorted durations, 0 for none.
+func p99(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	i := (len(d)*99 + 99) / 100
+	return d[min(max(i-1, 0), len(d)-1)]
+}
+
+// seedLedger creates an empty ledger in database db's Leases container, as
+// budget.Seed does for a new environment: every run's database is one,
+// and a ledger the first handler created itself would have every member
+// wait E before taking permits, which a deployment meets once, not every
+// run. An existing ledger is left as it is.
+func (e *env) seedLedger(ctx context.Context, db string) error {
+	c, err := e.direct.NewContainer(db, frontend.LeasesContainer)
+	if err != nil {
+		return err
+	}
+	epoch := make([]byte, 16)
+	if _, err := rand.Read(epoch); err != nil {
+		return err
+	}
+	body, err := json.Marshal(map[string]any{"id": ledgerItemID, "epoch": hex.EncodeToString(epoch), "budget": e.budget, "holders": map[string]any{}})
+	if err != nil {
+		return err
+	}
+	_, err = c.CreateItem(ctx, azcosmos.NewPartitionKeyString(ledgerItemID), body, nil)
+	var re *azcore.ResponseError
+	if errors.As(err, &re) && re.StatusCode == http.StatusConflict {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("seeding the budget ledger: %w", err)
+	}
+	return nil
+}
+
+// startSink starts the OTLP receiver the handlers export their metrics to.
+func (e *env) startSink() error {
+	s, err := otlpsink.Start()
+	if err != nil {
+		return err
+	}
+	e.sink = s
+	return nil
+}
+
+// telemetrySettings send the handlers' metrics (not their spans) to the
+// sink every second.
+func (e *env) telemetrySettings() map[string]string {
+	if e.sink == nil {
+		return nil
+	}
+	return map[string]string{
+		"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": e.sink.URL + "/v1/metrics",
+		"OTEL_METRIC_EXPORT_INTERVAL":         "1000",
+		"OTEL_SERVICE_NAME":                   "opstatus-bench",
+	}
+}
+
+// ledgerHeadlines adds the budget ledger's name=value lines.
+func (r *results) ledgerHeadlines() {
+	l := r.Ledger
+	if l == nil || !l.Ledger {
+		return
+	}
+	if len(l.Newcomers) > 0 {
+		r.add("budget_newcomer_p99_s", f2(p99(l.Newcomers).Seconds()))
+	}
+	v := f2(l.Reclaim.Seconds())
+	if l.ReclaimAtLeast {
+		v = "≥" + v
+	}
+	r.add("budget_reclaim_s", v)
+	r.add("ledger_ru_per_s_idle", f2(l.Idle.RUPerS))
+	r.add("ledger_ru_per_s_busy", f2(l.Busy.RUPerS))
+	if l.Busy.Replaces > 0 {
+		r.add("ledger_412_rate", f2(l.Busy.Replace412/l.Busy.Replaces))
+	}
+}
