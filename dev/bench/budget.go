@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +19,7 @@ import (
 	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/otlpsink"
+	"github.com/opstatus/opstatus/internal/budget"
 )
 
 // The budget ledger as ARCHITECTURE.md ("The Cluster Service budget")
@@ -483,23 +482,7 @@ func (e *env) seedLedger(ctx context.Context, db string) error {
 	if err != nil {
 		return err
 	}
-	epoch := make([]byte, 16)
-	if _, err := rand.Read(epoch); err != nil {
-		return err
-	}
-	body, err := json.Marshal(map[string]any{"id": ledgerItemID, "epoch": hex.EncodeToString(epoch), "budget": e.budget, "holders": map[string]any{}})
-	if err != nil {
-		return err
-	}
-	_, err = c.CreateItem(ctx, azcosmos.NewPartitionKeyString(ledgerItemID), body, nil)
-	var re *azcore.ResponseError
-	if errors.As(err, &re) && re.StatusCode == http.StatusConflict {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("seeding the budget ledger: %w", err)
-	}
-	return nil
+	return budget.Seed(ctx, budget.NewCosmos(c), e.budget)
 }
 
 // startSink starts the OTLP receiver the handlers export their metrics to.

@@ -24,6 +24,7 @@ import (
 	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/stack"
 	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/budget"
 )
 
 // The plan of TestBudgetUnderChaos: few instances allowed, more run
@@ -275,15 +276,15 @@ type ledgerItem struct {
 	} `json:"holders"`
 }
 
-// seedLedger creates an empty ledger of budget (CLUSTER_SERVICE_BUDGET's
+// seedLedger creates an empty ledger of setting (CLUSTER_SERVICE_BUDGET's
 // value; none when empty) in the stack's Leases container before the host
-// starts, as budget.Seed does for a new environment, so that the run does
+// starts, with budget.Seed as for a new environment, so that the run does
 // not begin with the wait E of a ledger its first handler created.
-func seedLedger(ctx context.Context, endpoint, budget string) error {
-	if budget == "" {
+func seedLedger(ctx context.Context, endpoint, setting string) error {
+	if setting == "" {
 		return nil
 	}
-	b, err := strconv.Atoi(budget)
+	b, err := strconv.Atoi(setting)
 	if err != nil {
 		return err
 	}
@@ -291,16 +292,7 @@ func seedLedger(ctx context.Context, endpoint, budget string) error {
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(map[string]any{"id": ledgerItemID, "epoch": fmt.Sprintf("chaos-%d", time.Now().UnixNano()), "budget": b, "holders": map[string]any{}})
-	if err != nil {
-		return err
-	}
-	_, err = c.CreateItem(ctx, azcosmos.NewPartitionKeyString(ledgerItemID), body, nil)
-	var re *azcore.ResponseError
-	if errors.As(err, &re) && re.StatusCode == http.StatusConflict {
-		return nil
-	}
-	return err
+	return budget.Seed(ctx, budget.NewCosmos(c), b)
 }
 
 // directContainer is a client of container straight to the test server.
