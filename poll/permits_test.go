@@ -153,3 +153,33 @@ func TestPickupInvocationsMakeThePickupGroup(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, budget.GroupPickup, g.Figures().Group)
 }
+
+// A message waiting for permits stops waiting once a later scan has
+// superseded it: its operations are superseded, not checked late, and the
+// invocation ends then, not at its deadline.
+func TestWaitForPermitsEndsWhenTheMessageIsSuperseded(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op1", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
+	f.putOp(database.Operation{ID: "op2", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
+	f.cs.set(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"installing"}`)
+	g, s := withPermits(t, f, 4, f.cs)
+	s.Fail = func(budgettesting.Op) (error, bool) { return errors.New("injected 503"), false }
+	f.reconfigure(func(c *poll.Config) {
+		c.Interval = time.Second
+		c.Deadline = time.Hour
+		c.Now = time.Now
+	})
+	scanned := time.Now().UTC()
+	msg := `{"operations":[{"subscriptionId":"` + sub + `","operationId":"op1"},{"subscriptionId":"` + sub + `","operationId":"op2"}],"scannedAt":"` + scanned.Format(time.RFC3339Nano) + `"}`
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	inv := &functions.Invocation{ID: "inv-1", Function: "poll",
+		Data:     map[string]json.RawMessage{"operation": json.RawMessage(msg)},
+		Metadata: map[string]json.RawMessage{}, Log: slog.New(slog.DiscardHandler)}
+	res, err := f.fn.Handle(ctx, inv)
+	require.NoError(t, err)
+	require.NoError(t, ctx.Err(), "the invocation waited for permits past the message's supersession")
+	require.Equal(t, poll.Tally{poll.OutcomeSuperseded: 2}, res.ReturnValue)
+	require.Zero(t, f.cs.calls())
+	require.Zero(t, g.Figures().Demand)
+}

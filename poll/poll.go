@@ -293,20 +293,22 @@ func (r *run) checkAll(ctx context.Context, items []*item) {
 	r.f.checks.Queue(len(items))
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	endTurn, err := r.f.messageTurn.take(ctx, "to call Cluster Service")
+	waiting, stop := r.untilSuperseded(ctx)
+	defer stop()
+	endTurn, err := r.f.messageTurn.take(waiting, "to call Cluster Service")
 	if err != nil {
 		r.f.checks.Queue(-len(items))
 		for _, it := range items {
-			it.defer_(err)
+			r.waitEnded(it, waiting, err)
 		}
 		return
 	}
 	defer endTurn()
 	for _, it := range items {
-		release, err := r.f.checks.Acquire(ctx, "to call Cluster Service")
+		release, err := r.f.checks.Acquire(waiting, "to call Cluster Service")
 		if err != nil {
 			r.f.checks.Queue(-1)
-			it.defer_(err)
+			r.waitEnded(it, waiting, err)
 			continue
 		}
 		wg.Go(func() {
@@ -315,6 +317,52 @@ func (r *run) checkAll(ctx context.Context, items []*item) {
 			safely(it.log, func() { r.check(it.traced(ctx), it) }, it.defer_)
 		})
 	}
+}
+
+// errSuperseded ends the wait for permits of a message a later scan has
+// superseded.
+var errSuperseded = errors.New("superseded by a later scan while waiting for permits")
+
+// supersededPoll is how often a message waiting for permits checks whether
+// it has been superseded.
+const supersededPoll = 250 * time.Millisecond
+
+// untilSuperseded returns ctx, also canceled once the message is
+// superseded: a fresher message names its operations by then, so waiting
+// on for permits (scarce while holders' leases are reclaimed, for up to
+// half a minute) would only check them late and twice.
+func (r *run) untilSuperseded(ctx context.Context) (context.Context, func()) {
+	waiting, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(supersededPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-waiting.Done():
+				return
+			case <-t.C:
+				if r.superseded() {
+					cancel(errSuperseded)
+					return
+				}
+			}
+		}
+	}()
+	return waiting, func() { close(done); cancel(nil) }
+}
+
+// waitEnded records an item whose wait for permits ended with err:
+// superseded, when that ended it, else deferred.
+func (r *run) waitEnded(it *item, waiting context.Context, err error) {
+	if errors.Is(context.Cause(waiting), errSuperseded) {
+		it.outcome = OutcomeSuperseded
+		countSuperseded(waiting, 1)
+		return
+	}
+	it.defer_(err)
 }
 
 // safely runs fn, one goroutine's work for an operation; a panic in it, a
