@@ -115,12 +115,16 @@ func TestChaos(t *testing.T) {
 	// The host runs the app as Flex Consumption does: scan in an instance
 	// of its own, poll in instances that follow the queue, each its own
 	// handler process. The emulator's functionTimeout is below what a poll
-	// takes when a Cluster Service call hangs past the client's timeout, so
+	// takes when Cluster Service calls hang past the client's timeout, so
 	// that the host's kill on timeout (the handler process and every
-	// invocation in it) happens under chaos too; production's
-	// functionTimeout leaves poll's own deadline to end such a poll first.
+	// invocation in it) happens under chaos too, and above what a poll
+	// takes that waits for permits until its message is superseded (one
+	// scan interval): a kill strands its process's permits until they are
+	// reclaimed, so a timeout below that wait would kill the waiters in
+	// turn, which production's functionTimeout never does; there poll's
+	// own deadline ends a hung poll first.
 	fx := newFlexRun()
-	e := startEnv(t, fx.options(envOptions{lockTTL: lockTTL, seed: runSeed, invocationTimeout: 9 * time.Second}))
+	e := startEnv(t, fx.options(envOptions{lockTTL: lockTTL, seed: runSeed, invocationTimeout: 15 * time.Second}))
 	subs := subscriptions(cfg.subs, "chaos")
 	ops := scenario(rng, subs, cfg.ops, cfg.minLife, cfg.maxLife, "x")
 	follow := newFollowUps(e, ops)
