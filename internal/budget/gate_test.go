@@ -88,6 +88,10 @@ func TestTargets(t *testing.T) {
 			map[string]int{"p": 12, "a": 8}},
 		{"floors over the budget shared", 6, map[string]budget.Entry{"p": {Group: budget.GroupPickup, Floor: 8}, "q": {Group: budget.GroupPickup, Floor: 8}},
 			map[string]int{"p": 3, "q": 3}},
+		{"pickup entries hold one floor together, the busy one's first", 32, map[string]budget.Entry{
+			"p1": {Group: budget.GroupPickup, Floor: 8, Demand: 3}, "p2": {Group: budget.GroupPickup, Floor: 8},
+			"p3": {Group: budget.GroupPickup, Floor: 8}, "p4": {Group: budget.GroupPickup, Floor: 8}, "a": {Demand: 64}},
+			map[string]int{"p1": 3, "p2": 2, "p3": 2, "p4": 1, "a": 24}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := budget.Targets(tc.budget, tc.holders)

@@ -6,11 +6,14 @@ import (
 )
 
 // Targets are the permits each holder of l should have out of budget, as
-// every member computes them alike: the pickup floors first (shared out
-// evenly when they do not fit), then the rest water-filled over the
-// holders with demand, each getting at most its demand beyond its floor,
-// ties broken by owner id. A lone busy holder gets the whole budget, an
-// idle one only its floor.
+// every member computes them alike: the pickup group's floor first (the
+// largest floor its entries carry, at most the budget, shared among them:
+// up to its demand to each busy one first, the rest evenly to the idle
+// ones), then the rest water-filled over the holders with demand, each
+// getting at most its demand beyond its floor, ties broken by owner id. A
+// lone busy holder gets all it asks for; pickup entries together hold one
+// floor however many there are, since a dead one's stays until it is
+// reclaimed.
 func Targets(budget int, holders map[string]Entry) map[string]int {
 	targets, _ := shares(budget, holders)
 	return targets
@@ -18,13 +21,28 @@ func Targets(budget int, holders map[string]Entry) map[string]int {
 
 // shares is Targets, and the floors they hold.
 func shares(budget int, holders map[string]Entry) (targets, floors map[string]int) {
-	floors = map[string]int{}
+	group := 0
+	busy, idle := map[string]int{}, map[string]int{}
 	for owner, e := range holders {
-		if e.Group == GroupPickup && e.Floor > 0 {
-			floors[owner] = e.Floor
+		if e.Group != GroupPickup || e.Floor <= 0 {
+			continue
+		}
+		group = max(group, e.Floor)
+		if e.Demand > 0 {
+			busy[owner] = min(e.Floor, e.Demand)
+		} else {
+			idle[owner] = e.Floor
 		}
 	}
-	floors = waterFill(budget, floors)
+	group = min(group, max(budget, 0))
+	floors = waterFill(group, busy)
+	left := group
+	for _, f := range floors {
+		left -= f
+	}
+	for owner, f := range waterFill(left, idle) {
+		floors[owner] = f
+	}
 	rest := budget
 	for _, f := range floors {
 		rest -= f
