@@ -106,8 +106,17 @@ func randomID() string {
 
 // observation is when an observer last saw another entry's seq change.
 type observation struct {
-	seq int64
-	at  Instant
+	seq  int64
+	at   Instant
+	base time.Duration // the entry's UnchangedMs when first seen at seq
+}
+
+// unchanged is how long entry e has stayed at its seq, as far as the
+// observer knows at now: what the ledger said when it first saw the seq
+// plus its own monotonic time since, or what the ledger says now, if
+// other observers have seen more.
+func (o observation) unchanged(e Entry, now Instant) time.Duration {
+	return max(o.base+seenFor(o.at, now), time.Duration(e.UnchangedMs)*time.Millisecond)
 }
 
 // Gate is the process's Cluster Service permits: a counting semaphore
@@ -501,7 +510,7 @@ func (g *Gate) plan(l Ledger, now Instant) (Ledger, bool) {
 	}
 	for o, e := range l.Holders {
 		if obs, ok := g.observed[o]; o != g.owner && (!ok || obs.seq != e.Seq) {
-			g.observed[o] = observation{seq: e.Seq, at: now}
+			g.observed[o] = observation{seq: e.Seq, at: now, base: time.Duration(e.UnchangedMs) * time.Millisecond}
 		}
 	}
 	for o := range g.observed {
@@ -523,11 +532,18 @@ func (g *Gate) plan(l Ledger, now Instant) (Ledger, bool) {
 	view := l.Clone()
 	view.Holders[g.owner] = g.entry(current)
 	dropped := false
-	for o := range view.Holders {
-		if o != g.owner && seenFor(g.observed[o].at, now) >= g.cfg.ExpireAfter {
+	for o, e := range view.Holders {
+		if o == g.owner {
+			continue
+		}
+		unchanged := g.observed[o].unchanged(e, now)
+		if unchanged >= g.cfg.ExpireAfter {
 			delete(view.Holders, o)
 			dropped = true
+			continue
 		}
+		e.UnchangedMs = unchanged.Milliseconds()
+		view.Holders[o] = e
 	}
 	if g.waiting && seenFor(g.waitFrom, now) >= g.cfg.ExpireAfter {
 		g.waiting = false

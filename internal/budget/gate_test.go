@@ -209,6 +209,38 @@ func TestKilledHolderIsReclaimedOnlyAfterE(t *testing.T) {
 	require.Equal(t, 10, b.Held()+c.heldOr0())
 }
 
+// A dead holder's entry is reclaimed even where no observer lives E:
+// each short-lived observer hands on how long it saw the entry unchanged,
+// and the next counts on from there, never reclaiming before E in all.
+func TestDeadHolderIsReclaimedAcrossShortLivedObservers(t *testing.T) {
+	s := seeded(10)
+	a := join(t, s, 10)
+	a.Queue(100)
+	a.tick(t)
+	require.Equal(t, 10, a.Held())
+	dead := a.Figures().Owner
+	// a is killed now; observers live 12 s each, one after another.
+	var elapsed time.Duration
+	for elapsed < budget.DefaultExpireAfter+20*time.Second {
+		o := join(t, s, 10)
+		o.Queue(100)
+		for range 12 {
+			o.tick(t)
+			_, present := ledger(t, s).Holders[dead]
+			if elapsed < budget.DefaultExpireAfter {
+				require.True(t, present, "reclaimed %v after the last renewal", elapsed)
+			}
+			if !present {
+				require.LessOrEqual(t, o.Held(), 10)
+				return
+			}
+			advance(time.Second, o)
+			elapsed += time.Second
+		}
+	}
+	t.Fatalf("never reclaimed in %v of observers living 12 s each", elapsed)
+}
+
 func (m member) heldOr0() int {
 	if m.Gate == nil {
 		return 0

@@ -49,8 +49,14 @@ type Entry struct {
 	// Floor is the permits kept for a pickup process while it runs.
 	Floor int `json:"floor"`
 	// Seq rises at every write of the entry: others reclaim an entry only
-	// after it stayed the same for ExpireAfter on their own clock.
+	// after it stayed the same for ExpireAfter.
 	Seq int64 `json:"seq"`
+	// UnchangedMs is how long, in milliseconds, observers have seen this
+	// Seq unchanged, each adding what its own monotonic clock measured to
+	// what the ledger said when it first saw the Seq: a lower bound that
+	// outlives any one observer, so that entries of processes that died
+	// are reclaimed even where no observer lives ExpireAfter.
+	UnchangedMs int64 `json:"unchangedMs,omitempty"`
 }
 
 // Clone returns a copy of l whose holders can be changed apart from l's.
