@@ -157,23 +157,6 @@ func TestBudgetHoldsForAnyParameters(t *testing.T) {
 	require.Equal(t, 4*2*3*3, n)
 }
 
-// handlerCap is the cap the handler computes from the deployment's
-// settings with CLUSTER_SERVICE_MAX_IN_FLIGHT left out, as wanted if that
-// fits: 0 when the budget is less than one request for each instance.
-func handlerCap(t *testing.T, d *deployment, wanted int64) int64 {
-	t.Helper()
-	settings, err := d.appSettings()
-	require.NoError(t, err)
-	env := handlerEnv(settings)
-	delete(env, "CLUSTER_SERVICE_MAX_IN_FLIGHT")
-	cfg, err := config.Load(func(k string) string { return env[k] })
-	if err != nil {
-		require.ErrorContains(t, err, "is less than one request in flight")
-		return 0
-	}
-	return min(wanted, int64(cfg.ClusterServiceMaxInFlight))
-}
-
 func TestParametersFileDeclaresOnlyTemplateParameters(t *testing.T) {
 	f := load(t)
 	f.values["cosmosContainer"] = "Operations"

@@ -419,7 +419,7 @@ func (g *Gate) tick(ctx context.Context) (again bool, err error) {
 		return false, nil
 	}
 	send := g.cfg.Clock.Now()
-	etag, err = g.cfg.Store.Replace(ctx, next, etag)
+	_, err = g.cfg.Store.Replace(ctx, next, etag)
 	switch {
 	case err == nil:
 		g.written(next, send)

@@ -179,7 +179,7 @@ func target(res *resource.Resource) []label {
 			return ""
 		}
 		v, _ := res.Set().Value(k)
-		return v.Emit()
+		return v.String()
 	}
 	job := get(attribute.Key("service.name"))
 	if ns := get(attribute.Key("service.namespace")); ns != "" {
@@ -202,7 +202,7 @@ func collectSeries(rm *metricdata.ResourceMetrics) []series {
 	add := func(name string, attrs attribute.Set, extra []label, v float64, t time.Time) {
 		ls := append(slices.Clone(base), label{"__name__", name})
 		for _, kv := range attrs.ToSlice() {
-			ls = append(ls, label{labelName(string(kv.Key)), kv.Value.Emit()})
+			ls = append(ls, label{labelName(string(kv.Key)), kv.Value.String()})
 		}
 		ls = append(ls, extra...)
 		slices.SortFunc(ls, func(a, b label) int { return strings.Compare(a.name, b.name) })
