@@ -3,16 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/opstatus/opstatus/dev/clustersim"
@@ -20,75 +16,12 @@ import (
 	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/otlpsink"
 	"github.com/opstatus/opstatus/internal/budget"
+	"github.com/opstatus/opstatus/internal/telemetry"
 )
 
-// The budget ledger as ARCHITECTURE.md ("The Cluster Service budget")
-// fixes it: one item in the Leases container, and the handler's metrics.
-const (
-	ledgerItemID        = "opstatus-budget"
-	metricLedgerCharge  = "opstatus.budget.ledger.charge"
-	metricLedgerRequest = "opstatus.budget.ledger.requests"
-	// ledgerExpiry is E: a dead holder's entry goes after its seq has
-	// stayed unchanged this long, so reclaim takes at least as long.
-	ledgerExpiry = 30 * time.Second
-)
-
-// ledgerItem is the ledger item.
-type ledgerItem struct {
-	Epoch   string                  `json:"epoch"`
-	Budget  int                     `json:"budget"`
-	Holders map[string]ledgerHolder `json:"holders"`
-}
-
-type ledgerHolder struct {
-	Group   string `json:"group"`
-	Permits int    `json:"permits"`
-	Demand  int    `json:"demand"`
-	Floor   int    `json:"floor"`
-	Seq     int64  `json:"seq"`
-}
-
-// targets is what every member computes (design/budget-ledger.md): the
-// floors first, the rest of the budget water-filled over the entries with
-// demand, each at most its demand; an idle entry gets its floor alone.
-func (l ledgerItem) targets() map[string]int {
-	out := map[string]int{}
-	left := l.Budget
-	ids := make([]string, 0, len(l.Holders))
-	for id := range l.Holders {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	var busy []string
-	for _, id := range ids {
-		out[id] = min(l.Holders[id].Floor, max(left, 0))
-		left -= out[id]
-		if l.Holders[id].Demand > out[id] {
-			busy = append(busy, id)
-		}
-	}
-	for len(busy) > 0 && left > 0 {
-		share := left / len(busy)
-		if share == 0 {
-			// The remainder, one each, by owner id.
-			for _, id := range busy[:left] {
-				out[id]++
-			}
-			break
-		}
-		var still []string
-		for _, id := range busy {
-			give := min(share, l.Holders[id].Demand-out[id])
-			out[id] += give
-			left -= give
-			if out[id] < l.Holders[id].Demand {
-				still = append(still, id)
-			}
-		}
-		busy = still
-	}
-	return out
-}
+// ledgerExpiry is E: a dead holder's entry goes after its seq has stayed
+// unchanged this long, so reclaim takes at least as long.
+const ledgerExpiry = budget.DefaultExpireAfter
 
 // ledgerWatch reads the ledger of one database every 100 ms, outside the
 // measured processes' path, and derives the newcomer and reclaim times.
@@ -97,7 +30,7 @@ type ledgerWatch struct {
 
 	mu    sync.Mutex
 	reads int
-	last  ledgerItem
+	last  budget.Ledger
 	at    time.Time
 	// seen is when each entry was first read with demand, reached when
 	// its permits first reached its target after that.
@@ -125,20 +58,17 @@ func (e *env) watchLedger(db string) (*ledgerWatch, error) {
 func (w *ledgerWatch) run(ctx context.Context) {
 	for sleepCtx(ctx, 100*time.Millisecond) {
 		w.sampleStarts()
-		resp, err := w.c.ReadItem(ctx, azcosmos.NewPartitionKeyString(ledgerItemID), ledgerItemID, nil)
+		resp, err := w.c.ReadItem(ctx, azcosmos.NewPartitionKeyString(budget.ID), budget.ID, nil)
 		now := time.Now()
-		var re *azcore.ResponseError
 		if err != nil {
-			if !errors.As(err, &re) || re.StatusCode != http.StatusNotFound {
-				continue
-			}
 			continue
 		}
-		var l ledgerItem
+		var l budget.Ledger
 		if json.Unmarshal(resp.Value, &l) != nil {
 			continue
 		}
-		targets := l.targets()
+		// What every member computes (internal/budget).
+		targets := budget.Targets(l.Budget, l.Holders)
 		w.mu.Lock()
 		w.reads++
 		w.last, w.at = l, now
@@ -186,7 +116,7 @@ func (w *ledgerWatch) sampleStarts() {
 }
 
 // snapshot returns the latest ledger read and when it was read.
-func (w *ledgerWatch) snapshot() (ledgerItem, time.Time, int) {
+func (w *ledgerWatch) snapshot() (budget.Ledger, time.Time, int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.last, w.at, w.reads
@@ -234,10 +164,10 @@ func (e *env) ledgerTotals() ledgerTotals {
 	if e.sink == nil {
 		return t
 	}
-	t.RU = e.sink.Total(metricLedgerCharge, nil)
-	t.Requests = e.sink.Total(metricLedgerRequest, nil)
-	t.Replaces = e.sink.Total(metricLedgerRequest, map[string]string{"kind": "replace"})
-	t.Replace412 = e.sink.Total(metricLedgerRequest, map[string]string{"kind": "replace", "status_code": "412"})
+	t.RU = e.sink.Total(telemetry.MetricLedgerCharge, nil)
+	t.Requests = e.sink.Total(telemetry.MetricLedgerRequests, nil)
+	t.Replaces = e.sink.Total(telemetry.MetricLedgerRequests, map[string]string{"kind": "replace"})
+	t.Replace412 = e.sink.Total(telemetry.MetricLedgerRequests, map[string]string{"kind": "replace", "status_code": "412"})
 	return t
 }
 

@@ -9,30 +9,6 @@ import (
 	"github.com/opstatus/opstatus/dev/clustersim"
 )
 
-func TestLedgerTargets(t *testing.T) {
-	// Floors first, the rest water-filled over the entries with demand,
-	// each at most its demand; the remainder one each by owner id.
-	h := func(demand, floor int) ledgerHolder { return ledgerHolder{Demand: demand, Floor: floor} }
-	tests := []struct {
-		name    string
-		budget  int
-		holders map[string]ledgerHolder
-		want    map[string]int
-	}{
-		{"a lone busy process takes all", 256, map[string]ledgerHolder{"a": h(1000, 0)}, map[string]int{"a": 256}},
-		{"idle gets nothing", 256, map[string]ledgerHolder{"a": h(1000, 0), "b": h(0, 0)}, map[string]int{"a": 256, "b": 0}},
-		{"even split", 10, map[string]ledgerHolder{"a": h(100, 0), "b": h(100, 0)}, map[string]int{"a": 5, "b": 5}},
-		{"remainder by id", 11, map[string]ledgerHolder{"b": h(100, 0), "a": h(100, 0)}, map[string]int{"a": 6, "b": 5}},
-		{"small demand leaves the rest", 10, map[string]ledgerHolder{"a": h(2, 0), "b": h(100, 0)}, map[string]int{"a": 2, "b": 8}},
-		{"pickup's floor", 10, map[string]ledgerHolder{"p": h(0, 4), "a": h(100, 0)}, map[string]int{"p": 4, "a": 6}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, ledgerItem{Budget: tt.budget, Holders: tt.holders}.targets())
-		})
-	}
-}
-
 func TestInFlightMean(t *testing.T) {
 	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 	at := func(s int, mean float64) clustersim.InFlightStats {

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,7 +21,6 @@ import (
 	"github.com/opstatus/opstatus/dev/faultproxy"
 	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/hostemu"
-	"github.com/opstatus/opstatus/dev/stack"
 	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/budget"
 )
@@ -33,12 +31,11 @@ const (
 	budgetChaosBudget    = 12
 	budgetChaosMax       = 2
 	budgetChaosOvershoot = 3
-	// ledgerValidity is V of the ledger (ARCHITECTURE.md, "The Cluster
-	// Service budget"): a freeze longer than it outlives the holder's
-	// lease.
-	ledgerValidity = 15 * time.Second
+	// ledgerValidity is V of the ledger: a freeze longer than it outlives
+	// the holder's lease.
+	ledgerValidity = budget.DefaultValidity
 	// ledgerItemID is the ledger's id in the Leases container.
-	ledgerItemID = "opstatus-budget"
+	ledgerItemID = budget.ID
 )
 
 // TestBudgetUnderChaos measures the Cluster Service requests in flight of
@@ -262,20 +259,6 @@ type ledgerWatch struct {
 	bad        []string
 }
 
-// ledgerItem is the ledger as ARCHITECTURE.md describes it.
-type ledgerItem struct {
-	ID      string `json:"id"`
-	Epoch   string `json:"epoch"`
-	Budget  int    `json:"budget"`
-	Holders map[string]struct {
-		Group   string `json:"group"`
-		Permits int    `json:"permits"`
-		Demand  int    `json:"demand"`
-		Floor   int    `json:"floor"`
-		Seq     int64  `json:"seq"`
-	} `json:"holders"`
-}
-
 // seedLedger creates an empty ledger of setting (CLUSTER_SERVICE_BUDGET's
 // value; none when empty) in the stack's Leases container before the host
 // starts, with budget.Seed as for a new environment, so that the run does
@@ -288,35 +271,18 @@ func seedLedger(ctx context.Context, endpoint, setting string) error {
 	if err != nil {
 		return err
 	}
-	c, err := directContainer(endpoint, testenv.CosmosEmulatorKey, frontend.LeasesContainer)
+	d, err := newDirect(endpoint, testenv.CosmosEmulatorKey)
 	if err != nil {
 		return err
 	}
-	return budget.Seed(ctx, budget.NewCosmos(c), b)
-}
-
-// directContainer is a client of container straight to the test server.
-func directContainer(endpoint, key, container string) (*azcosmos.ContainerClient, error) {
-	cred, err := azcosmos.NewKeyCredential(key)
-	if err != nil {
-		return nil, err
-	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the local test server
-	client, err := azcosmos.NewClientWithKey(endpoint, cred, &azcosmos.ClientOptions{
-		ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: transport, Timeout: 10 * time.Second}},
-	})
-	if err != nil {
-		return nil, err
-	}
-	return client.NewContainer(stack.Database, container)
+	return budget.Seed(ctx, budget.NewCosmos(d.leases), b)
 }
 
 func newLedgerWatch(t *testing.T, e *env) *ledgerWatch {
 	t.Helper()
-	c, err := directContainer(e.s.Cosmos.Endpoint, e.s.Cosmos.Key, frontend.LeasesContainer)
+	d, err := newDirect(e.s.Cosmos.Endpoint, e.s.Cosmos.Key)
 	require.NoError(t, err)
-	return &ledgerWatch{c: c, epochs: map[string]bool{}}
+	return &ledgerWatch{c: d.leases, epochs: map[string]bool{}}
 }
 
 func (w *ledgerWatch) run(ctx context.Context) {
@@ -329,7 +295,7 @@ func (w *ledgerWatch) run(ctx context.Context) {
 		case errors.As(err, &re) && re.StatusCode == http.StatusNotFound:
 		case err != nil:
 		default:
-			var l ledgerItem
+			var l budget.Ledger
 			if err := json.Unmarshal(resp.Value, &l); err != nil {
 				w.bad = append(w.bad, fmt.Sprintf("unreadable ledger: %v", err))
 				break

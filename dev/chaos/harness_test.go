@@ -260,7 +260,7 @@ func (r *invocations) outcomes(function string) map[string]int {
 // direct reads the Cosmos server without the proxy, for the tests' own
 // checks.
 type direct struct {
-	ops, res, locks, billing *azcosmos.ContainerClient
+	ops, res, locks, billing, leases *azcosmos.ContainerClient
 }
 
 func newDirect(endpoint, key string) (*direct, error) {
@@ -279,7 +279,7 @@ func newDirect(endpoint, key string) (*direct, error) {
 	d := &direct{}
 	for name, c := range map[string]**azcosmos.ContainerClient{
 		frontend.OperationsContainer: &d.ops, frontend.ResourcesContainer: &d.res, frontend.LocksContainer: &d.locks,
-		frontend.BillingContainer: &d.billing,
+		frontend.BillingContainer: &d.billing, frontend.LeasesContainer: &d.leases,
 	} {
 		if *c, err = client.NewContainer(stack.Database, name); err != nil {
 			return nil, err
