@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/dev/clustersim"
+	"github.com/opstatus/opstatus/dev/hostemu"
+	"github.com/opstatus/opstatus/internal/budget"
 )
 
 func TestInFlightMean(t *testing.T) {
@@ -33,18 +35,46 @@ func TestP99(t *testing.T) {
 	require.Equal(t, 3*time.Second, p99(d[:3]))
 }
 
-func TestNewcomersFromTheirProcessStart(t *testing.T) {
-	// A newcomer's time runs from the latest handler start before its
-	// entry first appeared; an entry of before the window is no newcomer.
+func TestNewcomersFromTheirWork(t *testing.T) {
+	// A newcomer's time runs from its process's first work: its first
+	// invocation after the latest handler start seen on its instance
+	// before its entry first appeared, or that start if the work came
+	// first; an entry of before the window is no newcomer, and one still
+	// short of its share is a lower bound.
 	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 	sec := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-	w := &ledgerWatch{
-		first:   map[string]time.Time{"old": sec(1), "new": sec(12)},
-		seen:    map[string]time.Time{"old": sec(2), "new": sec(12.5)},
-		reached: map[string]time.Time{"old": sec(3), "new": sec(14)},
-		starts:  []time.Time{sec(0.5), sec(10), sec(20)},
+	rec := newRecorder(nil)
+	for _, inv := range []hostemu.Invocation{
+		{Function: "poll", Instance: 2, Start: sec(9)},  // the process before
+		{Function: "poll", Instance: 2, Start: sec(13)}, // its first work
+		{Function: "poll", Instance: 2, Start: sec(14)},
+		{Function: "scan", Instance: 3, Start: sec(21)},
+		{Function: "poll", Instance: 3, Start: sec(20.5)}, // before its start was seen
+	} {
+		rec.record(inv)
 	}
-	require.Equal(t, []time.Duration{4 * time.Second}, w.newcomers(sec(5)), "started at 10 s, its share at 14 s")
+	w := &ledgerWatch{
+		rec:     rec,
+		first:   map[string]time.Time{"old": sec(1), "idle": sec(12), "busy": sec(21), "short": sec(31)},
+		seen:    map[string]time.Time{"old": sec(2), "idle": sec(13.2), "busy": sec(21.1), "short": sec(31)},
+		reached: map[string]time.Time{"old": sec(3), "idle": sec(15), "busy": sec(23)},
+		starts:  []procStart{{sec(0.5), 1}, {sec(10), 2}, {sec(21), 3}, {sec(30), 4}},
+		last:    budget.Ledger{Holders: map[string]budget.Entry{"short": {Demand: 5}}},
+		at:      sec(40),
+	}
+	reached, short := w.newcomers(sec(5))
+	require.Equal(t, []time.Duration{2 * time.Second, 2 * time.Second}, reached,
+		"idle: started at 10 s, work at 13 s, its share at 15 s; busy: started at 21 s with work, its share at 23 s")
+	require.Equal(t, []time.Duration{10 * time.Second}, short, "started at 30 s with work, short at 40 s")
+
+	r := budgetResult{Newcomers: reached, NewcomersShort: short}
+	p, atLeast := r.newcomerP99()
+	require.Equal(t, 10*time.Second, p)
+	require.True(t, atLeast)
+	r.NewcomersShort = nil
+	p, atLeast = r.newcomerP99()
+	require.Equal(t, 2*time.Second, p)
+	require.False(t, atLeast)
 }
 
 // cs_in_flight_max covers every scenario, those that keep no maximum of

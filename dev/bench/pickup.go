@@ -78,14 +78,20 @@ func (e *env) pickupSettings() map[string]string {
 	}
 }
 
-// triggerCounts returns the change feed reads of the Operations container
-// and the requests to the lease container that database db has answered
-// (isTrigger).
+// triggerCounts returns counters whose differences between two calls are
+// the change feed reads of the Operations container and the requests to
+// the lease container that database db has answered (isTrigger), less the
+// budget ledger's, which share the container and are costed on their own
+// (the handlers' count of those, exported every second, may lag the
+// server's by a second's requests); only this database's host may run
+// between the calls.
 func (e *env) triggerCounts(ctx context.Context, db string) (feedReads, leaseOps int64, err error) {
+	ledger := e.ledgerTotals().Requests
 	counts, err := e.cosmos.Counts(ctx, db)
 	if err != nil {
 		return 0, 0, err
 	}
+	leaseOps = -int64(ledger)
 	for _, c := range counts {
 		switch {
 		case !isTrigger(c):

@@ -34,10 +34,12 @@ type recorder struct {
 	outcomes    map[string]int64 // operations by poll outcome; "failed" for failed invocations
 	polls       int64            // poll invocations (messages handled)
 	ops         int64            // operations those invocations reported on
+	// work is when each poll and pickup invocation began, by instance.
+	work map[int][]time.Time
 }
 
 func newRecorder(enqueued func() int64) *recorder {
-	return &recorder{enqueued: enqueued, outcomes: map[string]int64{}}
+	return &recorder{enqueued: enqueued, outcomes: map[string]int64{}, work: map[int][]time.Time{}}
 }
 
 // record is hostemu's OnInvocation.
@@ -49,6 +51,9 @@ func (r *recorder) record(inv hostemu.Invocation) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if inv.Function == "poll" || inv.Function == "pickup" {
+		r.work[inv.Instance] = append(r.work[inv.Instance], inv.Start)
+	}
 	switch inv.Function {
 	case "scan":
 		s := scanRun{Start: inv.Start, End: end, Err: inv.Err, Messages: written - r.lastWritten}
@@ -82,4 +87,18 @@ func (r *recorder) snapshot() (scans []scanRun, polls, ops int64, outcomes map[s
 		out[k] = v
 	}
 	return append([]scanRun(nil), r.scans...), r.polls, r.ops, out
+}
+
+// firstWork returns when the first poll or pickup invocation of instance
+// at or after from that has ended began.
+func (r *recorder) firstWork(instance int, from time.Time) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var first time.Time
+	for _, t := range r.work[instance] {
+		if !t.Before(from) && (first.IsZero() || t.Before(first)) {
+			first = t
+		}
+	}
+	return first, !first.IsZero()
 }
