@@ -53,11 +53,11 @@ func (c *firstCall) since(start time.Time) time.Duration {
 // poll run in instances of their own (see ARCHITECTURE.md): one Storage
 // write per output message, and poll finding the message only by polling
 // the queue with the extension's back-off (host.json's maxPollingInterval,
-// 2 s), while scan's messages arrive once an interval.
+// 0.5 s), while scan's messages arrive once an interval.
 const (
 	queueWrite         = 8 * time.Millisecond
 	minPollingInterval = 100 * time.Millisecond
-	maxPollingInterval = 2 * time.Second
+	maxPollingInterval = 500 * time.Millisecond
 )
 
 // pollWait samples how long a message written at a random moment of the

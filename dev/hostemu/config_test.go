@@ -36,7 +36,7 @@ func TestLoadProjectApp(t *testing.T) {
 		NewBatchThreshold:  4,
 		MaxDequeueCount:    5,
 		VisibilityTimeout:  5 * time.Second,
-		MaxPollingInterval: 2 * time.Second,
+		MaxPollingInterval: 500 * time.Millisecond,
 		MessageEncoding:    EncodingBase64,
 	}, cfg.Queues)
 	require.Equal(t, 5*time.Minute, cfg.FunctionTimeout)
