@@ -30,6 +30,7 @@ type ledgerWatch struct {
 
 	mu    sync.Mutex
 	reads int
+	begun time.Time // the first read
 	last  budget.Ledger
 	at    time.Time
 	// seen is when each entry was first read with demand, reached when
@@ -72,6 +73,9 @@ func (w *ledgerWatch) run(ctx context.Context) {
 		// What every member computes (internal/budget).
 		targets := budget.Targets(l.Budget, l.Holders)
 		w.mu.Lock()
+		if w.reads == 0 {
+			w.begun = now
+		}
 		w.reads++
 		w.last, w.at = l, now
 		sum := 0
@@ -131,7 +135,8 @@ type procStart struct {
 	Instance int
 }
 
-// newcomers returns, for every entry that first had demand after from,
+// newcomers returns, for every entry that first had demand after from
+// and was not in the watch's first read (its process was there before),
 // how long it took from its process having work to its permits at its
 // fair share: reached, or still short with demand at the last read (a
 // lower bound, in censored). Work begins at the process's first
@@ -142,7 +147,7 @@ func (w *ledgerWatch) newcomers(from time.Time) (reached, censored []time.Durati
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for id, s := range w.seen {
-		if !s.After(from) {
+		if !s.After(from) || !w.first[id].After(w.begun) {
 			continue
 		}
 		begin := s

@@ -39,8 +39,9 @@ func TestNewcomersFromTheirWork(t *testing.T) {
 	// A newcomer's time runs from its process's first work: its first
 	// invocation after the latest handler start seen on its instance
 	// before its entry first appeared, or that start if the work came
-	// first; an entry of before the window is no newcomer, and one still
-	// short of its share is a lower bound.
+	// first; an entry with demand before the window, or in the watch's
+	// first read, is no newcomer, and one still short of its share is a
+	// lower bound.
 	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 	sec := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	rec := newRecorder(nil)
@@ -55,9 +56,10 @@ func TestNewcomersFromTheirWork(t *testing.T) {
 	}
 	w := &ledgerWatch{
 		rec:     rec,
-		first:   map[string]time.Time{"old": sec(1), "idle": sec(12), "busy": sec(21), "short": sec(31)},
-		seen:    map[string]time.Time{"old": sec(2), "idle": sec(13.2), "busy": sec(21.1), "short": sec(31)},
-		reached: map[string]time.Time{"old": sec(3), "idle": sec(15), "busy": sec(23)},
+		begun:   sec(5.1),
+		first:   map[string]time.Time{"old": sec(1), "there": sec(5.1), "idle": sec(12), "busy": sec(21), "short": sec(31)},
+		seen:    map[string]time.Time{"old": sec(2), "there": sec(8), "idle": sec(13.2), "busy": sec(21.1), "short": sec(31)},
+		reached: map[string]time.Time{"old": sec(3), "there": sec(8), "idle": sec(15), "busy": sec(23)},
 		starts:  []procStart{{sec(0.5), 1}, {sec(10), 2}, {sec(21), 3}, {sec(30), 4}},
 		last:    budget.Ledger{Holders: map[string]budget.Entry{"short": {Demand: 5}}},
 		at:      sec(40),
