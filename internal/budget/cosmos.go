@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
+	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/telemetry"
 )
 
@@ -94,23 +94,19 @@ func count(ctx context.Context, kind string, resp azcosmos.ItemResponse, err err
 	telemetry.LedgerRequest(ctx, kind, status, charge)
 }
 
-// classify maps Cosmos DB's answers to the Store's errors. A 404 of a
-// missing container (sub-status 1003) is not a missing ledger: creating
-// one would fail the same way.
+// classify maps Cosmos DB's answers, as the database package reads them,
+// to the Store's errors: ErrNotFound only for a missing item, so that
+// neither a missing container nor a replica behind the session (404
+// sub-status 1002, which passes) reads as a missing ledger, which the
+// Gate would create again after dropping its permits.
 func classify(err error) error {
-	var re *azcore.ResponseError
-	if !errors.As(err, &re) {
-		return fmt.Errorf("budget ledger: %w", err)
-	}
-	switch re.StatusCode {
-	case http.StatusNotFound:
-		if re.RawResponse != nil && re.RawResponse.Header.Get("x-ms-substatus") == "1003" {
-			return fmt.Errorf("budget ledger's container missing: %w", err)
-		}
+	err = database.Classify(err)
+	switch {
+	case errors.Is(err, database.ErrNotFound):
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
-	case http.StatusConflict:
+	case errors.Is(err, database.ErrConflict):
 		return fmt.Errorf("%w: %w", ErrConflict, err)
-	case http.StatusPreconditionFailed:
+	case errors.Is(err, database.ErrPreconditionFailed):
 		return fmt.Errorf("%w: %w", ErrPreconditionFailed, err)
 	}
 	return fmt.Errorf("budget ledger: %w", err)

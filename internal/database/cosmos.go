@@ -357,6 +357,11 @@ func ttlSeconds(d time.Duration) int {
 	return max(s, 1)
 }
 
+// Classify wraps an error of an azcosmos request with the package's
+// sentinel for its status, for clients of containers of their own (the
+// budget ledger's): ErrNotFound only for a missing item.
+func Classify(err error) error { return classify(err) }
+
 // classify wraps a Cosmos error with the package's sentinel for its status.
 func classify(err error) error {
 	var re *azcore.ResponseError
