@@ -466,9 +466,9 @@ func (r *reader) audience(name string) string {
 // azureDomains hold the audiences of Azure's own services, in every cloud
 // (Cosmos DB, Key Vault, Storage, ARM, Monitor, Microsoft Graph): a token
 // for one of them is good for the identity's data or secrets there.
-var azureDomains = []string{
-	"azure.com", "azure.net", "windows.net", "microsoft.com",
-	"azure.us", "usgovcloudapi.net", "azure.cn", "chinacloudapi.cn",
+var azureDomains = map[string]bool{
+	"azure.com": true, "azure.net": true, "windows.net": true, "microsoft.com": true,
+	"azure.us": true, "usgovcloudapi.net": true, "azure.cn": true, "chinacloudapi.cn": true,
 }
 
 // azureApps are the client IDs of Azure's own applications that an
@@ -483,12 +483,16 @@ var azureApps = map[string]string{
 // azureHost reports whether host is one of azureDomains or under one.
 func azureHost(host string) bool {
 	host = strings.TrimSuffix(host, ".")
-	for _, d := range azureDomains {
-		if host == d || strings.HasSuffix(host, "."+d) {
+	for {
+		if azureDomains[host] {
 			return true
 		}
+		_, parent, ok := strings.Cut(host, ".")
+		if !ok {
+			return false
+		}
+		host = parent
 	}
-	return false
 }
 
 // hosts reads a comma-separated list of DNS host names, lowercased. An IP
