@@ -197,7 +197,7 @@ func Load(getenv func(string) string) (Config, error) {
 }
 
 // checkTransport refuses plain http and unverified TLS except to a loopback
-// host: over either a client secret, a bearer token or a key's signature
+// host: over either, a client secret, a bearer token or a key's signature
 // can be read or handed to whoever answers, and a status forged (azcore's
 // BearerTokenPolicy refuses a token over http for the same reason).
 func checkTransport(c Config) error {
