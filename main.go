@@ -151,7 +151,7 @@ func run(ctx context.Context, cfg config.Config, cred azcore.TokenCredential, lo
 		DB:       db,
 		Cluster:  cs,
 		Locker:   locker,
-		Notifier: arm.NewNotifier(cfg.NotificationsAllowHTTP),
+		Notifier: arm.NewNotifier(cfg.NotificationsAllowHTTP, cfg.NotificationHosts...),
 		Owner:    fmt.Sprintf("opstatus/%s/%d", hostname, os.Getpid()),
 		Interval: cfg.ScanInterval(time.Now()),
 		Permits:  permits,

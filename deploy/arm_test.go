@@ -242,6 +242,9 @@ type evaluator struct {
 	varDefs   map[string]any
 	vars      map[string]any
 	busy      map[string]bool
+	// copyIndex is the index of the copy of a resource loop being
+	// resolved; nil outside one.
+	copyIndex *int64
 }
 
 func newEvaluator(tmpl map[string]any, given map[string]any, scope armScope) (*evaluator, error) {
@@ -465,10 +468,11 @@ func (e *evaluator) resources(tmpl map[string]any, d *deployment) error {
 // resource resolves one resource and its children. A child's type and name
 // continue its parent's.
 func (e *evaluator) resource(raw map[string]any, parent *resource, d *deployment) error {
-	for _, k := range []string{"copy", "subscriptionId"} {
-		if _, has := raw[k]; has {
-			return fmt.Errorf("%s is not something these checks follow", k)
-		}
+	if c, has := raw["copy"]; has {
+		return e.copies(raw, c, parent, d)
+	}
+	if _, has := raw["subscriptionId"]; has {
+		return fmt.Errorf("subscriptionId is not something these checks follow")
 	}
 	if c, has := raw["condition"]; has {
 		v, err := e.value(c)
@@ -524,6 +528,37 @@ func (e *evaluator) resource(raw map[string]any, parent *resource, d *deployment
 	if nested != nil {
 		if err := e.nested(r, nested, d); err != nil {
 			return fmt.Errorf("%s: %w", r.Name, err)
+		}
+	}
+	return nil
+}
+
+// copies resolves a resource loop into one resource a copy index, as ARM
+// makes them. Only a loop of a template's own resource, whose copyIndex
+// calls name no loop, is followed.
+func (e *evaluator) copies(raw map[string]any, c any, parent *resource, d *deployment) error {
+	spec, ok := c.(map[string]any)
+	if !ok || parent != nil || e.copyIndex != nil {
+		return fmt.Errorf("copy: only a loop of a template's own resource is something these checks follow")
+	}
+	if name, _ := spec["name"].(string); name == "" {
+		return fmt.Errorf("copy has no name")
+	}
+	v, err := e.value(spec["count"])
+	if err != nil {
+		return fmt.Errorf("copy count: %w", err)
+	}
+	n, ok := v.(int64)
+	if !ok || n < 0 || n > 800 {
+		return fmt.Errorf("copy count %v is not a whole number from 0 to 800", v)
+	}
+	one := deepCopy(raw)
+	delete(one, "copy")
+	defer func() { e.copyIndex = nil }()
+	for i := range n {
+		e.copyIndex = &i
+		if err := e.resource(one, parent, d); err != nil {
+			return fmt.Errorf("copy %d: %w", i, err)
 		}
 	}
 	return nil
@@ -942,6 +977,36 @@ func (e *evaluator) call(name string, args []any) (any, error) {
 			return e.parameter(s[0])
 		}
 		return e.variable(s[0])
+	case "copyIndex":
+		if e.copyIndex == nil {
+			return nil, fmt.Errorf("copyIndex outside a copy loop")
+		}
+		n, err := ints()
+		if err != nil || len(n) > 1 {
+			return nil, fmt.Errorf("copyIndex takes at most an offset; a loop's name is not something these checks follow")
+		}
+		if len(n) == 1 {
+			return *e.copyIndex + n[0], nil
+		}
+		return *e.copyIndex, nil
+	case "length":
+		if len(args) != 1 {
+			return nil, fmt.Errorf("length takes one argument")
+		}
+		switch x := args[0].(type) {
+		case []any:
+			return int64(len(x)), nil
+		case string:
+			return int64(len(x)), nil
+		}
+		return nil, fmt.Errorf("length: %v is not an array or a string", args[0])
+	case "startsWith":
+		s, err := strs()
+		if err != nil || len(s) != 2 {
+			return nil, fmt.Errorf("startsWith takes two strings")
+		}
+		// ARM compares without case.
+		return strings.HasPrefix(strings.ToLower(s[0]), strings.ToLower(s[1])), nil
 	case "resourceGroup":
 		return map[string]any{
 			"name":     e.scope.resourceGroup,

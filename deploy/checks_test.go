@@ -221,8 +221,15 @@ func checkGrants(d *deployment) error {
 	}
 	// The roles in the resource provider's groups may be left to its own
 	// IaC, which then gives them to the identityPrincipalId output.
+	// Cosmos DB's data role is on the containers opstatus uses, not on the
+	// database, which holds the frontend's own too.
 	if d.params["assignCosmosRole"] != false {
-		want = append(want, grant{"Cosmos DB Built-in Data Contributor", cosmos + "/dbs/" + settings["COSMOS_DATABASE"], principal})
+		for _, name := range []string{"COSMOS_OPERATIONS_CONTAINER", "COSMOS_RESOURCES_CONTAINER", "COSMOS_LOCKS_CONTAINER", "COSMOS_BILLING_CONTAINER", "COSMOS_LEASES_CONTAINER"} {
+			if settings[name] == "" {
+				return fmt.Errorf("%s is not set: the Cosmos DB role's containers are the ones the settings name", name)
+			}
+			want = append(want, grant{"Cosmos DB Built-in Data Contributor", cosmos + "/dbs/" + settings["COSMOS_DATABASE"] + "/colls/" + settings[name], principal})
+		}
 	}
 	// Metrics pushed to a data collection rule need Monitoring Metrics
 	// Publisher on that rule.

@@ -167,6 +167,12 @@ func refusals() []refusal {
 			"privateEndpointSubnetId is subnetId"},
 		{"the app's private endpoint without its zone", map[string]any{"siteDnsZoneId": ""}, exampleScope,
 			"sitePrivateEndpoint needs privateEndpointSubnetId and siteDnsZoneId"},
+		{"Cluster Service over http", map[string]any{"clusterServiceUrl": "http://api.clusters-service.int.example.internal"}, exampleScope,
+			"clusterServiceUrl must be an https URL"},
+		{"Cluster Service's URL with no scheme", map[string]any{"clusterServiceUrl": "api.clusters-service.int.example.internal"}, exampleScope,
+			"clusterServiceUrl must be an https URL"},
+		{"the token endpoint over http", withValues(clientCredentials, map[string]any{"clusterServiceTokenUrl": "http://sso.int.example.internal/token"}), exampleScope,
+			"clusterServiceTokenUrl must be an https URL"},
 	}
 }
 
@@ -280,7 +286,8 @@ func TestSwitchesLeaveRolesAndLeasesToTheResourceProvider(t *testing.T) {
 							}
 							count := func(typ string) int { return len(d.byType(typ)) }
 							one := map[bool]int{true: 1}
-							require.Equal(t, one[cosmosRole], count("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments"), what)
+							// One a container: Operations, Resources, Locks, Billing, Leases.
+							require.Equal(t, 5*one[cosmosRole], count("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments"), what)
 							require.Equal(t, one[leases], count("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers"), what)
 							require.Equal(t, one[cosmosRole || leases]+one[keyVaultRole], count("Microsoft.Resources/deployments"), what)
 							// The storage account's three, Application Insights' and the data collection rule's.

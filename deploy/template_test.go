@@ -240,6 +240,32 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			want: "want exactly",
 		},
 		{
+			name:  "the Cosmos DB role on the whole database, the frontend's containers included",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(cosmosRoleAssignment(t, tmpl))["scope"] = "[format('{0}/dbs/{1}', resourceId('Microsoft.DocumentDB/databaseAccounts', parameters('accountName')), parameters('database'))]"
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "the Cosmos DB role on a container opstatus does not use",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				dep := findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")
+				path(dep, "properties", "parameters", "dataContainers").(map[string]any)["value"] = []any{"Operations", "Resources", "Locks", "Billing", "Subscriptions"}
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "the Cosmos DB role missing on a container opstatus uses",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				dep := findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")
+				path(dep, "properties", "parameters", "dataContainers").(map[string]any)["value"] = []any{"Operations", "Resources", "Locks"}
+			},
+			want: "want exactly",
+		},
+		{
 			name:  "COSMOS_ENDPOINT naming another account than the role's",
 			check: "grants",
 			edit: func(t *testing.T, tmpl map[string]any) {
@@ -994,6 +1020,27 @@ func TestResolveRefusesWhatTheChecksCannotFollow(t *testing.T) {
 				opts["scope"] = "outer"
 			},
 			want: "expressionEvaluationOptions.scope inner",
+		},
+		{
+			name: "copyIndex outside a loop",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "AZURE_LOCATION", "[string(copyIndex())]")
+			},
+			want: "copyIndex outside a copy loop",
+		},
+		{
+			name: "copyIndex naming a loop",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(cosmosRoleAssignment(t, tmpl))["scope"] = "[string(copyIndex('containerRoles'))]"
+			},
+			want: "a loop's name is not something these checks follow",
+		},
+		{
+			name: "a loop without a count",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				delete(cosmosRoleAssignment(t, tmpl)["copy"].(map[string]any), "count")
+			},
+			want: "copy count",
 		},
 		{
 			name: "a parameter over its maximum",

@@ -515,7 +515,8 @@ func TestSecretsNeverLogged(t *testing.T) {
 
 // TestNotificationURIRules checks where notifications go and what they carry:
 // https only unless NOTIFICATIONS_ALLOW_HTTP, verified TLS, no credentials,
-// no redirects, the ARM operation status as the body.
+// no redirects, the ARM operation status as the body. Internal targets are
+// TestNotifierRefusesInternalTargets'.
 func TestNotificationURIRules(t *testing.T) {
 	rec := &notifyRecorder{}
 	recServer := httptest.NewServer(rec)
@@ -534,18 +535,22 @@ func TestNotificationURIRules(t *testing.T) {
 		require.Equal(t, "Succeeded", op["status"])
 		require.NotContains(t, op, "notificationUri", "a refused URI is given up, not retried")
 		require.Empty(t, rec.got(), "nothing was sent over http")
+	})
 
-		// https with a certificate that does not verify: not sent, kept for
-		// a later try.
+	t.Run("TLS verified locally too", func(t *testing.T) {
+		// https to a loopback receiver whose certificate does not verify:
+		// not sent, kept for a later try.
+		s := startStack(t, "NOTIFICATIONS_ALLOW_HTTP=true")
+		require.NoError(t, s.sim.AddCluster("c1", clustersim.Script{}))
 		tlsRec := &notifyRecorder{}
 		tlsServer := newTLSServer(t, tlsRec)
 		s.seedOp(subA, "op-https", "/api/aro_hcp/v1alpha1/clusters/c1", tlsServer.URL+"/notify/op-https")
-		r, _ = s.post("poll", envelope(pollData(fmt.Sprintf(`{"subscriptionId":%q,"operationId":"op-https"}`, subA))))
+		r, _ := s.post("poll", envelope(pollData(fmt.Sprintf(`{"subscriptionId":%q,"operationId":"op-https"}`, subA))))
 		require.Equal(t, http.StatusOK, r.Status, r.Logs)
 		require.Equal(t, "updated", outcome(t, r))
 		s.requireLog(t, r, anyLevel, "notification failed", "certificate")
 		require.Empty(t, tlsRec.got())
-		op, err = s.fe.Operation(context.Background(), subA, "op-https")
+		op, err := s.fe.Operation(context.Background(), subA, "op-https")
 		require.NoError(t, err)
 		require.Equal(t, tlsServer.URL+"/notify/op-https", op["notificationUri"])
 	})
@@ -624,4 +629,173 @@ func TestNotificationURIRules(t *testing.T) {
 		require.Zero(t, target.n.Load(), "a redirect was followed")
 		s.requireAlive()
 	})
+}
+
+// acceptCounter is a TCP listener on 127.0.0.1 that counts the connections
+// it accepts and closes them: a notification that reaches it at all, TLS
+// handshake or not, is counted.
+type acceptCounter struct {
+	ln net.Listener
+	n  atomic.Int64
+}
+
+func newAcceptCounter(t *testing.T) *acceptCounter {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	a := &acceptCounter{ln: ln}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			a.n.Add(1)
+			_ = c.Close()
+		}
+	}()
+	return a
+}
+
+func (a *acceptCounter) port() string {
+	_, p, _ := net.SplitHostPort(a.ln.Addr().String())
+	return p
+}
+
+// TestNotifierRefusesInternalTargets: a notificationUri, which whoever
+// writes an Operations item chooses, reaches no internal address through
+// the built handler: this machine in every spelling, the instance metadata
+// service, Azure's host endpoint, private networks. Each is given up at
+// once (a 'notification rejected' Error, the URI cleared) and no
+// connection reaches a listener on 127.0.0.1. With NOTIFICATIONS_ALLOW_HTTP
+// a loopback receiver is admitted, and still nothing else internal.
+func TestNotifierRefusesInternalTargets(t *testing.T) {
+	listener := newAcceptCounter(t)
+	port := listener.port()
+	production := []string{
+		"https://127.0.0.1:" + port + "/notify",
+		"https://localhost:" + port + "/notify",
+		"https://[::1]:" + port + "/notify",
+		"https://[::ffff:127.0.0.1]:" + port + "/notify",
+		"https://0x7f.1:" + port + "/notify",
+		"https://2130706433:" + port + "/notify",
+		"https://:" + port + "/notify",
+		"https://0.0.0.0:" + port + "/notify",
+		"https://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01",
+		"https://[::ffff:a9fe:a9fe]/metadata/instance",
+		"https://10.0.0.4:10250/pods",
+		"https://168.63.129.16/machine",
+		"https://management.azure.com:" + port + "/subscriptions/s/notify",
+		"http://management.azure.com/subscriptions/s/notify",
+		"https://management.azure.com.127.0.0.1.nip.io/subscriptions/s/notify",
+	}
+	local := []string{
+		"http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01",
+		"http://[::ffff:a9fe:a9fe]/metadata/instance",
+		"http://10.0.0.4:10250/pods",
+		"http://168.63.129.16/machine",
+		"http://0.0.0.0:" + port + "/notify",
+		"http://:" + port + "/notify",
+	}
+	for _, tc := range []struct {
+		name    string
+		env     string
+		targets []string
+	}{
+		{"production", "NOTIFICATIONS_ALLOW_HTTP=", production},
+		{"locally", "NOTIFICATIONS_ALLOW_HTTP=true", local},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startStack(t, tc.env)
+			require.NoError(t, s.sim.AddCluster("c1", clustersim.Script{}))
+			for i, target := range tc.targets {
+				id := fmt.Sprintf("op-internal-%d", i)
+				s.seedOp(subA, id, "/api/aro_hcp/v1alpha1/clusters/c1", target)
+				r, _ := s.post("poll", envelope(pollData(fmt.Sprintf(`{"subscriptionId":%q,"operationId":%q}`, subA, id))))
+				require.Equal(t, http.StatusOK, r.Status, r.Logs)
+				require.Equal(t, "updated", outcome(t, r), target)
+				s.requireLog(t, r, testenv.HostError, "notification rejected")
+				op, err := s.fe.Operation(context.Background(), subA, id)
+				require.NoError(t, err)
+				require.Equal(t, "Succeeded", op["status"], "the operation completes anyway")
+				require.NotContains(t, op, "notificationUri", "%s: given up, not retried", target)
+			}
+			require.Zero(t, listener.n.Load(), "a notification reached 127.0.0.1")
+			s.requireAlive()
+		})
+	}
+}
+
+// TestFailedNotificationLogsNoSignature: the query of a notificationUri,
+// which signs it, is in no line the built handler logs when the delivery
+// fails; the host and path are.
+func TestFailedNotificationLogsNoSignature(t *testing.T) {
+	s := startStack(t, "NOTIFICATIONS_ALLOW_HTTP=true")
+	require.NoError(t, s.sim.AddCluster("c1", clustersim.Script{}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // refused: the delivery fails
+	s.seedOp(subA, "op-sig", "/api/aro_hcp/v1alpha1/clusters/c1", "http://"+addr+"/subscriptions/"+subA+"/notify?api-version=2020-01-01&sig=e2e-SIGNATURE-7Qx")
+	r, _ := s.post("poll", envelope(pollData(fmt.Sprintf(`{"subscriptionId":%q,"operationId":"op-sig"}`, subA))))
+	require.Equal(t, http.StatusOK, r.Status, r.Logs)
+	require.Equal(t, "updated", outcome(t, r))
+	s.requireLog(t, r, anyLevel, "notification failed", "http://"+addr+"/subscriptions/"+subA+"/notify")
+	all := s.stdout.String() + s.stderr.String() + strings.Join(r.Logs, "\n")
+	require.False(t, strings.Contains(all, "e2e-SIGNATURE-7Qx"), "the signature was logged")
+}
+
+// TestInsecureSettingsAreRefusedAtStart: settings under which a credential
+// would travel in clear, reach an unverified peer, or be a token for an
+// Azure service stop the handler at start with one line naming them, and
+// never their values.
+func TestInsecureSettingsAreRefusedAtStart(t *testing.T) {
+	const secret = "e2e-CLIENT-SECRET-9b1c"
+	creds := []string{"CLUSTER_SERVICE_CLIENT_ID=opstatus", "CLUSTER_SERVICE_CLIENT_SECRET=" + secret}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"the client secret to an http token URL", append([]string{"CLUSTER_SERVICE_TOKEN_URL=http://sso.example.internal/token"}, creds...),
+			"opstatus: setting CLUSTER_SERVICE_TOKEN_URL: plain http only to a loopback host (localhost, 127.0.0.1, ::1); use https"},
+		{"a client-credentials token to an http Cluster Service", append([]string{"CLUSTER_SERVICE_URL=http://api.example.internal",
+			"CLUSTER_SERVICE_TOKEN_URL=https://sso.example.internal/token"}, creds...),
+			"opstatus: setting CLUSTER_SERVICE_URL: plain http only to a loopback host (localhost, 127.0.0.1, ::1); use https"},
+		{"the managed identity's token to an http Cluster Service", []string{"CLUSTER_SERVICE_URL=http://10.0.0.4:8000", "CLUSTER_SERVICE_AUDIENCE=" + csAudience},
+			"opstatus: setting CLUSTER_SERVICE_URL: plain http only to a loopback host (localhost, 127.0.0.1, ::1); use https"},
+		{"the client secret to an unverified peer", append([]string{"CLUSTER_SERVICE_URL=https://api.example.internal",
+			"CLUSTER_SERVICE_TOKEN_URL=https://sso.example.internal/token", "CLUSTER_SERVICE_INSECURE_SKIP_VERIFY=true"}, creds...),
+			"opstatus: setting CLUSTER_SERVICE_INSECURE_SKIP_VERIFY, CLUSTER_SERVICE_URL: certificates go unverified only to a loopback host (trust a private CA with CLUSTER_SERVICE_CA_BUNDLE)"},
+		{"the managed identity's token to an unverified peer", []string{"CLUSTER_SERVICE_URL=https://api.example.internal",
+			"CLUSTER_SERVICE_AUDIENCE=" + csAudience, "CLUSTER_SERVICE_INSECURE_SKIP_VERIFY=true"},
+			"opstatus: setting CLUSTER_SERVICE_INSECURE_SKIP_VERIFY, CLUSTER_SERVICE_URL: certificates go unverified only to a loopback host (trust a private CA with CLUSTER_SERVICE_CA_BUNDLE)"},
+		{"Cosmos DB's token to an unverified peer", []string{"COSMOS_ENDPOINT=https://account.documents.azure.com", "COSMOS_INSECURE_SKIP_VERIFY=true"},
+			"opstatus: setting COSMOS_INSECURE_SKIP_VERIFY, COSMOS_ENDPOINT: certificates go unverified only to a loopback host (an emulator)"},
+		{"an audience of Key Vault", []string{"CLUSTER_SERVICE_AUDIENCE=https://vault.azure.net"},
+			`opstatus: setting CLUSTER_SERVICE_AUDIENCE: "https://vault.azure.net" is the audience of an Azure service: whatever answers at CLUSTER_SERVICE_URL would get a token for it; give Cluster Service's own (api://…)`},
+		{"an audience of a Cosmos DB account", []string{"CLUSTER_SERVICE_AUDIENCE=https://account.documents.azure.com"},
+			`opstatus: setting CLUSTER_SERVICE_AUDIENCE: "https://account.documents.azure.com" is the audience of an Azure service`},
+		{"a notification host that is an address", []string{"NOTIFICATIONS_ALLOWED_HOSTS=management.azure.com,169.254.169.254"},
+			`opstatus: setting NOTIFICATIONS_ALLOWED_HOSTS: "169.254.169.254" is not a host name with a domain (such as management.azure.com)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			port, err := testenv.FreePort()
+			require.NoError(t, err)
+			cmd := exec.CommandContext(ctx, testenv.Build(t, "."))
+			cmd.Env = append([]string{"FUNCTIONS_CUSTOMHANDLER_PORT=" + strconv.Itoa(port), "COSMOS_ENDPOINT=https://127.0.0.1:1",
+				"COSMOS_DATABASE=d", "AZURE_LOCATION=eastus", "CLUSTER_SERVICE_URL=https://127.0.0.1:2"}, tc.env...)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, string(out))
+			require.Equal(t, 1, exit.ExitCode())
+			lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+			require.Len(t, lines, 1, string(out))
+			require.True(t, strings.HasPrefix(lines[0], tc.want), lines[0])
+			require.NotContains(t, string(out), secret)
+		})
+	}
 }

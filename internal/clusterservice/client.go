@@ -493,8 +493,9 @@ func (e *httpStatusError) Error() string {
 	}
 	var sdkErr *sdkerrors.Error
 	if errors.As(e.err, &sdkErr) {
-		// Cluster Service's own error: code and reason, no headers or bodies.
-		return fmt.Sprintf("%s: %s: %s", msg, sdkErr.Code(), sdkErr.Reason())
+		// Cluster Service's own error: code and reason, no headers or
+		// bodies, bounded as its other strings are.
+		return fmt.Sprintf("%s: %s: %s", msg, truncate(sdkErr.Code(), maxCodeBytes), truncate(sdkErr.Reason(), maxMessageBytes))
 	}
 	if e.err != nil {
 		return msg + ": " + e.err.Error()

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/opstatus/opstatus/internal/loopback"
 	"github.com/opstatus/opstatus/internal/schedule"
 )
 
@@ -66,6 +68,10 @@ type Config struct {
 	ClusterServiceAudience string
 
 	NotificationsAllowHTTP bool
+	// NotificationHosts are the hosts, each with its subdomains, that a
+	// notificationUri may name (NOTIFICATIONS_ALLOWED_HOSTS); nil: ARM's
+	// (arm.DefaultNotificationHosts).
+	NotificationHosts []string
 
 	// ScanSchedule is the scan timer's schedule (SCAN_SCHEDULE, which
 	// scan/function.json names as %SCAN_SCHEDULE%): the handler reads it to
@@ -148,6 +154,7 @@ func Load(getenv func(string) string) (Config, error) {
 		ClusterServiceTokenURL:           r.url("CLUSTER_SERVICE_TOKEN_URL", false),
 		ClusterServiceAudience:           r.audience("CLUSTER_SERVICE_AUDIENCE"),
 		NotificationsAllowHTTP:           r.bool("NOTIFICATIONS_ALLOW_HTTP"),
+		NotificationHosts:                r.hosts("NOTIFICATIONS_ALLOWED_HOSTS"),
 		ScanSchedule:                     r.schedule("SCAN_SCHEDULE", DefaultScanSchedule),
 		ClusterServiceMaxInFlight:        r.count("CLUSTER_SERVICE_MAX_IN_FLIGHT", DefaultClusterServiceMaxInFlight, maxClusterServiceMaxInFlight),
 		ClusterServiceBudget:             r.count("CLUSTER_SERVICE_BUDGET", 0, maxClusterServiceBudget),
@@ -180,10 +187,42 @@ func Load(getenv func(string) string) (Config, error) {
 	if len(c.ClusterServiceCAs) > 0 && c.ClusterServiceInsecureSkipVerify {
 		return Config{}, fmt.Errorf("CLUSTER_SERVICE_CA_BUNDLE, CLUSTER_SERVICE_INSECURE_SKIP_VERIFY: a bundle to verify with and no verification; set one")
 	}
+	if err := checkTransport(c); err != nil {
+		return Config{}, err
+	}
 	if c.ClusterServiceBudget != 0 && c.LeasesContainer == "" {
 		return Config{}, fmt.Errorf("CLUSTER_SERVICE_BUDGET: needs COSMOS_LEASES_CONTAINER, where the processes share it")
 	}
 	return c, nil
+}
+
+// checkTransport refuses plain http and unverified TLS except to a loopback
+// host: over either, a client secret, a bearer token or a key's signature
+// can be read or handed to whoever answers, and a status forged (azcore's
+// BearerTokenPolicy refuses a token over http for the same reason).
+func checkTransport(c Config) error {
+	const emulator, gateway = "an emulator", "trust a private CA with CLUSTER_SERVICE_CA_BUNDLE"
+	for _, e := range []struct {
+		name, url, skipName string
+		skip                bool
+		instead             string
+	}{
+		{"COSMOS_ENDPOINT", c.CosmosEndpoint, "COSMOS_INSECURE_SKIP_VERIFY", c.CosmosInsecureSkipVerify, emulator},
+		{"CLUSTER_SERVICE_URL", c.ClusterServiceURL, "CLUSTER_SERVICE_INSECURE_SKIP_VERIFY", c.ClusterServiceInsecureSkipVerify, gateway},
+		{"CLUSTER_SERVICE_TOKEN_URL", c.ClusterServiceTokenURL, "CLUSTER_SERVICE_INSECURE_SKIP_VERIFY", c.ClusterServiceInsecureSkipVerify, gateway},
+	} {
+		u, err := url.Parse(e.url)
+		if err != nil || e.url == "" || loopback.Host(u.Hostname()) {
+			continue
+		}
+		if u.Scheme != "https" {
+			return fmt.Errorf("%s: plain http only to a loopback host (localhost, 127.0.0.1, ::1); use https", e.name)
+		}
+		if e.skip {
+			return fmt.Errorf("%s, %s: certificates go unverified only to a loopback host (%s)", e.skipName, e.name, e.instead)
+		}
+	}
+	return nil
 }
 
 // PickupSettings are the settings pickup/function.json names as %SETTING%:
@@ -408,12 +447,97 @@ func (r *reader) audience(name string) string {
 	switch {
 	case strings.ContainsFunc(v, unicode.IsSpace) || strings.ContainsAny(v, "?#"):
 	case err == nil && u.Scheme != "" && u.Opaque == "" && u.Host != "" && u.User == nil:
+		if azureHost(strings.ToLower(u.Hostname())) {
+			r.fail(name, "%.80q is the audience of an Azure service: whatever answers at CLUSTER_SERVICE_URL would get a token for it; give Cluster Service's own (api://…)", v)
+			return ""
+		}
 		return v
 	case isGUID(v):
+		if app, ok := azureApps[strings.ToLower(v)]; ok {
+			r.fail(name, "%s is the client ID of %s: whatever answers at CLUSTER_SERVICE_URL would get a token for it; give Cluster Service's own", v, app)
+			return ""
+		}
 		return v
 	}
 	r.fail(name, "%.80q is not an application ID URI (such as api://cluster-service) or a client ID", v)
 	return ""
+}
+
+// azureDomains hold the audiences of Azure's own services, in every cloud
+// (Cosmos DB, Key Vault, Storage, ARM, Monitor, Microsoft Graph): a token
+// for one of them is good for the identity's data or secrets there.
+var azureDomains = map[string]bool{
+	"azure.com": true, "azure.net": true, "windows.net": true, "microsoft.com": true,
+	"azure.us": true, "usgovcloudapi.net": true, "azure.cn": true, "chinacloudapi.cn": true,
+}
+
+// azureApps are the client IDs of Azure's own applications that an
+// audience may name instead of their URIs.
+var azureApps = map[string]string{
+	"797f4846-ba00-4fd7-ba43-dac1f8f63013": "Azure Resource Manager",
+	"cfa8b339-82a2-471a-a3c9-0fc0be7a4093": "Azure Key Vault",
+	"e406a681-f3d4-42a8-90b6-c2b029497af1": "Azure Storage",
+	"00000003-0000-0000-c000-000000000000": "Microsoft Graph",
+}
+
+// azureHost reports whether host is one of azureDomains or under one.
+func azureHost(host string) bool {
+	host = strings.TrimSuffix(host, ".")
+	for {
+		if azureDomains[host] {
+			return true
+		}
+		_, parent, ok := strings.Cut(host, ".")
+		if !ok {
+			return false
+		}
+		host = parent
+	}
+}
+
+// hosts reads a comma-separated list of DNS host names, lowercased. An IP
+// address or a single label (localhost) is refused: each entry admits its
+// subdomains, so it names a domain someone owns.
+func (r *reader) hosts(name string) []string {
+	v := strings.TrimSpace(r.getenv(name))
+	if v == "" {
+		return nil
+	}
+	var out []string
+	for h := range strings.SplitSeq(v, ",") {
+		h = strings.ToLower(strings.TrimSpace(h))
+		if !isHostName(h) {
+			r.fail(name, "%.80q is not a host name with a domain (such as management.azure.com)", h)
+			return nil
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// isHostName reports whether h is a DNS name of two labels or more, the
+// last not a number (so not an IPv4 address in any spelling): letters,
+// digits and hyphens, at most 63 bytes a label, 253 in all.
+func isHostName(h string) bool {
+	labels := strings.Split(h, ".")
+	if len(h) > 253 || len(labels) < 2 {
+		return false
+	}
+	if _, err := netip.ParseAddr(h); err == nil {
+		return false
+	}
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, c := range l {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	last := labels[len(labels)-1]
+	return strings.ContainsFunc(last, func(c rune) bool { return c >= 'a' && c <= 'z' })
 }
 
 // isGUID reports whether v is a GUID in its 8-4-4-4-12 hexadecimal form.

@@ -122,7 +122,8 @@ func TestLoadOptionalSettings(t *testing.T) {
 			func(t *testing.T, c Config) { require.Empty(t, c.OperationsPartitionKey) }},
 		{"location", with("AZURE_LOCATION", " westus2 "),
 			func(t *testing.T, c Config) { require.Equal(t, "westus2", c.Location) }},
-		{"bools", with("COSMOS_INSECURE_SKIP_VERIFY", "true", "CLUSTER_SERVICE_INSECURE_SKIP_VERIFY", "TRUE", "NOTIFICATIONS_ALLOW_HTTP", " 1 "),
+		{"bools", with("COSMOS_INSECURE_SKIP_VERIFY", "true", "CLUSTER_SERVICE_INSECURE_SKIP_VERIFY", "TRUE", "NOTIFICATIONS_ALLOW_HTTP", " 1 ",
+			"COSMOS_ENDPOINT", "https://127.0.0.1:8081", "CLUSTER_SERVICE_URL", "https://localhost:8443", "CLUSTER_SERVICE_TOKEN_URL", "https://[::1]:8444/token"),
 			func(t *testing.T, c Config) {
 				require.True(t, c.CosmosInsecureSkipVerify)
 				require.True(t, c.ClusterServiceInsecureSkipVerify)

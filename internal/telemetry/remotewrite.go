@@ -21,6 +21,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/opstatus/opstatus/internal/loopback"
 )
 
 // RemoteWriteURLSetting names the Prometheus remote-write endpoint the
@@ -60,7 +62,7 @@ func newRemoteWrite(rawURL string, cred azcore.TokenCredential, client *http.Cli
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", RemoteWriteURLSetting, err)
 	}
-	if u.Scheme != "https" && !(u.Scheme == "http" && isLoopback(u.Hostname())) || u.Host == "" {
+	if u.Scheme != "https" && !(u.Scheme == "http" && loopback.Host(u.Hostname())) || u.Host == "" {
 		return nil, fmt.Errorf("%s=%q: not an https URL (plain http only to a loopback receiver)", RemoteWriteURLSetting, rawURL)
 	}
 	if cred == nil {
@@ -69,11 +71,11 @@ func newRemoteWrite(rawURL string, cred azcore.TokenCredential, client *http.Cli
 	if client == nil {
 		client = &http.Client{Timeout: remoteWriteTimeout}
 	}
-	return &remoteWrite{url: rawURL, cred: cred, client: client}, nil
-}
-
-func isLoopback(host string) bool {
-	return host == "localhost" || host == "127.0.0.1" || host == "::1"
+	// The request carries a bearer token, which net/http would send on to
+	// a redirect's target on the same host name, from https to http too.
+	c := *client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &remoteWrite{url: rawURL, cred: cred, client: &c}, nil
 }
 
 // Temporality is cumulative for every instrument, as Prometheus counters
