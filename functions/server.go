@@ -255,6 +255,7 @@ func (s *Server) invoke(name string, h Handler) http.HandlerFunc {
 		}
 		if !delivered {
 			level = slog.LevelWarn
+			telemetry.InvocationFailed(ctx, name)
 		}
 		s.logger.LogAttrs(ctx, level, "invocation", attrs...)
 	}
