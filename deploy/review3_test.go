@@ -269,3 +269,26 @@ func TestDeploymentReviewChecksPass(t *testing.T) {
 		})
 	}
 }
+
+// The audience's form: where Entra's identifier-URI restriction is on, an
+// application's URI needs a tenant ID, its app ID or a verified domain.
+func TestAudienceForm(t *testing.T) {
+	for aud, ok := range map[string]bool{
+		"22222222-2222-2222-2222-222222222222":                        true,
+		"api://22222222-2222-2222-2222-222222222222":                  true,
+		"api://11111111-2222-3333-4444-555555555555/clusters-service": true,
+		"api://aro-hcp-clusters-service":                              false,
+		"api://clusters-service":                                      false,
+		"api://22222222-2222-2222-2222-22222222222/x":                 false,
+		"": false,
+	} {
+		err := checkAudienceForm(aud)
+		if ok {
+			require.NoError(t, err, aud)
+		} else {
+			require.ErrorContains(t, err, "is neither a client ID nor api://<tenant or app ID>", aud)
+		}
+	}
+	// The chart's value as shipped before: refused.
+	require.Error(t, checkAudienceForm("api://aro-hcp-clusters-service"))
+}
