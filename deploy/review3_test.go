@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -291,4 +292,47 @@ func TestAudienceForm(t *testing.T) {
 	}
 	// The chart's value as shipped before: refused.
 	require.Error(t, checkAudienceForm("api://aro-hcp-clusters-service"))
+}
+
+// aggregation finds PromQL aggregations and their by clause, if any.
+var aggregation = regexp.MustCompile(`\b(sum|max|min|avg|count|group|stddev|stdvar|topk|bottomk|quantile)\s*(?:(by|without)\s*\(([^)]*)\))?\s*\(`)
+
+// checkClusterKept checks that every alert keeps the cluster label the
+// remote write gives each series: ARO-HCP's alert generator titles an
+// incident "<cluster>: <summary>" and correlates it by
+// "<alert>/<cluster>", so an aggregation must keep cluster.
+func checkClusterKept(alerts []rule) error {
+	for _, r := range alerts {
+		for _, m := range aggregation.FindAllStringSubmatch(r.Expr, -1) {
+			labels := strings.Split(m[3], ",")
+			for i := range labels {
+				labels[i] = strings.TrimSpace(labels[i])
+			}
+			keeps := m[2] == "by" && slices.Contains(labels, "cluster") || m[2] == "without" && !slices.Contains(labels, "cluster")
+			if !keeps {
+				return fmt.Errorf("alert %s: %q drops the cluster label", r.Alert, strings.TrimSpace(m[0]))
+			}
+		}
+	}
+	return nil
+}
+
+func TestAlertsKeepTheClusterLabel(t *testing.T) {
+	pr, err := readRules(rulesFile)
+	require.NoError(t, err)
+	require.NoError(t, checkClusterKept(pr.alerts()))
+	for _, broken := range []struct{ alert, old, new, want string }{
+		{"OpstatusClusterCreatePending", "max by (cluster) (", "max(", `"max(" drops the cluster label`},
+		{"OpstatusClusterServiceDegraded", "sum by (le, cluster) (", "sum by (le) (", `"sum by (le) (" drops the cluster label`},
+		{"OpstatusDeferredRising", "sum by (cluster) (", "sum without (cluster) (", `"sum without (cluster) (" drops the cluster label`},
+	} {
+		alerts := slices.Clone(pr.alerts())
+		for i := range alerts {
+			if alerts[i].Alert == broken.alert {
+				require.Contains(t, alerts[i].Expr, broken.old)
+				alerts[i].Expr = strings.Replace(alerts[i].Expr, broken.old, broken.new, 1)
+			}
+		}
+		require.ErrorContains(t, checkClusterKept(alerts), broken.want)
+	}
 }
