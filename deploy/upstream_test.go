@@ -111,9 +111,10 @@ func checkMetricsRegion(d *deployment, workspace string) error {
 	return nil
 }
 
-// TestDeploymentReviewChecksFail runs the checks of the third deployment
-// review's findings on broken copies: each must fail, naming what is wrong.
-func TestDeploymentReviewChecksFail(t *testing.T) {
+// TestUpstreamChecksFailOnBrokenCopies runs the checks that follow what
+// ARM, Application Insights, Azure Monitor and ARO-HCP do on broken
+// copies: each must fail, naming what is wrong.
+func TestUpstreamChecksFailOnBrokenCopies(t *testing.T) {
 	regionWorkspace := map[string]any{"monitorWorkspaceId": exampleWorkspace}
 	zoneRedundant := map[string]any{"zoneRedundant": true, "alwaysReadyPoll": 2, "alwaysReadyPickup": 2}
 	tests := []struct {
@@ -247,7 +248,7 @@ func TestDeploymentReviewChecksFail(t *testing.T) {
 // The template passes every check with the region's workspace, with metrics
 // off and zone redundant: the conditional workspace is declared, so the
 // dependencies on it hold whether or not it is deployed.
-func TestDeploymentReviewChecksPass(t *testing.T) {
+func TestUpstreamChecksPass(t *testing.T) {
 	f := load(t)
 	for _, values := range []map[string]any{
 		{"monitorWorkspaceId": exampleWorkspace},
