@@ -40,13 +40,18 @@ var exampleScope = armScope{
 	resourceGroup: "opstatus-int-eastus",
 	location:      "eastus",
 	existing: map[string]map[string]any{
-		strings.ToLower(exampleVnet): {"location": "eastus", "properties": map[string]any{}},
+		strings.ToLower(exampleVnet):      {"location": "eastus", "properties": map[string]any{}},
+		strings.ToLower(exampleWorkspace): {"location": "eastus", "properties": map[string]any{}},
 		strings.ToLower(exampleVnet + "/subnets/opstatus"): {"properties": map[string]any{
 			"addressPrefix": "10.128.64.0/26",
 			"delegations":   delegatedTo("Microsoft.App/environments"),
 		}},
 	},
 }
+
+// exampleWorkspace is the region's Azure Monitor workspace a deployment
+// may send its metrics to (monitorWorkspaceId).
+const exampleWorkspace = "/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/arohcp-int-eastus-svc/providers/Microsoft.Monitor/accounts/services-eastus"
 
 // exampleVnet is the resource provider's virtual network the example
 // parameters name.
@@ -124,6 +129,9 @@ type resource struct {
 	Scope string
 	// Body is the resolved resource object.
 	Body map[string]any
+	// Template numbers the template that declares it: 0 the main one, then
+	// each nested template in the order met.
+	Template int
 }
 
 // deployment is a template resolved with parameter values.
@@ -135,6 +143,10 @@ type deployment struct {
 	// outputs are the template's raw outputs, which output resolves.
 	outputs map[string]any
 	eval    *evaluator
+	// declared holds, by template number, the lowercase IDs of every
+	// resource the template declares, those whose condition is false too:
+	// what its dependsOn may name.
+	declared []map[string]bool
 }
 
 // resolve evaluates a template for one deployment: given parameter values,
@@ -145,7 +157,7 @@ func resolve(tmpl map[string]any, given map[string]any, scope armScope) (*deploy
 	if err != nil {
 		return nil, err
 	}
-	d := &deployment{scope: scope, params: e.params, variables: map[string]any{}}
+	d := &deployment{scope: scope, params: e.params, variables: map[string]any{}, declared: []map[string]bool{{}}}
 	vars, _ := tmpl["variables"].(map[string]any)
 	for name := range vars {
 		v, err := e.variable(name)
@@ -235,6 +247,8 @@ func path(v any, keys ...string) any {
 
 // evaluator evaluates ARM template expressions in one template's scope.
 type evaluator struct {
+	// template is the number of the template evaluated (deployment.declared).
+	template  int
 	scope     armScope
 	paramDefs map[string]any
 	given     map[string]any
@@ -484,6 +498,7 @@ func (e *evaluator) resource(raw map[string]any, parent *resource, d *deployment
 			return fmt.Errorf("condition %v is not a bool", v)
 		}
 		if !deploy {
+			e.declare(raw, parent, d)
 			return nil
 		}
 	}
@@ -515,6 +530,8 @@ func (e *evaluator) resource(raw map[string]any, parent *resource, d *deployment
 	if err != nil {
 		return err
 	}
+	r.Template = e.template
+	d.declared[e.template][strings.ToLower(r.ID)] = true
 	d.resources = append(d.resources, r)
 	for i, item := range children {
 		child, ok := item.(map[string]any)
@@ -562,6 +579,39 @@ func (e *evaluator) copies(raw map[string]any, c any, parent *resource, d *deplo
 		}
 	}
 	return nil
+}
+
+// declare records the ID of a resource whose condition is false: ARM drops
+// a dependency on it, but only on a resource the template declares. Its
+// children are declared with it. A name that cannot be evaluated declares
+// nothing, so a dependency on it shows.
+func (e *evaluator) declare(raw map[string]any, parent *resource, d *deployment) {
+	head := map[string]any{"apiVersion": raw["apiVersion"]}
+	for _, k := range []string{"type", "name", "scope", "resourceGroup"} {
+		if v, ok := raw[k]; ok {
+			head[k] = v
+		}
+	}
+	v, err := e.value(head)
+	if err != nil {
+		return
+	}
+	resolved := v.(map[string]any)
+	if parent != nil {
+		resolved["type"] = parent.Type + "/" + fmt.Sprint(resolved["type"])
+		resolved["name"] = parent.Name + "/" + fmt.Sprint(resolved["name"])
+	}
+	r, err := e.describe(resolved)
+	if err != nil {
+		return
+	}
+	d.declared[e.template][strings.ToLower(r.ID)] = true
+	children, _ := raw["resources"].([]any)
+	for _, c := range children {
+		if child, ok := c.(map[string]any); ok {
+			e.declare(child, &r, d)
+		}
+	}
 }
 
 // describe names a resolved resource: its type, API version, full ID and
@@ -631,6 +681,8 @@ func (e *evaluator) nested(r resource, tmpl map[string]any, d *deployment) error
 	if err != nil {
 		return err
 	}
+	inner.template = len(d.declared)
+	d.declared = append(d.declared, map[string]bool{})
 	return inner.resources(tmpl, d)
 }
 

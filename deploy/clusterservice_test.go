@@ -112,7 +112,7 @@ func TestClusterServiceManagedIdentity(t *testing.T) {
 		{
 			name:      "the example: ARO-HCP's internal gateway",
 			values:    f.values,
-			audience:  "api://aro-hcp-clusters-service",
+			audience:  "22222222-2222-2222-2222-222222222222",
 			reference: "@Microsoft.KeyVault(VaultName=arohcp-int-eastus-svc;SecretName=opstatus-clusters-service-ca)",
 			scope:     "/subscriptions/11111111-2222-3333-4444-555555555555/resourcegroups/arohcp-int-eastus-rp/providers/microsoft.keyvault/vaults/arohcp-int-eastus-svc/secrets/opstatus-clusters-service-ca",
 		},

@@ -38,7 +38,13 @@ type variable struct {
 	Name  string `json:"name"`
 	Type  string `json:"type"`
 	Query string `json:"query"`
+	Regex string `json:"regex"`
 }
+
+// servicesDatasources is ARO-HCP's filter for the service clusters' Azure
+// Monitor workspaces' data sources (docs/grafana-dashboards.md), where
+// opstatus's metrics land.
+const servicesDatasources = "^Managed_Prometheus_services-.*$"
 
 type panel struct {
 	Title      string `json:"title"`
@@ -69,8 +75,8 @@ func checkDashboard(b []byte, exported []string) ([]string, error) {
 	if d.UID == "" || d.Title == "" {
 		return nil, fmt.Errorf("%s: no uid or title", dashboardFile)
 	}
-	if !slices.Contains(d.Templating.List, variable{Name: "datasource", Type: "datasource", Query: "prometheus"}) {
-		return nil, fmt.Errorf("%s: no Prometheus datasource variable", dashboardFile)
+	if !slices.Contains(d.Templating.List, variable{Name: "datasource", Type: "datasource", Query: "prometheus", Regex: servicesDatasources}) {
+		return nil, fmt.Errorf("%s: no Prometheus datasource variable filtered to the services' workspaces (%s)", dashboardFile, servicesDatasources)
 	}
 	var rows []string
 	var queries []string
@@ -136,6 +142,9 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	misspelt := strings.Replace(string(b), "opstatus_scan_oldest_seconds", "opstatus_scan_oldest", 1)
 	_, err = checkDashboard([]byte(misspelt), exported)
 	require.ErrorContains(t, err, "opstatus_scan_oldest, which the handler does not export")
+	unfiltered := strings.Replace(string(b), `"regex": "^Managed_Prometheus_services-.*$"`, `"regex": ""`, 1)
+	_, err = checkDashboard([]byte(unfiltered), exported)
+	require.ErrorContains(t, err, "no Prometheus datasource variable filtered to the services' workspaces")
 	noRow := strings.Replace(string(b), `"title": "Pickup lag"`, `"title": "Lag"`, 1)
 	_, err = checkDashboard([]byte(noRow), exported)
 	require.ErrorContains(t, err, `no row "Pickup lag"`)

@@ -25,6 +25,15 @@ func checkZoneRedundancy(d *deployment) error {
 	if on != true {
 		return nil
 	}
+	// LRS keeps its copies in one zone: the host's queues, leases and
+	// package would not outlive it.
+	storage, err := d.one("Microsoft.Storage/storageAccounts")
+	if err != nil {
+		return err
+	}
+	if sku := path(storage.Body, "sku", "name"); sku != "Standard_ZRS" {
+		return fmt.Errorf("zone redundant with the host's storage %s %v: its queues, leases and package stay in one zone; want Standard_ZRS", storage.Name, sku)
+	}
 	site, err := d.one("Microsoft.Web/sites")
 	if err != nil {
 		return err
@@ -152,6 +161,9 @@ func refusals() []refusal {
 		{"a subnet holding a private endpoint", nil,
 			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.App/environments"), "privateEndpoints": []any{map[string]any{"id": "pe"}}}}),
 			"subnet opstatus holds private endpoints"},
+		{"the region's workspace in another region", map[string]any{"monitorWorkspaceId": exampleWorkspace},
+			exampleScope.withExisting(exampleWorkspace, map[string]any{"location": "westus3", "properties": map[string]any{}}),
+			"is in westus3, not the app's region eastus"},
 		{"a subnet in another region", nil,
 			exampleScope.withExisting(exampleVnet, map[string]any{"location": "westus3", "properties": map[string]any{}}),
 			"subnet opstatus is not in the app's region eastus"},

@@ -423,6 +423,8 @@ func checkMeshService(m *mesh) error {
 		return fmt.Errorf("Service type %q, want LoadBalancer", s.Spec.Type)
 	case s.Annotations["service.beta.kubernetes.io/azure-load-balancer-internal"] != "true":
 		return errors.New(`the load balancer is not internal: annotation service.beta.kubernetes.io/azure-load-balancer-internal is not "true"`)
+	case s.Annotations["service.beta.kubernetes.io/azure-deny-all-except-load-balancer-source-ranges"] != "true":
+		return errors.New(`the load balancer admits the rest of the network: annotation service.beta.kubernetes.io/azure-deny-all-except-load-balancer-source-ranges is not "true" (source ranges alone only add allow rules)`)
 	case !mapsEqual(s.Spec.Selector, m.gatewayLabels()):
 		return fmt.Errorf("Service selects %v, not the internal gateway's pods %v", s.Spec.Selector, m.gatewayLabels())
 	case len(s.Spec.Ports) != 1 || s.Spec.Ports[0].Port != 443 || s.Spec.Ports[0].Protocol != corev1.ProtocolTCP:
@@ -441,8 +443,15 @@ func checkMeshService(m *mesh) error {
 	return nil
 }
 
-// checkMeshGateway: HTTPS on the port the load balancer carries, a
-// certificate from a Secret, the one host opstatus's example URL names.
+// addonGatewayPorts are the ports the add-on's own Service of the gateway
+// pods may expose: Istio's gateway chart's (status-port 15021, http2 80,
+// https 443). For a selector Gateway istiod binds a server port that a
+// Service of the pods exposes to the target port of the oldest such Service.
+var addonGatewayPorts = []int32{15021, 80, 443}
+
+// checkMeshGateway: HTTPS on the port the load balancer sends to, which no
+// other Service of the gateway pods exposes, a certificate from a Secret,
+// the one host opstatus's example URL names.
 func checkMeshGateway(m *mesh, f meshFixture) error {
 	g := m.gateway
 	if g == nil {
@@ -462,8 +471,10 @@ func checkMeshGateway(m *mesh, f meshFixture) error {
 	switch {
 	case s.GetPort().GetProtocol() != "HTTPS":
 		return fmt.Errorf("server protocol %q, want HTTPS", s.GetPort().GetProtocol())
-	case m.service != nil && int32(s.GetPort().GetNumber()) != m.service.Spec.Ports[0].Port:
-		return fmt.Errorf("server port %d is not the load balancer's %d", s.GetPort().GetNumber(), m.service.Spec.Ports[0].Port)
+	case m.service != nil && int(s.GetPort().GetNumber()) != m.service.Spec.Ports[0].TargetPort.IntValue():
+		return fmt.Errorf("server port %d is not the target port %s the load balancer sends to", s.GetPort().GetNumber(), m.service.Spec.Ports[0].TargetPort.String())
+	case m.service != nil && slices.Contains(append(addonGatewayPorts, m.service.Spec.Ports[0].Port), int32(s.GetPort().GetNumber())):
+		return fmt.Errorf("server port %d is a port a Service of the gateway pods exposes: istiod would listen on that Service's target port, which the add-on's own Service decides", s.GetPort().GetNumber())
 	case tls.GetMode().String() != "SIMPLE":
 		return fmt.Errorf("TLS mode %s, want SIMPLE (the gateway ends TLS with its certificate)", tls.GetMode())
 	case tls.GetCredentialName() == "" || tls.GetCredentialName() != m.value("gateway.credentialName"):
@@ -563,7 +574,24 @@ func checkMeshAudience(m *mesh, f meshFixture) error {
 			return fmt.Errorf("the chart's audience %q is not the template's clusterServiceAudience %q", got, w)
 		}
 	}
-	return nil
+	return checkAudienceForm(m.value("opstatus.audience"))
+}
+
+var (
+	clientID      = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	guidURIPrefix = regexp.MustCompile(`^api://[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(/|$)`)
+)
+
+// checkAudienceForm: an application's client ID, or an identifier URI
+// api://<tenant ID or app ID>[/…]. Where Entra's identifier-URI restriction
+// is on (uriAdditionWithoutUniqueTenantIdentifier) an application cannot
+// add a URI without a tenant ID, its app ID or a verified domain; these
+// checks cannot tell a verified domain, so they take none.
+func checkAudienceForm(aud string) error {
+	if clientID.MatchString(aud) || guidURIPrefix.MatchString(aud) {
+		return nil
+	}
+	return fmt.Errorf("audience %q is neither a client ID nor api://<tenant or app ID>/…: Entra's identifier-URI restriction refuses such a URI on the application", aud)
 }
 
 // checkMeshGatewayPolicy: at the gateway's pods, ALLOW one rule: opstatus's
@@ -935,7 +963,32 @@ func TestMeshChecksFailOnBrokenCopy(t *testing.T) {
 			template: func(tmpl map[string]any) {
 				tmpl["parameters"].(map[string]any)["clusterServiceAudience"] = map[string]any{"type": "string", "defaultValue": "api://another"}
 			},
-			want: `the chart's audience "api://aro-hcp-clusters-service" is not the template's clusterServiceAudience "api://another"`,
+			want: `the chart's audience "22222222-2222-2222-2222-222222222222" is not the template's clusterServiceAudience "api://another"`,
+		},
+		{
+			name: "the gateway's server on the load balancer's port, not its target port",
+			file: "templates/gateway.yaml", old: "number: {{ .Values.gateway.targetPort }}", new: "number: 443",
+			want: "server port 443 is not the target port 8443 the load balancer sends to",
+		},
+		{
+			name: "the load balancer sending to another port than the gateway's",
+			file: "templates/service.yaml", old: "targetPort: {{ .Values.gateway.targetPort }}", new: "targetPort: 8080",
+			want: "server port 8443 is not the target port 8080",
+		},
+		{
+			name: "load balancer and gateway both on the add-on's 443",
+			file: "values.yaml", old: "targetPort: 8443", new: "targetPort: 443",
+			want: "server port 443 is a port a Service of the gateway pods exposes",
+		},
+		{
+			name: "load balancer and gateway both on the add-on's status port",
+			file: "values.yaml", old: "targetPort: 8443", new: "targetPort: 15021",
+			want: "server port 15021 is a port a Service of the gateway pods exposes",
+		},
+		{
+			name: "source ranges without the deny rule",
+			file: "templates/service.yaml", old: "    service.beta.kubernetes.io/azure-deny-all-except-load-balancer-source-ranges: \"true\"\n", new: "",
+			want: "the load balancer admits the rest of the network",
 		},
 		{
 			name: "any valid token",
@@ -1040,7 +1093,8 @@ func TestMeshChecksFailOnBrokenCopy(t *testing.T) {
 			g.template = deepCopy(f.template)
 			if tc.template != nil {
 				tc.template(g.template)
-			} else {
+			}
+			if tc.file != "" {
 				require.Equal(t, 1, strings.Count(g.chart[tc.file], tc.old), "%s must hold %q once", tc.file, tc.old)
 				g.chart[tc.file] = strings.Replace(g.chart[tc.file], tc.old, tc.new, 1)
 			}

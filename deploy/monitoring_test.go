@@ -24,15 +24,19 @@ import (
 // suffix, with the table each queries.
 var logAlerts = map[string]string{"no-scan": "requests", "poison": "traces", "start-failed": "traces"}
 
+// metricAlerts are the log alerts a Prometheus alert replaces when the
+// metrics are exported.
+var metricAlerts = map[string]string{"no-scan": "OpstatusNoScan", "poison": "OpstatusPollFailing"}
+
 // checkMonitoring checks the monitoring resources against the parameters,
 // the PrometheusRule and the handler's settings.
-func checkMonitoring(d *deployment, _ fixture) error {
+func checkMonitoring(d *deployment, f fixture) error {
 	settings, err := d.appSettings()
 	if err != nil {
 		return err
 	}
 	actionGroup, _ := d.params["actionGroupId"].(string)
-	if err := checkLogAlerts(d, actionGroup); err != nil {
+	if err := checkLogAlerts(d, f.host, actionGroup); err != nil {
 		return err
 	}
 	groups := d.byType("Microsoft.AlertsManagement/prometheusRuleGroups")
@@ -62,6 +66,9 @@ func checkMonitoring(d *deployment, _ fixture) error {
 	if err != nil {
 		return err
 	}
+	if err := checkMetricsRegion(d, workspace); err != nil {
+		return err
+	}
 	accounts, _ := path(dcr.Body, "properties", "destinations", "monitoringAccounts").([]any)
 	flows, _ := path(dcr.Body, "properties", "dataFlows").([]any)
 	if len(accounts) != 1 || len(flows) != 1 || !strings.EqualFold(fmt.Sprint(path(accounts[0], "accountResourceId")), workspace) ||
@@ -77,7 +84,8 @@ func checkMonitoring(d *deployment, _ fixture) error {
 	if err != nil {
 		return err
 	}
-	want, err := ruleGroupRules(pr, actionGroup)
+	runbooks, _ := d.params["runbookBaseUrl"].(string)
+	want, err := ruleGroupRules(pr, actionGroup, runbooks)
 	if err != nil {
 		return err
 	}
@@ -114,11 +122,21 @@ func monitorWorkspace(d *deployment) (string, error) {
 
 // ruleGroupRules are the prometheusRuleGroups rules of a PrometheusRule:
 // each alert with its expression on one line, its for as an ISO 8601
-// duration, its labels and annotations, Azure's severity (0 to 4) from the
-// IcM severity label (2.5 is 2), and the action group when there is one.
-func ruleGroupRules(pr prometheusRule, actionGroup string) ([]any, error) {
+// duration, its labels and annotations (runbook_url's anchor on the
+// deployer's runbooks), Azure's severity (0 to 4) from the IcM severity
+// label (2.5 is 2), and the action group when there is one.
+func ruleGroupRules(pr prometheusRule, actionGroup, runbooks string) ([]any, error) {
 	var out []any
 	for _, r := range pr.alerts() {
+		_, anchor, ok := strings.Cut(r.Annotations["runbook_url"], "#")
+		if !ok {
+			return nil, fmt.Errorf("alert %s: runbook_url %q names no heading", r.Alert, r.Annotations["runbook_url"])
+		}
+		annotations := map[string]string{}
+		for k, v := range r.Annotations {
+			annotations[k] = v
+		}
+		annotations["runbook_url"] = runbooks + "#" + anchor
 		sev, err := strconv.ParseFloat(r.Labels["severity"], 64)
 		if err != nil {
 			return nil, fmt.Errorf("alert %s: severity %q: %w", r.Alert, r.Labels["severity"], err)
@@ -133,7 +151,7 @@ func ruleGroupRules(pr prometheusRule, actionGroup string) ([]any, error) {
 			"expression":  strings.Join(strings.Fields(r.Expr), " "),
 			"severity":    int64(math.Floor(sev)),
 			"labels":      r.Labels,
-			"annotations": r.Annotations,
+			"annotations": annotations,
 			"actions":     actions,
 			"resolveConfiguration": map[string]any{
 				"autoResolved":  true,
@@ -169,7 +187,7 @@ func normalizeJSON(v any) any {
 // checkLogAlerts checks the scheduled query rules over Application
 // Insights: each of logAlerts, on the template's component, notifying
 // the action group when there is one.
-func checkLogAlerts(d *deployment, actionGroup string) error {
+func checkLogAlerts(d *deployment, host map[string]any, actionGroup string) error {
 	insights, err := d.one("Microsoft.Insights/components")
 	if err != nil {
 		return err
@@ -196,13 +214,21 @@ func checkLogAlerts(d *deployment, actionGroup string) error {
 		if q, _ := path(conds[0], "query").(string); !strings.HasPrefix(q, logAlerts[suffix]+" |") {
 			return fmt.Errorf("scheduled query rule %s queries %q, not %s", r.Name, q, logAlerts[suffix])
 		}
+		// A sampled row stands for itemCount items.
+		agg, measure := path(conds[0], "timeAggregation"), path(conds[0], "metricMeasureColumn")
+		if !(agg == "Total" && measure == "itemCount") && !(agg == "Count" && !sampledTable(host, logAlerts[suffix])) {
+			return fmt.Errorf("scheduled query rule %s counts rows (%v) of %s, which host.json lets Application Insights sample: sum itemCount", r.Name, agg, logAlerts[suffix])
+		}
+		if name := metricAlerts[suffix]; name != "" && d.params["metricsExport"] == true {
+			return fmt.Errorf("scheduled query rule %s reads logs where the metric alert %s runs", r.Name, name)
+		}
 		groups, _ := path(r.Body, "properties", "actions", "actionGroups").([]any)
 		if want := slices.DeleteFunc([]any{actionGroup}, func(v any) bool { return v == "" }); !reflect.DeepEqual(normalizeJSON(groups), normalizeJSON(want)) && !(len(groups) == 0 && len(want) == 0) {
 			return fmt.Errorf("scheduled query rule %s notifies %v, not actionGroupId %q", r.Name, groups, actionGroup)
 		}
 	}
 	for s := range logAlerts {
-		if !seen[s] {
+		if !seen[s] && (metricAlerts[s] == "" || d.params["metricsExport"] != true) {
 			return fmt.Errorf("no scheduled query rule <appName>-%s", s)
 		}
 	}
@@ -232,7 +258,7 @@ func TestMonitoringFollowsItsParameters(t *testing.T) {
 			require.NoError(t, err)
 			require.Empty(t, settings["METRICS_REMOTE_WRITE_URL"])
 			require.Empty(t, d.byType("Microsoft.AlertsManagement/prometheusRuleGroups"))
-			require.Len(t, d.byType("Microsoft.Insights/scheduledQueryRules"), 3, "the log alerts need no metrics")
+			require.Len(t, d.byType("Microsoft.Insights/scheduledQueryRules"), 3, "without metrics, every alert the logs can carry")
 		}},
 		{"the region's workspace and an action group", map[string]any{"monitorWorkspaceId": workspace, "actionGroupId": group}, func(t *testing.T, d *deployment) {
 			require.Empty(t, d.byType("Microsoft.Monitor/accounts"))
@@ -301,7 +327,7 @@ func TestMonitoringCheckFailsOnEditedTemplate(t *testing.T) {
 		}, "metricsExport is off"},
 		{"a log alert without the action group", func(t *testing.T, tmpl map[string]any) {
 			parameters(tmpl)["actionGroupId"].(map[string]any)["defaultValue"] = "/subscriptions/1/resourceGroups/g/providers/Microsoft.Insights/actionGroups/a"
-			props(findResource(t, tmpl, "Microsoft.Insights/scheduledQueryRules", "poison"))["actions"] = map[string]any{}
+			props(findResource(t, tmpl, "Microsoft.Insights/scheduledQueryRules", "start-failed"))["actions"] = map[string]any{}
 		}, "notifies"},
 		{"a log alert left out", func(t *testing.T, tmpl map[string]any) {
 			removeResource(t, tmpl, findResource(t, tmpl, "Microsoft.Insights/scheduledQueryRules", "start-failed"))

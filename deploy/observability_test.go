@@ -178,7 +178,7 @@ func TestPrometheusRulesBrokenCopiesFail(t *testing.T) {
 	for _, tc := range []struct{ name, alert, old, new string }{
 		{"create threshold", "OpstatusClusterCreatePending", "> 1200", "> 12000"},
 		{"other pending misses node pools", "OpstatusOperationPending", `opstatus_scan_oldest_seconds{request="Create",resource_type!="cluster"}`, `opstatus_scan_oldest_seconds{request="Create",resource_type="cluster"}`},
-		{"no scan by absence only", "OpstatusNoScan", "absent_over_time(opstatus_scan_timestamp_seconds[3m]) or time() - max(opstatus_scan_timestamp_seconds) > 180", "absent_over_time(opstatus_scan_timestamp_seconds[3m])"},
+		{"no scan by absence only", "OpstatusNoScan", "absent_over_time(opstatus_scan_timestamp_seconds[3m]) or time() - max by (cluster) (opstatus_scan_timestamp_seconds) > 180", "absent_over_time(opstatus_scan_timestamp_seconds[3m])"},
 		{"no scan on the pending gauge", "OpstatusNoScan", "absent_over_time(opstatus_scan_timestamp_seconds[3m])", "absent_over_time(opstatus_scan_pending[3m])"},
 		{"cluster service errors", "OpstatusClusterServiceDegraded", `status_code=~"0|429|5.."`, `status_code=~"5.."`},
 		{"deferred without for", "OpstatusDeferredRising", "for: 15m", "for: 1m"},

@@ -183,7 +183,7 @@ func checkCombination(t *testing.T, f fixture, c combination) {
 	require.Equal(t, c.auth == "token", cfg.ClusterServiceAudience != "", what)
 	require.Equal(t, c.auth == "token", settings["CLUSTER_SERVICE_CA_BUNDLE"] != "", what)
 	if c.auth == "token" {
-		require.Equal(t, "api://aro-hcp-clusters-service", cfg.ClusterServiceAudience, what)
+		require.Equal(t, "22222222-2222-2222-2222-222222222222", cfg.ClusterServiceAudience, what)
 		require.Equal(t, "@Microsoft.KeyVault(VaultName=arohcp-int-eastus-svc;SecretName=opstatus-clusters-service-ca)", settings["CLUSTER_SERVICE_CA_BUNDLE"], what)
 		require.Len(t, cfg.ClusterServiceCAs, 1, what)
 	}

@@ -57,6 +57,8 @@ var checks = []struct {
 	{"leases", func(d *deployment, _ fixture) error { return checkLeases(d) }},
 	{"refusals", func(_ *deployment, f fixture) error { return checkRefusals(f.template, f.parameters) }},
 	{"monitoring", checkMonitoring},
+	{"dependencies", func(d *deployment, _ fixture) error { return checkDependencies(d) }},
+	{"sampling", func(_ *deployment, f fixture) error { return checkSampling(f.host) }},
 }
 
 // texts are the files the secret check searches, as Azure receives them.
@@ -101,7 +103,7 @@ func TestTemplatePassesEveryCheck(t *testing.T) {
 func TestDefaultsGiveTheStatedBudget(t *testing.T) {
 	f := load(t)
 	required := map[string]any{}
-	for _, name := range []string{"appName", "storageAccountName", "subnetId", "privateEndpointSubnetId", "storageBlobDnsZoneId", "storageQueueDnsZoneId", "storageTableDnsZoneId", "siteDnsZoneId", "cosmosAccountName", "cosmosDatabase", "clusterServiceUrl"} {
+	for _, name := range []string{"appName", "storageAccountName", "subnetId", "privateEndpointSubnetId", "storageBlobDnsZoneId", "storageQueueDnsZoneId", "storageTableDnsZoneId", "siteDnsZoneId", "cosmosAccountName", "cosmosDatabase", "clusterServiceUrl", "runbookBaseUrl"} {
 		required[name] = f.values[name]
 	}
 	for _, extra := range []map[string]any{nil, {"pickupEnabled": false}} {

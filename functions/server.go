@@ -244,9 +244,10 @@ func (s *Server) invoke(name string, h Handler) http.HandlerFunc {
 		}
 		telemetry.EndInvocation(span, status)
 
-		// One access line: at Info for a success, at Warn for a failure,
-		// whose cause is logged at Error above.
-		level, attrs := slog.LevelInfo, []slog.Attr{
+		// One access line: at Debug for a success, which the host's request
+		// record already shows, at Warn for a failure, whose cause is logged
+		// at Error above.
+		level, attrs := slog.LevelDebug, []slog.Attr{
 			slog.String("invocation_id", id),
 			slog.String("function", name),
 			slog.Int("status", status),
@@ -254,6 +255,7 @@ func (s *Server) invoke(name string, h Handler) http.HandlerFunc {
 		}
 		if !delivered {
 			level = slog.LevelWarn
+			telemetry.InvocationFailed(ctx, name)
 		}
 		s.logger.LogAttrs(ctx, level, "invocation", attrs...)
 	}

@@ -233,20 +233,25 @@ func TestServerResponses(t *testing.T) {
 		a := post(t, ts.URL+"/poll", "inv-process", pollBody)
 		require.Equal(t, 200, a.Status)
 		requireLogsContain(t, a.Logs, "msg=polled")
+		a = post(t, ts.URL+"/panic", "inv-process-failed", `{}`)
+		require.Equal(t, 500, a.Status)
 
-		require.Eventually(t, func() bool { return accessLogged(&stdout, &stderr, "inv-process") },
+		require.Eventually(t, func() bool { return accessLogged(&stdout, &stderr, "inv-process-failed") },
 			10*time.Second, 5*time.Millisecond)
-		var access []hostEntry
 		for _, e := range entriesOf(t, processEntries(t, &stdout, &stderr), "inv-process") {
 			require.NotEqual(t, "polled", e.msg, "a line in Logs is not in the process log too")
+			require.NotEqual(t, "invocation", e.msg, "a success has no access line at Info: the host's request record shows it")
+		}
+		var access []hostEntry
+		for _, e := range entriesOf(t, processEntries(t, &stdout, &stderr), "inv-process-failed") {
 			if e.msg == "invocation" {
 				access = append(access, e)
 			}
 		}
-		require.Len(t, access, 1, "one access line per invocation")
-		require.Equal(t, "stdout", access[0].source)
-		require.Equal(t, "poll", access[0].rec["function"])
-		require.Equal(t, float64(200), access[0].rec["status"])
+		require.Len(t, access, 1, "one access line per failed invocation")
+		require.Equal(t, testenv.HostWarning, access[0].level)
+		require.Equal(t, "panic", access[0].rec["function"])
+		require.Equal(t, float64(500), access[0].rec["status"])
 		require.Contains(t, access[0].rec, "duration_ms")
 	})
 

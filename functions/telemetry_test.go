@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -52,4 +54,46 @@ func TestInvocationSpanContinuesTheHostTrace(t *testing.T) {
 	require.Equal(t, "Unset", spans[0].Status().Code.String())
 	require.Equal(t, "scan", spans[1].Name())
 	require.Equal(t, "Error", spans[1].Status().Code.String(), "a 400 fails the invocation")
+}
+
+// A failed invocation is counted by function: a poll message that fails
+// maxDequeueCount times goes to the poison queue, and the poison alert
+// reads this count; a success counts nothing.
+func TestFailedInvocationsCounted(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	t.Cleanup(telemetry.Use(nil, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	s := NewServer(nil, map[string]Handler{
+		"poll": func(_ context.Context, inv *Invocation) (*Result, error) {
+			if inv.ID == "bad" {
+				return nil, BadRequest(errors.New("malformed"))
+			}
+			return &Result{}, nil
+		},
+	})
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	for _, id := range []string{"ok", "bad", "bad"} {
+		req, err := http.NewRequest(http.MethodPost, ts.URL+"/poll", strings.NewReader(`{"Data":{},"Metadata":{}}`))
+		require.NoError(t, err)
+		req.Header.Set(InvocationIDHeader, id)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	var got int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != telemetry.MetricInvocationsFailed {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				fn, _ := dp.Attributes.Value(telemetry.FunctionKey)
+				require.Equal(t, "poll", fn.AsString())
+				got += dp.Value
+			}
+		}
+	}
+	require.Equal(t, int64(2), got)
 }

@@ -119,7 +119,9 @@ func (r *run) deliver(ctx context.Context, it *item) bool {
 		r.settle(it, OutcomeDeferred)
 		return false
 	default:
-		it.log.Info("ARM notified", "status", op.Status)
+		// Debug: the status change is logged where it is written, and a
+		// notification that fails logs itself.
+		it.log.Debug("ARM notified", "status", op.Status)
 	}
 	return true
 }

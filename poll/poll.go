@@ -397,8 +397,9 @@ func (it *item) defer_(err error) {
 	it.outcome, it.err = OutcomeDeferred, err
 }
 
-// report logs the item's outcome: most polls change nothing, and those are
-// Debug, so that the log at Info is the record of what opstatus did.
+// report logs the item's outcome when it is a failure. A change has its own
+// lines where it is written (status, notification, billing), so the
+// outcome line is Debug: the log at Info is the record of what opstatus did.
 func (it *item) report() {
 	defer it.finish()
 	switch it.outcome {
@@ -408,8 +409,6 @@ func (it *item) report() {
 			level = slog.LevelError
 		}
 		it.log.Log(context.Background(), level, "operation left unchanged; the next scan retries it", "error", it.err)
-	case OutcomeUpdated, OutcomeDeleted, OutcomeNotified:
-		it.log.Info("polled", "outcome", it.outcome)
 	default:
 		it.log.Debug("polled", "outcome", it.outcome)
 	}

@@ -149,7 +149,8 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		start := rand.IntN(len(msgs))
 		msgs = append(msgs[start:], msgs[:start]...)
 	}
-	inv.Log.Info("scanned", "pending", len(ops), "messages", len(msgs), "skipped", skipped,
+	// Debug: the metrics carry the counts, and skips log themselves.
+	inv.Log.Debug("scanned", "pending", len(ops), "messages", len(msgs), "skipped", skipped,
 		"left_to_pickup", leftToPickup, "duration_ms", f.now().Sub(started).Milliseconds())
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(attribute.Int("opstatus.scan.pending", len(ops)), attribute.Int("opstatus.scan.messages", len(msgs)))

@@ -40,7 +40,7 @@ func scanLogged(t *testing.T, fn *scan.Function, timerPayload string) (*function
 		ID: "inv", Function: "scan",
 		Data:     map[string]json.RawMessage{"timer": json.RawMessage(timerPayload)},
 		Metadata: map[string]json.RawMessage{},
-		Log:      slog.New(slog.NewTextHandler(&logs, nil)),
+		Log:      slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	res, err := fn.Handle(context.Background(), inv)
 	return res, err, logs.String()

@@ -112,12 +112,6 @@ const (
 	// leaseRenewal is how often the timer's holder renews its listener
 	// lease: halfway through it (SingletonManager.CreateLeaseRenewalTimer).
 	leaseRenewal = 30 * time.Second
-	// Host records per invocation in Application Insights besides the
-	// handler's lines: the request, "Executing" and "Executed", and for a
-	// queue or Cosmos DB trigger "Trigger Details" (the latter assumed as
-	// the queue's).
-	hostRecordsTimer = 3
-	hostRecordsQueue = 4
 	// recordBytes is the billed size assumed for one record.
 	recordBytes = 1000
 	// Status changes assumed per operation over its life: an operation
@@ -164,13 +158,16 @@ type deployment struct {
 	// partition of the Operations container; the trigger runs at most one
 	// instance per lease.
 	PickupLeases int
+	// Host is what host.json lets the host log per invocation.
+	Host hostLogging
 }
 
 // templateDeployment is deploy/azuredeploy.json's defaults: 2,048 MB
 // instances, one always-ready instance each for poll and pickup; one lease
 // assumed (a container under 10,000 RU/s and 50 GB has one physical
 // partition).
-var templateDeployment = deployment{MemoryMB: 2048, AlwaysReady: map[string]int{"poll": 1, "pickup": 1}, PickupLeases: 1}
+var templateDeployment = deployment{MemoryMB: 2048, AlwaysReady: map[string]int{"poll": 1, "pickup": 1}, PickupLeases: 1,
+	Host: repoHostLogging()}
 
 // gb is the instance memory in the GB of the GB-s meters.
 func (d deployment) gb() float64 { return float64(d.MemoryMB) / 1024 }
@@ -565,7 +562,7 @@ func estimate(h hostResult, p *pickupResult, d deployment) (m monthly, ok bool) 
 
 	q := h.Unchanged
 	m.RU = per(q.Reads)*ruPointRead + per(u.Listed)*ruListedItem + per(q.Writes)*ruReplace + per(q.LockOps)*ruLockOp
-	m.Records = hostRecordsTimer + m.Polls*hostRecordsQueue + per(u.Lines)
+	m.Records = float64(d.Host.Timer) + m.Polls*float64(d.Host.Queue) + per(u.Lines)
 	if h.Flipped && h.Updated > 0 && h.UnchangedOps > 0 {
 		c, upd, ops := h.Changed, float64(h.Updated), float64(h.UnchangedOps)
 		more := func(changed, unchanged int64) float64 {
@@ -613,7 +610,8 @@ func (m *monthly) addPickup(p pickupResult) {
 		gm.Busy += s.End.Sub(s.Start).Seconds() * scale
 	}
 	m.Groups = append(m.Groups, gm)
-	m.Records += gm.Executions*hostRecordsQueue + m.Arrivals
+	// Each invocation's own line ("picked up"); its changes are poll's.
+	m.Records += gm.Executions * float64(m.Deployment.Host.Queue+1)
 }
 
 // price turns the interval's usage into the month's dollars.
@@ -815,8 +813,8 @@ func (r *results) costs(w io.Writer) {
 			fmt.Fprintf(w, "  Leases          pickup's %.1f lease requests × %g RU an interval (%.1f RU/s) + the budget ledger's %.1f RU/s busy (%.1f idle, measured) on the container's own %.0f RU/s (at least %d): $%.2f\n",
 				m.LeaseOps, ruLeaseOp, m.LeaseOps*ruLeaseOp/scanInterval.Seconds(), m.LedgerBusyRUs, m.LedgerIdleRUs, m.LeasesRUs, leasesRUs, m.LeasesUSD)
 		}
-		fmt.Fprintf(w, "  logs            %.1f records (%d per scan and %d per poll or pickup invocation from the host, %.1f handler lines, those of the status changes and one per new operation) × %d bytes (assumed) = %.1f GB × %s = $%.2f\n",
-			m.Records, hostRecordsTimer, hostRecordsQueue, per(u.Lines), recordBytes, m.LogGB, usd(priceLogsGB.USD), m.LogUSD)
+		fmt.Fprintf(w, "  logs            %.1f records (%d per scan and %d per poll or pickup invocation from the host under host.json's logLevel, %.1f handler lines, those of the status changes and one per pickup invocation) × %d bytes (assumed) = %.1f GB × %s = $%.2f\n",
+			m.Records, d.Host.Timer, d.Host.Queue, per(u.Lines), recordBytes, m.LogGB, usd(priceLogsGB.USD), m.LogUSD)
 		share := ""
 		if m.Arrivals > 0 {
 			s := pickupShare(h, r.Pickup, d)

@@ -178,8 +178,9 @@ func hostAtN1000() hostResult {
 }
 
 // onDemand is the template's deployment without always-ready instances:
-// every execution at the on-demand rate.
-var onDemand = deployment{MemoryMB: 2048, AlwaysReady: map[string]int{}, PickupLeases: 1}
+// every execution at the on-demand rate, and the host logging every
+// invocation's request, "Executing", "Executed" and trigger details.
+var onDemand = deployment{MemoryMB: 2048, AlwaysReady: map[string]int{}, PickupLeases: 1, Host: hostLogging{Timer: 3, Queue: 4}}
 
 func TestEstimate(t *testing.T) {
 	m, ok := estimate(hostAtN1000(), nil, onDemand)
@@ -258,7 +259,7 @@ func TestEstimateWithPickup(t *testing.T) {
 	require.Less(t, g.Billed, g.Executions, "some invocations fall in the billed second of the one before")
 	require.InDelta(t, (2+g.Billed)*2*262800, m.GBs, 1e-6)
 	require.InDelta(t, (11+g.Executions)*262800, m.Executions, 1e-6)
-	require.InDelta(t, base.Records+g.Executions*4+m.Arrivals, m.Records, 1e-9)
+	require.InDelta(t, base.Records+g.Executions*(4+1), m.Records, 1e-9, "the host's 4 records and the handler's line per invocation")
 	require.Greater(t, m.Total, base.Total)
 	require.InDelta(t, m.Total-base.Total, pickupShare(hostAtN1000(), p, onDemand), 1e-9)
 	require.InDelta(t, m.ExecUSD+m.BaselineUSD+m.CallsUSD+m.QueueUSD+m.CosmosUSD+m.LeasesUSD+m.LogUSD, m.Total, 1e-9)
@@ -324,6 +325,7 @@ func TestAlwaysReady(t *testing.T) {
 	// Without pickup the template buys no always-ready instance for it, so
 	// pickup's share holds its baseline.
 	d = templateDeployment
+	d.Host = onDemand.Host
 	require.InDelta(t, pickupShare(hostAtN1000(), p, onDemand)+21.024-
 		(m.group("pickup").GBs*(0.000026-0.000016)), pickupShare(hostAtN1000(), p, d), 1e-6)
 }
@@ -390,7 +392,7 @@ func TestEstimateWithoutAChangedWindow(t *testing.T) {
 	require.Zero(t, m.UpdateRU)
 	require.Zero(t, m.Changes)
 	require.InDelta(t, 2000, m.RU, 1e-9, "the unchanged pass alone")
-	require.InDelta(t, 55, m.Records, 1e-9)
+	require.InDelta(t, 1+10+12, m.Records, 1e-9, "host.json: the request of each invocation, and the handler's lines")
 
 	// Runs recorded before per-group usage bill their totals.
 	h.Usage.Groups = nil

@@ -479,7 +479,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	all := s.stdout.String() + s.stderr.String() + strings.Join(bodies, "\n")
 
 	// The failure paths were exercised and logged.
-	for _, want := range []string{"HTTP 500", "HTTP 401", "token endpoint", "lock", "database unavailable", "ARM notified"} {
+	for _, want := range []string{"HTTP 500", "HTTP 401", "token endpoint", "lock", "database unavailable", "operation status changed"} {
 		require.Contains(t, all, want)
 	}
 

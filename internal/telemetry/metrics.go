@@ -91,6 +91,8 @@ type instruments struct {
 	lastScan atomic.Pointer[ScanTally]
 
 	budget budgetInstruments
+
+	invocationsFailed metric.Int64Counter
 }
 
 func newInstruments(m metric.Meter) (*instruments, error) {
@@ -126,6 +128,9 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	}
 	var err error
 	if i.budget, err = newBudgetInstruments(m); err != nil {
+		return nil, err
+	}
+	if i.invocationsFailed, err = newInvocationsFailed(m); err != nil {
 		return nil, err
 	}
 	return i, nil

@@ -49,8 +49,8 @@ const remoteWriteTimeout = 10 * time.Second
 // protobuf WriteRequest) with an Entra bearer token. Series are named as
 // Azure Monitor's own OpenTelemetry-to-Prometheus translation names them:
 // dots become underscores, the unit is a suffix, counters end in _total and
-// histograms give _bucket, _sum and _count; job and instance come from the
-// resource's service.name and service.instance.id.
+// histograms give _bucket, _sum and _count; job, instance and cluster come
+// from the resource (target).
 type remoteWrite struct {
 	url    string
 	cred   azcore.TokenCredential
@@ -174,7 +174,9 @@ type series struct {
 }
 
 // target returns the labels every series of res carries: job (the
-// service's namespace/name) and instance (its service.instance.id).
+// service's namespace/name), instance (its service.instance.id) and
+// cluster (ClusterKey), where the alerts' incidents take their title and
+// correlation ID from.
 func target(res *resource.Resource) []label {
 	get := func(k attribute.Key) string {
 		if res == nil {
@@ -193,6 +195,9 @@ func target(res *resource.Resource) []label {
 	}
 	if inst := get(attribute.Key("service.instance.id")); inst != "" {
 		out = append(out, label{"instance", inst})
+	}
+	if c := get(ClusterKey); c != "" {
+		out = append(out, label{"cluster", c})
 	}
 	return out
 }

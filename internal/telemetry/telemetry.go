@@ -152,6 +152,7 @@ func Setup(ctx context.Context, logger *slog.Logger, opts ...Option) (shutdown f
 		// and two instances' never merge into one.
 		resource.WithService(),
 		resource.WithAttributes(attribute.String("service.name", DefaultServiceName)),
+		resource.WithAttributes(o.clusterAttrs()...),
 		resource.WithTelemetrySDK(),
 		resource.WithHost(),
 		resource.WithFromEnv(), // last: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
@@ -232,7 +233,26 @@ func Setup(ctx context.Context, logger *slog.Logger, opts ...Option) (shutdown f
 type Option func(*options)
 
 type options struct {
-	cred azcore.TokenCredential
+	cred    azcore.TokenCredential
+	cluster string
+}
+
+// ClusterKey is the resource attribute that remote writes send as every
+// series' cluster label.
+const ClusterKey = attribute.Key("opstatus.cluster")
+
+// WithCluster names what every remote-written series carries as its
+// cluster label: ARO-HCP's alert generator takes the incident's title and
+// correlation ID from it. The handler gives its region (AZURE_LOCATION).
+func WithCluster(name string) Option {
+	return func(o *options) { o.cluster = strings.TrimSpace(name) }
+}
+
+func (o *options) clusterAttrs() []attribute.KeyValue {
+	if o.cluster == "" {
+		return nil
+	}
+	return []attribute.KeyValue{ClusterKey.String(o.cluster)}
 }
 
 // WithCredential gives the Entra credential of remote writes' tokens, so

@@ -66,7 +66,7 @@ func TestSetupRemoteWritesWithTheManagedIdentity(t *testing.T) {
 	// Long intervals: only the shutdown's flush can deliver in time.
 	t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "600000")
 	var log bytes.Buffer
-	shutdown, err := Setup(context.Background(), slog.New(slog.NewTextHandler(&log, nil)))
+	shutdown, err := Setup(context.Background(), slog.New(slog.NewTextHandler(&log, nil)), WithCluster("eastus"))
 	require.NoError(t, err)
 	t.Cleanup(func() { Use(nil, nil) })
 	require.True(t, Metering())
@@ -115,6 +115,7 @@ func TestSetupRemoteWritesWithTheManagedIdentity(t *testing.T) {
 	instance := ""
 	for _, s := range sink.Samples() {
 		require.Equal(t, "opstatus", s.Labels["job"], "%v", s.Labels)
+		require.Equal(t, "eastus", s.Labels["cluster"], "the region, for the alerts' incidents: %v", s.Labels)
 		require.Len(t, s.Labels["instance"], 36, "service.instance.id: %v", s.Labels)
 		if instance == "" {
 			instance = s.Labels["instance"]
