@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
@@ -130,9 +131,52 @@ type ContainerSpec struct {
 	Name string
 	// PartitionKeyPath is the partition key path, e.g. "/partitionKey".
 	PartitionKeyPath string
+	// HierarchicalPaths, when set, makes the partition key hierarchical
+	// (MultiHash) over these paths, in place of PartitionKeyPath.
+	HierarchicalPaths []string
 	// DefaultTTL is the container's DefaultTimeToLive in seconds: nil turns
 	// time to live off, -1 turns it on without a default expiry.
 	DefaultTTL *int32
+}
+
+// Layout is the partition key paths of the containers opstatus uses, as a
+// revision of ARO-HCP's dev-infrastructure created the account.
+type Layout int
+
+const (
+	// LayoutCurrent is ARO-HCP's layout from 2025-06: Billing on
+	// /subscriptionId.
+	LayoutCurrent Layout = iota
+	// Layout2024 is the account as ARO-HCP created it in 2024-10
+	// (dev-infrastructure at 0195ac565): Locks on /id and every other
+	// container of the frontend's, Billing too, on /partitionKey.
+	Layout2024
+)
+
+// Containers returns the specs of the containers opstatus uses, by their
+// default names: Operations, Resources, Locks (expiring items after
+// lockTTL, in whole seconds), Billing and Leases (pickup's, /id).
+func (l Layout) Containers(lockTTL time.Duration) []ContainerSpec {
+	ttl := int32(lockTTL / time.Second)
+	billing := "/subscriptionId"
+	if l == Layout2024 {
+		billing = "/partitionKey"
+	}
+	return []ContainerSpec{
+		{Name: "Operations", PartitionKeyPath: "/partitionKey"},
+		{Name: "Resources", PartitionKeyPath: "/partitionKey"},
+		{Name: "Locks", PartitionKeyPath: "/id", DefaultTTL: &ttl},
+		{Name: "Billing", PartitionKeyPath: billing},
+		{Name: "Leases", PartitionKeyPath: "/id"},
+	}
+}
+
+// String names the layout by the ARO-HCP revisions that created it.
+func (l Layout) String() string {
+	if l == Layout2024 {
+		return "2024-10"
+	}
+	return "current"
 }
 
 // CreateDatabase creates database name with the given containers at a Cosmos
@@ -150,12 +194,16 @@ func CreateDatabase(ctx context.Context, endpoint, key, name string, containers 
 		return fmt.Errorf("creating database %s: %w", name, err)
 	}
 	for _, spec := range containers {
-		if spec.Name == "" || spec.PartitionKeyPath == "" {
+		if spec.Name == "" || spec.PartitionKeyPath == "" && len(spec.HierarchicalPaths) == 0 {
 			return errors.New("creating database " + name + ": a container needs a name and a partition key path")
+		}
+		key := azcosmos.PartitionKeyDefinition{Paths: []string{spec.PartitionKeyPath}}
+		if len(spec.HierarchicalPaths) > 0 {
+			key = azcosmos.PartitionKeyDefinition{Kind: azcosmos.PartitionKeyKindMultiHash, Version: 2, Paths: spec.HierarchicalPaths}
 		}
 		props := azcosmos.ContainerProperties{
 			ID:                     spec.Name,
-			PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{spec.PartitionKeyPath}},
+			PartitionKeyDefinition: key,
 			DefaultTimeToLive:      spec.DefaultTTL,
 		}
 		if _, err := db.CreateContainer(ctx, props, nil); err != nil {

@@ -757,3 +757,43 @@ func TestRequestCounts(t *testing.T) {
 	_, err = cosmos.Counts(ctx, db.Name)
 	require.NoError(t, err)
 }
+
+// TestLayouts: each layout creates the containers opstatus uses with the
+// partition key paths of its ARO-HCP revision, read back as the handler
+// reads them at start, and a hierarchical key reads back as one.
+func TestLayouts(t *testing.T) {
+	t.Parallel()
+	cosmos := SharedCosmos(t)
+	tests := []struct {
+		layout Layout
+		want   map[string]string
+	}{
+		{LayoutCurrent, map[string]string{"Operations": "/partitionKey", "Resources": "/partitionKey", "Locks": "/id",
+			"Billing": "/subscriptionId", "Leases": "/id"}},
+		{Layout2024, map[string]string{"Operations": "/partitionKey", "Resources": "/partitionKey", "Locks": "/id",
+			"Billing": "/partitionKey", "Leases": "/id"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.layout.String(), func(t *testing.T) {
+			db := cosmos.NewDatabase(t, tt.layout.Containers(10*time.Second)...)
+			got := map[string]string{}
+			for name, c := range db.Containers {
+				resp, err := c.Read(t.Context(), nil)
+				require.NoError(t, err)
+				key := resp.ContainerProperties.PartitionKeyDefinition
+				require.Len(t, key.Paths, 1, name)
+				require.NotEqual(t, azcosmos.PartitionKeyKindMultiHash, key.Kind, name)
+				got[name] = key.Paths[0]
+			}
+			require.Equal(t, tt.want, got)
+		})
+	}
+	t.Run("hierarchical", func(t *testing.T) {
+		db := cosmos.NewDatabase(t, ContainerSpec{Name: "Billing", HierarchicalPaths: []string{"/subscriptionId", "/id"}})
+		resp, err := db.Containers["Billing"].Read(t.Context(), nil)
+		require.NoError(t, err)
+		key := resp.ContainerProperties.PartitionKeyDefinition
+		require.Equal(t, azcosmos.PartitionKeyKindMultiHash, key.Kind)
+		require.Equal(t, []string{"/subscriptionId", "/id"}, key.Paths)
+	})
+}
