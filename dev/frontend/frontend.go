@@ -83,7 +83,7 @@ func New(endpoint, key, database string) (*Frontend, error) {
 // CreateSchema creates the database's containers in today's layout; the
 // Locks container expires items after lockTTL.
 func CreateSchema(ctx context.Context, endpoint, key, database string, lockTTL time.Duration) error {
-	return CreateLayout(ctx, endpoint, key, database, LayoutCurrent, lockTTL)
+	return CreateLayout(ctx, endpoint, key, database, testenv.LayoutCurrent, lockTTL)
 }
 
 // Operation is an operation item as the frontend writes it. Extra holds

@@ -34,7 +34,7 @@ var (
 )
 
 // standIn creates a database in layout and a 2024-10 frontend over it.
-func standIn(t *testing.T, layout frontend.Layout, lockTTL time.Duration) (*frontend.Frontend, *azcosmos.DatabaseClient) {
+func standIn(t *testing.T, layout testenv.Layout, lockTTL time.Duration) (*frontend.Frontend, *azcosmos.DatabaseClient) {
 	t.Helper()
 	cosmos := testenv.SharedCosmos(t)
 	name := testenv.DatabaseName(t)
@@ -75,7 +75,7 @@ func fields(m map[string]any) []string {
 
 // The 2024-10 account layout is rp-cosmos.bicep's at 0195ac565.
 func TestLayout2024_10(t *testing.T) {
-	_, db := standIn(t, frontend.Layout2024_10, 10*time.Second)
+	_, db := standIn(t, testenv.Layout2024, 10*time.Second)
 	want := map[string]struct {
 		path string
 		ttl  int32
@@ -102,7 +102,7 @@ func TestLayout2024_10(t *testing.T) {
 // items are those ARO-HCP's frontend at 07deb7918 wrote (the round trip
 // against it recorded them).
 func TestRequest2024_10Items(t *testing.T) {
-	fe, db := standIn(t, frontend.Layout2024_10, 10*time.Second)
+	fe, db := standIn(t, testenv.Layout2024, 10*time.Second)
 	ctx := t.Context()
 	at := time.Date(2026, 12, 7, 17, 57, 9, 0, time.UTC)
 	c, err := fe.Request(ctx, frontend.Request{Method: http.MethodPut, Key: cluster, InternalID: "/api/clusters_mgmt/v1/clusters/D56D6A37",
@@ -168,7 +168,7 @@ func TestRequest2024_10Items(t *testing.T) {
 
 // What the 2024-10 frontend refused, the stand-in refuses, writing nothing.
 func TestRequest2024_10Refusals(t *testing.T) {
-	fe, db := standIn(t, frontend.Layout2024_10, 10*time.Second)
+	fe, db := standIn(t, testenv.Layout2024, 10*time.Second)
 	ctx := t.Context()
 	for _, tc := range []struct {
 		name   string
@@ -199,7 +199,7 @@ func TestRequest2024_10Refusals(t *testing.T) {
 // request holds it; a request waits for another holder up to that TTL,
 // then answers 409.
 func TestRequest2024_10Lock(t *testing.T) {
-	fe, db := standIn(t, frontend.Layout2024_10, 2*time.Second)
+	fe, db := standIn(t, testenv.Layout2024, 2*time.Second)
 	ctx := t.Context()
 	other, err := frontend.New(testenv.SharedCosmos(t).Endpoint, testenv.SharedCosmos(t).Key, db.ID())
 	require.NoError(t, err)
@@ -242,13 +242,13 @@ func TestRequest2024_10Lock(t *testing.T) {
 // In the 2024-10 layout a billing item carries its partition key,
 // partitionKey, beside subscriptionId.
 func TestBillingInEitherLayout(t *testing.T) {
-	for _, layout := range []frontend.Layout{frontend.LayoutCurrent, frontend.Layout2024_10} {
-		t.Run(string(layout), func(t *testing.T) {
+	for _, layout := range []testenv.Layout{testenv.LayoutCurrent, testenv.Layout2024} {
+		t.Run(layout.String(), func(t *testing.T) {
 			fe, db := standIn(t, layout, 10*time.Second)
 			require.NoError(t, fe.PutBilling(t.Context(), frontend.Billing{ID: "b1", SubscriptionID: sub, ResourceID: cluster,
 				CreationTime: time.Now().UTC()}))
 			item := raw(t, db, "Billing", strings.ToLower(sub), "b1")
-			if layout == frontend.Layout2024_10 {
+			if layout == testenv.Layout2024 {
 				require.Equal(t, strings.ToLower(sub), item["partitionKey"])
 			} else {
 				require.NotContains(t, item, "partitionKey")

@@ -8,46 +8,31 @@ import (
 	"github.com/opstatus/opstatus/dev/testenv"
 )
 
-// Version names a revision of ARO-HCP that the stand-in models: the
-// shape of the items it writes (Shape) or the account layout it creates
-// (Layout).
-type Version string
-
-const (
-	// Current is today's contract: Operations items in their
-	// subscription's partition unless OperationsPartition says otherwise,
-	// ids and internalIds as the caller gives them, Billing on
-	// /subscriptionId (ARO-HCP from 2025-06).
-	Current Version = "current"
-	// V2024_10 is ARO-HCP as opstatus first served it: the frontend at
-	// 07deb7918 and the account dev-infrastructure at 0195ac565 created.
-	V2024_10 Version = "2024-10"
-)
-
 // Shape is how the stand-in writes a request's items.
-type Shape = Version
+type Shape string
 
-// Layout is the account layout: which containers exist, with which
-// partition key paths and default TTLs.
-type Layout = Version
-
-// Shape and layout values.
 const (
-	ShapeCurrent  Shape  = Current
-	Shape2024_10  Shape  = V2024_10
-	LayoutCurrent Layout = Current
-	Layout2024_10 Layout = V2024_10
+	// ShapeCurrent is today's contract: Operations items in their
+	// subscription's partition unless OperationsPartition says otherwise,
+	// ids and internalIds as the caller gives them (PutOperation,
+	// PutResource).
+	ShapeCurrent Shape = "current"
+	// Shape2024_10 is ARO-HCP's frontend at 07deb7918, as Request serves
+	// a request.
+	Shape2024_10 Shape = "2024-10"
 )
 
-// ParseVersion reads a -frontend flag's value; empty is Current.
-func ParseVersion(s string) (Version, error) {
-	switch Version(s) {
-	case "", Current:
-		return Current, nil
-	case V2024_10:
-		return V2024_10, nil
+// ParseVersion reads the ARO-HCP revision a -frontend flag names, "current"
+// (or empty) or "2024-10", as the shape the stand-in writes and the
+// account layout it creates.
+func ParseVersion(s string) (Shape, testenv.Layout, error) {
+	switch Shape(s) {
+	case "", ShapeCurrent:
+		return ShapeCurrent, testenv.LayoutCurrent, nil
+	case Shape2024_10:
+		return Shape2024_10, testenv.Layout2024, nil
 	}
-	return "", fmt.Errorf("unknown ARO-HCP version %q (want %q or %q)", s, Current, V2024_10)
+	return "", 0, fmt.Errorf("unknown ARO-HCP version %q (want %q or %q)", s, ShapeCurrent, Shape2024_10)
 }
 
 // SubscriptionsContainer is the frontend's container of registered
@@ -63,41 +48,29 @@ const FixedOperationsPartition = "workaround"
 // (7 days).
 const operationsTTL2024 int32 = 604800
 
-// Containers returns the containers of the layout, the Locks container
-// expiring items after lockTTL, and opstatus's own Leases container.
-func (l Layout) Containers(lockTTL time.Duration) ([]testenv.ContainerSpec, error) {
-	locks := int32(lockTTL / time.Second)
-	leases := testenv.ContainerSpec{Name: LeasesContainer, PartitionKeyPath: "/id"}
-	switch l {
-	case "", LayoutCurrent:
-		return []testenv.ContainerSpec{
-			{Name: OperationsContainer, PartitionKeyPath: "/partitionKey"},
-			{Name: ResourcesContainer, PartitionKeyPath: "/partitionKey"},
-			{Name: LocksContainer, PartitionKeyPath: "/id", DefaultTTL: &locks},
-			{Name: BillingContainer, PartitionKeyPath: "/subscriptionId"},
-			leases,
-		}, nil
-	case Layout2024_10:
-		// rp-cosmos.bicep at 0195ac565: /partitionKey unless named,
-		// defaultTtl -1 (on, no expiry) unless named.
-		on, ops := int32(-1), operationsTTL2024
-		return []testenv.ContainerSpec{
-			{Name: SubscriptionsContainer, PartitionKeyPath: "/id", DefaultTTL: &on},
-			{Name: OperationsContainer, PartitionKeyPath: "/partitionKey", DefaultTTL: &ops},
-			{Name: ResourcesContainer, PartitionKeyPath: "/partitionKey", DefaultTTL: &on},
-			{Name: BillingContainer, PartitionKeyPath: "/partitionKey", DefaultTTL: &on},
-			{Name: LocksContainer, PartitionKeyPath: "/id", DefaultTTL: &locks},
-			leases,
-		}, nil
+// Containers returns the containers of the account in layout: opstatus's
+// (testenv.Layout) and, in the 2024-10 layout, the rest of what
+// rp-cosmos.bicep at 0195ac565 created: the Subscriptions container, and
+// time to live on in every container (-1), Operations expiring items
+// after 7 days.
+func Containers(layout testenv.Layout, lockTTL time.Duration) []testenv.ContainerSpec {
+	specs := layout.Containers(lockTTL)
+	if layout != testenv.Layout2024 {
+		return specs
 	}
-	return nil, fmt.Errorf("unknown account layout %q", l)
+	on, ops := int32(-1), operationsTTL2024
+	for i := range specs {
+		switch specs[i].Name {
+		case OperationsContainer:
+			specs[i].DefaultTTL = &ops
+		case ResourcesContainer, BillingContainer:
+			specs[i].DefaultTTL = &on
+		}
+	}
+	return append(specs, testenv.ContainerSpec{Name: SubscriptionsContainer, PartitionKeyPath: "/id", DefaultTTL: &on})
 }
 
-// CreateLayout creates the database with the layout's containers.
-func CreateLayout(ctx context.Context, endpoint, key, database string, layout Layout, lockTTL time.Duration) error {
-	specs, err := layout.Containers(lockTTL)
-	if err != nil {
-		return err
-	}
-	return testenv.CreateDatabase(ctx, endpoint, key, database, specs...)
+// CreateLayout creates the database with the containers of layout.
+func CreateLayout(ctx context.Context, endpoint, key, database string, layout testenv.Layout, lockTTL time.Duration) error {
+	return testenv.CreateDatabase(ctx, endpoint, key, database, Containers(layout, lockTTL)...)
 }
