@@ -137,8 +137,10 @@ func (r *run) ask(ctx context.Context, it *item, kind opkind.Kind, id clusterser
 	var s said
 	var err error
 	switch kind {
-	case opkind.Cluster, opkind.NodePool:
+	case opkind.Cluster:
 		s.status, err = r.f.Cluster.Status(ctx, id)
+	case opkind.NodePool:
+		s.status, err = r.nodePoolStatus(ctx, id)
 	case opkind.ExternalAuth:
 		s.auth, err = r.f.Cluster.ExternalAuth(ctx, id)
 	case opkind.CredentialRequest:
@@ -174,6 +176,37 @@ func (r *run) ask(ctx context.Context, it *item, kind opkind.Kind, id clusterser
 		s.checks, s.checksErr = nil, err
 	}
 	return s, nil
+}
+
+// nodePoolStatus reads the status of a node pool of either form. ARO-HCP's
+// 2024-10 frontend wrote node pools under clusters_mgmt, whose node pools
+// have no status to GET (their NodePoolStatus then had no state), while
+// Cluster Service serves one node pool under both APIs with the same ids:
+// so a clusters_mgmt node pool's status is the aro_hcp one's, as ARO-HCP's
+// backend read clusters_mgmt clusters' statuses under aro_hcp. Never
+// clusters_mgmt's {internalId}/status: a path that API does not serve
+// answers an OCM 404 too, which would end a delete at once. The aro_hcp
+// status's 404 is the node pool gone only when the node pool's own API
+// answers 404 for the object as well (GET {internalId}): an aro_hcp API
+// that does not serve the cluster says nothing about the node pool.
+func (r *run) nodePoolStatus(ctx context.Context, id clusterservice.InternalID) (clusterservice.Status, error) {
+	if id.API != clusterservice.APIClustersMgmtV1 {
+		return r.f.Cluster.Status(ctx, id)
+	}
+	hcp, err := id.InAPI(clusterservice.APIAroHCPV1alpha1)
+	if err != nil {
+		return clusterservice.Status{}, err
+	}
+	st, err := r.f.Cluster.Status(ctx, hcp)
+	if !errors.Is(err, clusterservice.ErrNotFound) {
+		return st, err
+	}
+	if err := r.f.Cluster.NodePool(ctx, id); err != nil {
+		return clusterservice.Status{}, err
+	}
+	// Not ErrNotFound: nothing is known of the node pool's state.
+	return clusterservice.Status{}, fmt.Errorf("GET %s/status answered 404, yet GET %s finds the node pool: "+
+		"Cluster Service's aro_hcp API does not serve it", hcp.Path, id.Path)
 }
 
 // facts is what the decision takes of op, now.

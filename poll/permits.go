@@ -42,6 +42,11 @@ func (c permittedCluster) Status(ctx context.Context, id clusterservice.Internal
 	return call(ctx, c.permits, func(ctx context.Context) (clusterservice.Status, error) { return c.ClusterService.Status(ctx, id) })
 }
 
+func (c permittedCluster) NodePool(ctx context.Context, id clusterservice.InternalID) error {
+	_, err := call(ctx, c.permits, func(ctx context.Context) (struct{}, error) { return struct{}{}, c.ClusterService.NodePool(ctx, id) })
+	return err
+}
+
 func (c permittedCluster) InflightChecks(ctx context.Context, id clusterservice.InternalID) ([]clusterservice.InflightCheck, error) {
 	return call(ctx, c.permits, func(ctx context.Context) ([]clusterservice.InflightCheck, error) {
 		return c.ClusterService.InflightChecks(ctx, id)

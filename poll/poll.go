@@ -63,6 +63,7 @@ type Tally map[Outcome]int
 // calls of the contract's table "Operation kinds and Cluster Service".
 type ClusterService interface {
 	Status(ctx context.Context, id clusterservice.InternalID) (clusterservice.Status, error)
+	NodePool(ctx context.Context, id clusterservice.InternalID) error
 	InflightChecks(ctx context.Context, id clusterservice.InternalID) ([]clusterservice.InflightCheck, error)
 	Cluster(ctx context.Context, id clusterservice.InternalID) (clusterservice.Cluster, error)
 	ExternalAuth(ctx context.Context, id clusterservice.InternalID) (clusterservice.ExternalAuth, error)

@@ -98,6 +98,12 @@ func (c tracedCluster) Status(ctx context.Context, id clusterservice.InternalID)
 	return st, err
 }
 
+func (c tracedCluster) NodePool(ctx context.Context, id clusterservice.InternalID) error {
+	err := c.ClusterService.NodePool(ctx, id)
+	traceObject(ctx, id, "")
+	return err
+}
+
 func (c tracedCluster) ExternalAuth(ctx context.Context, id clusterservice.InternalID) (clusterservice.ExternalAuth, error) {
 	a, err := c.ClusterService.ExternalAuth(ctx, id)
 	traceObject(ctx, id, a.State)

@@ -333,3 +333,28 @@ func TestScanSkipsWhatPollWouldCallInvalidAndLogsItHourly(t *testing.T) {
 	_, _, logs = scanLogged(t, fn, timer)
 	require.Equal(t, 3, skippedLines(logs), "not logged again an hour later:\n%s", logs)
 }
+
+// scan never skips an operation for the API its internalId names: node
+// pools of both forms are sent (ARO-HCP's 2024-10 frontend wrote the
+// clusters_mgmt one), however old, for poll to end them as Cluster
+// Service says or by their deadline.
+func TestScanSendsNodePoolsOfEitherAPI(t *testing.T) {
+	db := databasetesting.NewMemoryClient(time.Second)
+	put := func(id string, request arm.Request, status arm.ProvisioningState, internalID string) {
+		db.PutOperation(&database.Operation{ID: id, PartitionKey: "sub", Request: request, Status: status,
+			InternalID: internalID, StartTime: scanStart.Add(-30 * 24 * time.Hour)})
+	}
+	for _, form := range []struct{ name, path string }{
+		{"cm", "/api/clusters_mgmt/v1/clusters/c1/node_pools/np1"},
+		{"hcp", "/api/aro_hcp/v1alpha1/clusters/c1/node_pools/np1"},
+	} {
+		put(form.name+"-create", arm.RequestCreate, arm.ProvisioningStateAccepted, form.path)
+		put(form.name+"-update", arm.RequestUpdate, arm.ProvisioningStateUpdating, form.path)
+		put(form.name+"-delete", arm.RequestDelete, arm.ProvisioningStateDeleting, form.path)
+	}
+	res, err, logs := scanLogged(t, &scan.Function{DB: db}, timer)
+	require.NoError(t, err)
+	require.NotContains(t, logs, "operation skipped")
+	require.ElementsMatch(t, []string{"sub/cm-create", "sub/cm-update", "sub/cm-delete", "sub/hcp-create", "sub/hcp-update", "sub/hcp-delete"},
+		flat(res.Outputs[scan.OutputBinding].([]queuemsg.Message)))
+}

@@ -220,10 +220,16 @@ func (c *Client) Close() error {
 // (JSON, by its Content-Type when it has one, with "kind":"Error") returns
 // an error wrapping ErrNotFound; any other 404 returns a non-transient error
 // that says what came back, and one whose body breaks off a transport error.
-// See IsTransient for the other errors.
+// See IsTransient for the other errors. A node pool of the clusters_mgmt
+// form is refused without a request: that API has no node pool status, and
+// the 404 of a path it does not serve would say nothing about the node pool
+// (read it under aro_hcp, InAPI).
 func (c *Client) Status(ctx context.Context, id InternalID) (Status, error) {
-	if id.Kind != KindCluster && id.Kind != KindNodePool {
+	switch {
+	case id.Kind != KindCluster && id.Kind != KindNodePool:
 		return Status{}, fmt.Errorf("%w %s: only clusters and node pools have a status", errInvalidInternalID, quote(id.Path))
+	case id.Kind == KindNodePool && id.API != APIAroHCPV1alpha1:
+		return Status{}, fmt.Errorf("%w %s: %s has no node pool status", errInvalidInternalID, quote(id.Path), id.API)
 	}
 	var st Status
 	var found bool

@@ -91,6 +91,21 @@ func (id InternalID) render() string {
 	return p
 }
 
+// InAPI returns the internal ID of the same object under api. Cluster
+// Service serves a cluster, and a node pool, as one object under both APIs
+// with the same identifiers; other kinds live in one API only and are
+// refused.
+func (id InternalID) InAPI(api string) (InternalID, error) {
+	if id.Kind != KindCluster && id.Kind != KindNodePool {
+		return InternalID{}, fmt.Errorf("%w %s: a %s has no other API's form", errInvalidInternalID, quote(id.Path), id.Kind)
+	}
+	other := id
+	other.API = api
+	// Parsed again: only an accepted form comes out, its Path and fields
+	// agreeing.
+	return ParseInternalID(other.render())
+}
+
 // errInvalidInternalID is wrapped by every ParseInternalID error.
 var errInvalidInternalID = errors.New("invalid Cluster Service internal ID")
 
@@ -99,6 +114,7 @@ var errInvalidInternalID = errors.New("invalid Cluster Service internal ID")
 //	/api/clusters_mgmt/v1/clusters/{id}
 //	/api/aro_hcp/v1alpha1/clusters/{id}
 //	/api/aro_hcp/v1alpha1/clusters/{id}/node_pools/{np}
+//	/api/clusters_mgmt/v1/clusters/{id}/node_pools/{np}
 //	/api/aro_hcp/v1alpha1/clusters/{id}/external_auth_config/external_auths/{ea}
 //	/api/clusters_mgmt/v1/clusters/{id}/break_glass_credentials/{bgc}
 //
@@ -163,8 +179,10 @@ func checkSyntax(s string) error {
 }
 
 // parseSegments matches the segments after the leading slash against the
-// known shapes. Each kind lives in one API only, the one whose ocm-sdk-go
-// client reads it.
+// known shapes. Clusters and node pools have both forms (ARO-HCP's 2024-10
+// frontend wrote node pools under clusters_mgmt); external auths and
+// break-glass credentials live in one API only, the one whose ocm-sdk-go
+// client reads them.
 func parseSegments(seg []string) (InternalID, error) {
 	for _, sg := range seg {
 		if sg == "." || sg == ".." {
@@ -183,6 +201,9 @@ func parseSegments(seg []string) (InternalID, error) {
 	case hcp && len(seg) == 7 && seg[5] == "node_pools":
 		id = InternalID{Kind: KindNodePool, API: APIAroHCPV1alpha1, ClusterID: seg[4], NodePoolID: seg[6]}
 		child.what, child.value = "node pool ID", seg[6]
+	case cm && len(seg) == 7 && seg[5] == "node_pools":
+		id = InternalID{Kind: KindNodePool, API: APIClustersMgmtV1, ClusterID: seg[4], NodePoolID: seg[6]}
+		child.what, child.value = "node pool ID", seg[6]
 	case hcp && len(seg) == 8 && seg[5] == "external_auth_config" && seg[6] == "external_auths":
 		id = InternalID{Kind: KindExternalAuth, API: APIAroHCPV1alpha1, ClusterID: seg[4], ExternalAuthID: seg[7]}
 		child.what, child.value = "external auth ID", seg[7]
@@ -193,6 +214,7 @@ func parseSegments(seg []string) (InternalID, error) {
 		return InternalID{}, errors.New("not a known Cluster Service path; want " +
 			"/api/clusters_mgmt/v1/clusters/{id}, /api/aro_hcp/v1alpha1/clusters/{id}, " +
 			"/api/aro_hcp/v1alpha1/clusters/{id}/node_pools/{np}, " +
+			"/api/clusters_mgmt/v1/clusters/{id}/node_pools/{np}, " +
 			"/api/aro_hcp/v1alpha1/clusters/{id}/external_auth_config/external_auths/{ea} " +
 			"or /api/clusters_mgmt/v1/clusters/{id}/break_glass_credentials/{bgc}")
 	}

@@ -22,6 +22,11 @@ func TestParseInternalIDAccepted(t *testing.T) {
 			InternalID{Kind: KindNodePool, API: APIAroHCPV1alpha1, ClusterID: "abc", NodePoolID: "np-1_X"}},
 		{"/api/aro_hcp/v1alpha1/clusters/" + long + "/node_pools/" + long,
 			InternalID{Kind: KindNodePool, API: APIAroHCPV1alpha1, ClusterID: long, NodePoolID: long}},
+		// The form ARO-HCP's 2024-10 frontend wrote.
+		{"/api/clusters_mgmt/v1/clusters/abc/node_pools/np-1_X",
+			InternalID{Kind: KindNodePool, API: APIClustersMgmtV1, ClusterID: "abc", NodePoolID: "np-1_X"}},
+		{"/api/clusters_mgmt/v1/clusters/" + long + "/node_pools/" + long,
+			InternalID{Kind: KindNodePool, API: APIClustersMgmtV1, ClusterID: long, NodePoolID: long}},
 		{"/api/clusters_mgmt/v1/clusters/-", InternalID{Kind: KindCluster, API: APIClustersMgmtV1, ClusterID: "-"}},
 		{"/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config/external_auths/ea-1_X",
 			InternalID{Kind: KindExternalAuth, API: APIAroHCPV1alpha1, ClusterID: "abc", ExternalAuthID: "ea-1_X"}},
@@ -70,7 +75,13 @@ func TestParseInternalIDRejected(t *testing.T) {
 		{"/api/clusters_mgmt/v1/clusters/", "trailing slash"},
 		{"/api/clusters_mgmt/v1/clusters", "not a known Cluster Service path"},
 		{"/api/clusters_mgmt/v1/clusters/abc/status", "not a known Cluster Service path"},
-		{"/api/clusters_mgmt/v1/clusters/abc/node_pools/np", "not a known Cluster Service path"},
+		{"/api/clusters_mgmt/v1/clusters/abc/node_pools", "not a known Cluster Service path"},
+		{"/api/clusters_mgmt/v1/clusters/abc/node_pools/np/status", "not a known Cluster Service path"},
+		{"/api/clusters_mgmt/v1/clusters/abc/node_pools/np/", "trailing slash"},
+		{"/api/clusters_mgmt/v1/clusters/abc/node_pools/..", "'..'"},
+		{"/api/clusters_mgmt/v1/clusters/abc/node_pools/n.p", "node pool ID contains '.'"},
+		{"/api/clusters_mgmt/v1/clusters/abc/node_pools/" + strings.Repeat("n", MaxIDLength+1), "node pool ID must be 1 to 64"},
+		{"/api/clusters_mgmt/v1/clusters/abc/nodepools/np", "not a known Cluster Service path"},
 		{"/api/aro_hcp/v1alpha1/clusters/abc/node_pools", "not a known Cluster Service path"},
 		{"/api/aro_hcp/v1alpha1/clusters/abc/machine_pools/np", "not a known Cluster Service path"},
 		{"/api/aro_hcp/v1/clusters/abc", "not a known Cluster Service path"},
@@ -142,6 +153,44 @@ func TestParseInternalIDRejected(t *testing.T) {
 	}
 }
 
+func TestInAPI(t *testing.T) {
+	for _, tc := range []struct{ in, api, want string }{
+		{"/api/clusters_mgmt/v1/clusters/abc/node_pools/np1", APIAroHCPV1alpha1, "/api/aro_hcp/v1alpha1/clusters/abc/node_pools/np1"},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/node_pools/np1", APIClustersMgmtV1, "/api/clusters_mgmt/v1/clusters/abc/node_pools/np1"},
+		{"/api/aro_hcp/v1alpha1/clusters/abc/node_pools/np1", APIAroHCPV1alpha1, "/api/aro_hcp/v1alpha1/clusters/abc/node_pools/np1"},
+		{"/api/clusters_mgmt/v1/clusters/abc", APIAroHCPV1alpha1, "/api/aro_hcp/v1alpha1/clusters/abc"},
+	} {
+		t.Run(tc.in+" "+tc.api, func(t *testing.T) {
+			id, err := ParseInternalID(tc.in)
+			require.NoError(t, err)
+			got, err := id.InAPI(tc.api)
+			require.NoError(t, err)
+			want, err := ParseInternalID(tc.want)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+		})
+	}
+	for _, tc := range []struct{ in, api, want string }{
+		// Single-API kinds.
+		{"/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config/external_auths/ea", APIClustersMgmtV1, "no other API's form"},
+		{"/api/clusters_mgmt/v1/clusters/abc/break_glass_credentials/b1", APIAroHCPV1alpha1, "no other API's form"},
+		// Not an API.
+		{"/api/clusters_mgmt/v1/clusters/abc/node_pools/np1", "../../accounts_mgmt/v1", "'..'"},
+		{"/api/clusters_mgmt/v1/clusters/abc/node_pools/np1", "aro_hcp/v1", "not a known Cluster Service path"},
+	} {
+		t.Run(tc.in+" "+tc.api, func(t *testing.T) {
+			id, err := ParseInternalID(tc.in)
+			require.NoError(t, err)
+			got, err := id.InAPI(tc.api)
+			require.ErrorIs(t, err, errInvalidInternalID)
+			require.ErrorContains(t, err, tc.want)
+			require.Equal(t, InternalID{}, got)
+		})
+	}
+	_, err := InternalID{}.InAPI(APIAroHCPV1alpha1)
+	require.ErrorIs(t, err, errInvalidInternalID)
+}
+
 func TestKindString(t *testing.T) {
 	require.Equal(t, "cluster", KindCluster.String())
 	require.Equal(t, "nodePool", KindNodePool.String())
@@ -153,7 +202,7 @@ func TestKindString(t *testing.T) {
 // knownPath is the internalId forms of ARCHITECTURE.md, written apart from
 // the parser.
 var knownPath = regexp.MustCompile(`^/api/(` +
-	`clusters_mgmt/v1/clusters/[A-Za-z0-9_-]{1,64}(/break_glass_credentials/[A-Za-z0-9_-]{1,64})?` + `|` +
+	`clusters_mgmt/v1/clusters/[A-Za-z0-9_-]{1,64}(/node_pools/[A-Za-z0-9_-]{1,64}|/break_glass_credentials/[A-Za-z0-9_-]{1,64})?` + `|` +
 	`aro_hcp/v1alpha1/clusters/[A-Za-z0-9_-]{1,64}(/node_pools/[A-Za-z0-9_-]{1,64}|/external_auth_config/external_auths/[A-Za-z0-9_-]{1,64})?` +
 	`)$`)
 
@@ -163,6 +212,7 @@ func FuzzParseInternalID(f *testing.F) {
 	// More seeds live in testdata/fuzz/FuzzParseInternalID.
 	f.Add("/api/clusters_mgmt/v1/clusters/abc")
 	f.Add("/api/aro_hcp/v1alpha1/clusters/abc/node_pools/np")
+	f.Add("/api/clusters_mgmt/v1/clusters/abc/node_pools/np")
 	f.Add("/api/aro_hcp/v1alpha1/clusters/abc/external_auth_config/external_auths/ea")
 	f.Add("/api/clusters_mgmt/v1/clusters/abc/break_glass_credentials/bgc")
 	f.Fuzz(func(t *testing.T, s string) {

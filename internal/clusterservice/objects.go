@@ -118,6 +118,38 @@ func (c *Client) ExternalAuth(ctx context.Context, id InternalID) (ExternalAuth,
 	return ea, nil
 }
 
+// NodePool reads GET {URL}{id.Path}, a node pool of the clusters_mgmt form,
+// to learn whether Cluster Service has it: nil when the reply is an object
+// with an id. That API's node pools have no status to GET; their state is
+// read under aro_hcp (Status, InAPI). Its errors are Status's (an OCM 404:
+// the node pool does not exist), and a reply that is not an object with an
+// id is malformed. Other kinds, and aro_hcp node pools, are refused without
+// a request.
+func (c *Client) NodePool(ctx context.Context, id InternalID) error {
+	if id.Kind != KindNodePool || id.API != APIClustersMgmtV1 {
+		return fmt.Errorf("%w %s: not a %s node pool", errInvalidInternalID, quote(id.Path), APIClustersMgmtV1)
+	}
+	var found bool
+	code, err := c.call(ctx, id, id.Path, "", func(ctx context.Context) error {
+		resp, err := c.clustersMgmt.Clusters().Cluster(id.ClusterID).
+			NodePools().NodePool(id.NodePoolID).Get().SendContext(ctx)
+		if err != nil {
+			return parseError(resp.Status(), err)
+		}
+		body, ok := resp.GetBody()
+		found = ok && body.ID() != ""
+		return nil
+	})
+	c.logger.DebugContext(ctx, "cluster service node pool", "path", id.Path, "httpStatus", code)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return fmt.Errorf("GET %s: malformed reply: not a node pool (no id)", id.Path)
+	}
+	return nil
+}
+
 // Credential reads GET {URL}{id.Path}, a break-glass credential. Its errors
 // are Status's, and a reply that is not an object with an id is malformed.
 // Other kinds are refused without a request.

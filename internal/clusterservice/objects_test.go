@@ -28,6 +28,10 @@ const (
 		"issuer":{"url":"https://issuer.example","audiences":["a"]},
 		"clients":[{"id":"c","component":{"name":"console","namespace":"openshift-console"},"secret":"` + secretValue + `"}],
 		"status":{"state":{"value":"error","last_updated_timestamp":"2026-01-02T03:04:05Z"},"message":"issuer unreachable"}}`
+	// cmNodePoolJSON is a clusters_mgmt node pool as that API served it in
+	// 2024-10: its status has current_replicas and a message, no state.
+	cmNodePoolJSON = `{"kind":"NodePool","id":"np-1","href":"/api/clusters_mgmt/v1/clusters/x/node_pools/np-1",
+		"replicas":2,"azure_node_pool":{"vm_size":"Standard_D8s_v3"},"status":{"current_replicas":1,"message":"scaling up"}}`
 	credentialJSON = `{"kind":"BreakGlassCredential","id":"bgc-1","href":"/api/clusters_mgmt/v1/clusters/x/break_glass_credentials/bgc-1",
 		"username":"u","status":"issued","expiration_timestamp":"2026-02-01T00:00:00Z","revocation_timestamp":"2026-01-15T00:00:00Z",
 		"kubeconfig":"` + secretValue + `"}`
@@ -37,6 +41,7 @@ const (
 var (
 	hcpExternalAuth = mustParse("/api/aro_hcp/v1alpha1/clusters/abc123/external_auth_config/external_auths/ea-1")
 	cmCredential    = mustParse("/api/clusters_mgmt/v1/clusters/2a3b4c5d6e7f8g9h0i1j2k3l4m5n6o7p/break_glass_credentials/bgc-1")
+	cmPool          = mustParse("/api/clusters_mgmt/v1/clusters/2a3b4c5d6e7f8g9h0i1j2k3l4m5n6o7p/node_pools/np-1")
 )
 
 // credentialListPath is where the credentials of id's cluster are listed,
@@ -69,6 +74,8 @@ func objectCalls() []objectCall {
 			func(ctx context.Context, c *Client) (any, error) { return c.ExternalAuth(ctx, hcpExternalAuth) }},
 		{"Credential", cmCredential, cmCredential.Path,
 			func(ctx context.Context, c *Client) (any, error) { return c.Credential(ctx, cmCredential) }},
+		{"NodePool", cmPool, cmPool.Path,
+			func(ctx context.Context, c *Client) (any, error) { return nil, c.NodePool(ctx, cmPool) }},
 		credentials(cmCluster),
 		credentials(hcpCluster),
 	}
@@ -217,6 +224,42 @@ func requireBounded(t *testing.T, s string, limit int) {
 	require.True(t, strings.HasSuffix(s, "…"))
 }
 
+// TestNodePoolBodies: a clusters_mgmt node pool is there when Cluster
+// Service answers with an object that has an id, whatever its status holds.
+func TestNodePoolBodies(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body string
+		err  string // part of the error; "" for none
+	}{
+		{name: "as clusters_mgmt served it in 2024-10", body: cmNodePoolJSON},
+		{name: "with a state, as today's model has it", body: `{"kind":"NodePool","id":"np-1","status":{"state":{"value":"ready"}}}`},
+		{name: "no status", body: `{"kind":"NodePool","id":"np-1"}`},
+		{name: "no id", body: `{"kind":"NodePool","status":{"current_replicas":1}}`, err: "malformed reply: not a node pool (no id)"},
+		{name: "empty object", body: `{}`, err: "not a node pool (no id)"},
+		{name: "null", body: `null`, err: "not a node pool (no id)"},
+		{name: "empty body", body: ``, err: "not a node pool (no id)"},
+		{name: "not JSON", body: `<html>oops</html>`, err: "malformed reply"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{reply: replyJSON(http.StatusOK, tc.body)}
+			srv := httptest.NewServer(rec)
+			defer srv.Close()
+			err := newClient(t, Config{URL: srv.URL}).NodePool(context.Background(), cmPool)
+			require.Len(t, rec.seen(), 1)
+			require.Equal(t, cmPool.Path, requestURI(rec.seen()[0]))
+			if tc.err == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, "GET "+cmPool.Path+": ")
+			require.ErrorContains(t, err, tc.err)
+			require.False(t, IsTransient(err), "a malformed reply is not transient: %v", err)
+			require.NotErrorIs(t, err, ErrNotFound)
+		})
+	}
+}
+
 func TestCredentialBodies(t *testing.T) {
 	expires := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
@@ -357,17 +400,24 @@ func TestCallsRefuseOtherKinds(t *testing.T) {
 		{Path: cmCredential.Path, Kind: KindBreakGlassCredential, API: APIClustersMgmtV1, ClusterID: cmCredential.ClusterID,
 			CredentialID: cmCredential.CredentialID, NodePoolID: "np"},
 		{Path: cmCluster.Path, Kind: KindCluster, API: APIClustersMgmtV1, ClusterID: "../../accounts_mgmt"},
+		{Path: cmPool.Path, Kind: KindNodePool, API: APIAroHCPV1alpha1, ClusterID: cmPool.ClusterID, NodePoolID: cmPool.NodePoolID},
+		{Path: hcpPool.Path, Kind: KindNodePool, API: APIClustersMgmtV1, ClusterID: hcpPool.ClusterID, NodePoolID: hcpPool.NodePoolID},
+		{Path: cmPool.Path, Kind: KindNodePool, API: APIClustersMgmtV1, ClusterID: cmPool.ClusterID, NodePoolID: "../np-2"},
 		{Path: "/api/clusters_mgmt/v1/clusters/%2e%2e", Kind: KindCluster, API: APIClustersMgmtV1, ClusterID: "%2e%2e"},
 	}
-	all := []InternalID{cmCluster, hcpCluster, hcpPool, hcpExternalAuth, cmCredential}
+	all := []InternalID{cmCluster, hcpCluster, hcpPool, cmPool, hcpExternalAuth, cmCredential}
 	for _, tc := range []struct {
 		name  string
 		takes []InternalID
 		do    func(*Client, InternalID) error
 	}{
+		// clusters_mgmt has no node pool status: cmPool is refused.
 		{"Status", []InternalID{cmCluster, hcpCluster, hcpPool}, func(c *Client, id InternalID) error {
 			_, err := c.Status(context.Background(), id)
 			return err
+		}},
+		{"NodePool", []InternalID{cmPool}, func(c *Client, id InternalID) error {
+			return c.NodePool(context.Background(), id)
 		}},
 		{"Cluster", []InternalID{cmCluster, hcpCluster}, func(c *Client, id InternalID) error {
 			_, err := c.Cluster(context.Background(), id)

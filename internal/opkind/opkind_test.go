@@ -13,6 +13,7 @@ const (
 	cmCluster  = "/api/clusters_mgmt/v1/clusters/c"
 	hcpCluster = "/api/aro_hcp/v1alpha1/clusters/c"
 	nodePool   = "/api/aro_hcp/v1alpha1/clusters/c/node_pools/np"
+	cmNodePool = "/api/clusters_mgmt/v1/clusters/c/node_pools/np" // as ARO-HCP's 2024-10 frontend wrote it
 	auth       = "/api/aro_hcp/v1alpha1/clusters/c/external_auth_config/external_auths/ea"
 	credential = "/api/clusters_mgmt/v1/clusters/c/break_glass_credentials/b"
 )
@@ -26,6 +27,7 @@ func TestOf(t *testing.T) {
 		hcpCluster: {arm.RequestCreate: opkind.Cluster, arm.RequestUpdate: opkind.Cluster, arm.RequestDelete: opkind.Cluster,
 			arm.RequestRevokeCredentials: opkind.CredentialRevocation},
 		nodePool:   {arm.RequestCreate: opkind.NodePool, arm.RequestUpdate: opkind.NodePool, arm.RequestDelete: opkind.NodePool},
+		cmNodePool: {arm.RequestCreate: opkind.NodePool, arm.RequestUpdate: opkind.NodePool, arm.RequestDelete: opkind.NodePool},
 		auth:       {arm.RequestCreate: opkind.ExternalAuth, arm.RequestUpdate: opkind.ExternalAuth, arm.RequestDelete: opkind.ExternalAuth},
 		credential: {arm.RequestRequestCredential: opkind.CredentialRequest},
 	}
@@ -86,6 +88,13 @@ func TestCheck(t *testing.T) {
 	require.Equal(t, opkind.ReasonStatus, opkind.Reason(err))
 	_, _, err = opkind.Check(arm.ProvisioningStateDeleting, arm.RequestRevokeCredentials, nodePool)
 	require.Equal(t, opkind.ReasonMismatch, opkind.Reason(err))
+
+	// A node pool of either form is polled, whatever API its id names.
+	for _, id := range []string{nodePool, cmNodePool} {
+		kind, _, err = opkind.Check(arm.ProvisioningStateDeleting, arm.RequestDelete, id)
+		require.NoError(t, err, id)
+		require.Equal(t, opkind.NodePool, kind, id)
+	}
 }
 
 func TestWritesResources(t *testing.T) {
