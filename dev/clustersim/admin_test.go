@@ -86,7 +86,7 @@ func TestAdminClientRoundTrip(t *testing.T) {
 	r, err = admin.PutNodePool(ctx, "c1", "np1", clustersim.Script{Installing: clustersim.Duration(time.Second)})
 	require.NoError(t, err)
 	require.Equal(t, clustersim.StateInstalling, r.State)
-	require.Equal(t, []string{"/api/aro_hcp/v1alpha1/clusters/c1/node_pools/np1"}, r.Paths)
+	require.Equal(t, []string{"/api/clusters_mgmt/v1/clusters/c1/node_pools/np1", "/api/aro_hcp/v1alpha1/clusters/c1/node_pools/np1"}, r.Paths)
 	clock.Advance(time.Second)
 	r, err = admin.UpdateNodePool(ctx, "c1", "np1", time.Second)
 	require.NoError(t, err)

@@ -8,6 +8,8 @@
 //	GET /api/aro_hcp/v1alpha1/clusters/{id}
 //	GET /api/clusters_mgmt/v1/clusters/{id}/status
 //	GET /api/aro_hcp/v1alpha1/clusters/{id}/status
+//	GET /api/clusters_mgmt/v1/clusters/{id}/node_pools/{np}
+//	GET /api/aro_hcp/v1alpha1/clusters/{id}/node_pools/{np}
 //	GET /api/aro_hcp/v1alpha1/clusters/{id}/node_pools/{np}/status
 //	GET /api/clusters_mgmt/v1/clusters/{id}/inflight_checks
 //	GET /api/aro_hcp/v1alpha1/clusters/{id}/inflight_checks
@@ -16,10 +18,14 @@
 //	GET /api/clusters_mgmt/v1/clusters/{id}/break_glass_credentials?page=&size=
 //
 // with the JSON bodies Cluster Service sends (a 404 is an OCM error with
-// "kind":"Error"), and an admin API under /admin (loopback clients only)
-// that creates, updates and deletes simulated resources, revokes
-// credentials, sets states directly, injects faults and reports
-// statistics:
+// "kind":"Error", a path no API serves included). A node pool is served
+// under each API its cluster is, as each API served it: clusters_mgmt has
+// the object alone, whose status has current_replicas and a message but no
+// state (as in 2024-10), and no /status; aro_hcp has the object and
+// /status with the state. There is also an admin API under /admin
+// (loopback clients only) that creates, updates and deletes simulated
+// resources, revokes credentials, sets states directly, injects faults and
+// reports statistics:
 //
 //	PUT|GET|DELETE /admin/clusters/{id}                        POST …/update
 //	PUT|GET|DELETE /admin/clusters/{id}/node_pools/{np}        POST …/update

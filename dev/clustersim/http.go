@@ -64,6 +64,10 @@ func (s *Sim) routes() *http.ServeMux {
 	mux.HandleFunc("/api/aro_hcp/v1alpha1/clusters/{id}", s.clusterHandler(APIAROHCP, PathKindAROHCPClusterObject))
 	mux.HandleFunc("/api/clusters_mgmt/v1/clusters/{id}/status", s.clusterStatusHandler(APIClustersMgmt, PathKindClustersMgmtCluster))
 	mux.HandleFunc("/api/aro_hcp/v1alpha1/clusters/{id}/status", s.clusterStatusHandler(APIAROHCP, PathKindAROHCPCluster))
+	// A node pool is one object under both APIs; only aro_hcp has its
+	// /status (clusters_mgmt's answers the 404 of a path it does not serve).
+	mux.HandleFunc("/api/clusters_mgmt/v1/clusters/{id}/node_pools/{np}", s.nodePoolHandler(APIClustersMgmt, PathKindClustersMgmtNodePoolObject))
+	mux.HandleFunc("/api/aro_hcp/v1alpha1/clusters/{id}/node_pools/{np}", s.nodePoolHandler(APIAROHCP, PathKindAROHCPNodePoolObject))
 	mux.HandleFunc("/api/aro_hcp/v1alpha1/clusters/{id}/node_pools/{np}/status", s.nodePoolStatus)
 	mux.HandleFunc("/api/clusters_mgmt/v1/clusters/{id}/inflight_checks", s.inflightChecksHandler(APIClustersMgmt, PathKindClustersMgmtInflightChecks))
 	mux.HandleFunc("/api/aro_hcp/v1alpha1/clusters/{id}/inflight_checks", s.inflightChecksHandler(APIAROHCP, PathKindAROHCPInflightChecks))
@@ -117,13 +121,32 @@ type clusterAzureJSON struct {
 	ManagedResourceGroupName string `json:"managed_resource_group_name"`
 }
 
+// nodePoolStatusJSON is a node pool's status, served at aro_hcp's
+// {node pool}/status and inside the node pool object of either API. Under
+// clusters_mgmt it has no state, as that API served it in 2024-10
+// (ocm-sdk-go v0.1.447); today's model has one there too, which opstatus
+// does not read.
 type nodePoolStatusJSON struct {
-	Kind    string            `json:"kind"`
-	ID      string            `json:"id"`
-	HREF    string            `json:"href"`
-	State   nodePoolStateJSON `json:"state"`
-	Message string            `json:"message,omitempty"`
+	Kind            string             `json:"kind"`
+	ID              string             `json:"id,omitempty"`
+	HREF            string             `json:"href,omitempty"`
+	CurrentReplicas int                `json:"current_replicas"`
+	Message         string             `json:"message,omitempty"`
+	State           *nodePoolStateJSON `json:"state,omitempty"`
 }
+
+// nodePoolJSON is the node pool object with its status.
+type nodePoolJSON struct {
+	Kind     string             `json:"kind"`
+	ID       string             `json:"id"`
+	HREF     string             `json:"href"`
+	Replicas int                `json:"replicas"`
+	Status   nodePoolStatusJSON `json:"status"`
+}
+
+// simReplicas is every simulated node pool's replica count: all of them
+// run while it is ready or updating, none before.
+const simReplicas = 2
 
 // nodePoolStateJSON: the model names the field NodePoolStateValue but
 // declares @json(name="value"), so "value" is what goes on the wire.
@@ -333,29 +356,54 @@ func (s *Sim) nodePoolStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, reason := s.nodePoolStatusBody(r.PathValue("id"), r.PathValue("np"))
-	s.reply(w, r, body, reason, "node pool status", "state", body.State.Value)
+	state := ""
+	if body.State != nil {
+		state = body.State.Value
+	}
+	s.reply(w, r, body, reason, "node pool status", "state", state)
 }
 
-// nodePoolStatusBody returns the status, or the reason of a 404.
+// nodePoolStatusBody returns aro_hcp's status, or the reason of a 404.
 func (s *Sim) nodePoolStatusBody(id, np string) (nodePoolStatusJSON, string) {
 	return read(s, APIAROHCP, KindNodePool, id, np, func(x ref, now time.Time) nodePoolStatusJSON {
-		state, since, _ := x.l.at(now)
-		msg := x.l.script.Description
-		if (state == StateError || state == "recoverable_error") && x.l.script.ErrorMessage != "" {
-			msg = x.l.script.ErrorMessage
-		}
-		return nodePoolStatusJSON{
-			Kind: "NodePoolStatus",
-			ID:   np,
-			HREF: nodePoolPath(id, np) + "/status",
-			State: nodePoolStateJSON{
-				Kind:                 "NodePoolState",
-				Value:                state,
-				LastUpdatedTimestamp: since.UTC().Format(time.RFC3339),
-			},
-			Message: msg,
-		}
+		st := nodePoolStatus(APIAROHCP, x, now)
+		st.ID, st.HREF = np, nodePoolPath(APIAROHCP, id, np)+"/status"
+		return st
 	})
+}
+
+// nodePoolStatus is the status of node pool x as api serves it.
+func nodePoolStatus(api string, x ref, now time.Time) nodePoolStatusJSON {
+	state, since, _ := x.l.at(now)
+	msg := x.l.script.Description
+	if (state == StateError || state == "recoverable_error") && x.l.script.ErrorMessage != "" {
+		msg = x.l.script.ErrorMessage
+	}
+	st := nodePoolStatusJSON{Kind: "NodePoolStatus", Message: msg}
+	if state == StateReady || state == StateUpdating {
+		st.CurrentReplicas = simReplicas
+	}
+	if api == APIAROHCP {
+		st.State = &nodePoolStateJSON{Kind: "NodePoolState", Value: state, LastUpdatedTimestamp: since.UTC().Format(time.RFC3339)}
+	}
+	return st
+}
+
+// nodePoolHandler serves the node pool object under api. It is recorded in
+// Calls under its path: opstatus reads a clusters_mgmt node pool's object
+// for its operation.
+func (s *Sim) nodePoolHandler(api, kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.beginCall(w, r, kind, r.URL.Path) {
+			return
+		}
+		id, np := r.PathValue("id"), r.PathValue("np")
+		body, reason := read(s, api, KindNodePool, id, np, func(x ref, now time.Time) nodePoolJSON {
+			return nodePoolJSON{Kind: "NodePool", ID: np, HREF: nodePoolPath(api, id, np), Replicas: simReplicas,
+				Status: nodePoolStatus(api, x, now)}
+		})
+		s.reply(w, r, body, reason, "node pool", "replicas", body.Status.CurrentReplicas)
+	}
 }
 
 // Admin API.

@@ -90,7 +90,19 @@ func TestStatusBodiesAreExact(t *testing.T) {
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.JSONEq(t, `{"kind":"NodePoolStatus","id":"np1","href":"/api/aro_hcp/v1alpha1/clusters/c1/node_pools/np1/status",
 		"state":{"kind":"NodePoolState","value":"installing","last_updated_timestamp":"2025-06-01T12:00:01Z"},
-		"message":"adding nodes"}`, rec.Body.String())
+		"current_replicas":0,"message":"adding nodes"}`, rec.Body.String())
+
+	// The node pool under clusters_mgmt: the object, its status without a
+	// state.
+	rec = get(t, sim, "/api/clusters_mgmt/v1/clusters/c1/node_pools/np1")
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.JSONEq(t, `{"kind":"NodePool","id":"np1","href":"/api/clusters_mgmt/v1/clusters/c1/node_pools/np1","replicas":2,
+		"status":{"kind":"NodePoolStatus","current_replicas":0,"message":"adding nodes"}}`, rec.Body.String())
+	rec = get(t, sim, "/api/aro_hcp/v1alpha1/clusters/c1/node_pools/np1")
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.JSONEq(t, `{"kind":"NodePool","id":"np1","href":"/api/aro_hcp/v1alpha1/clusters/c1/node_pools/np1","replicas":2,
+		"status":{"kind":"NodePoolStatus","current_replicas":0,"message":"adding nodes",
+			"state":{"kind":"NodePoolState","value":"installing","last_updated_timestamp":"2025-06-01T12:00:01Z"}}}`, rec.Body.String())
 }
 
 func TestNodePoolStatusParsesWithOCMSDK(t *testing.T) {

@@ -120,7 +120,7 @@ type Script struct {
 	Updating     Duration `json:"updating"`
 	// API chooses where a cluster is served: APIClustersMgmt, APIAROHCP,
 	// or both (APIBoth or empty). Node pools ignore it: they are served
-	// under aro_hcp/v1alpha1 whenever their cluster is.
+	// under each API their cluster is.
 	API string `json:"api"`
 	// InflightChecks are the checks GET {cluster}/inflight_checks lists, in
 	// every state of the cluster. Node pools ignore them.

@@ -633,8 +633,8 @@ func clusterPath(api, id string) string {
 	return "/api/" + api + "/clusters/" + id
 }
 
-func nodePoolPath(id, np string) string {
-	return aroHCPPrefix + "/clusters/" + id + "/node_pools/" + np
+func nodePoolPath(api, id, np string) string {
+	return clusterPath(api, id) + "/node_pools/" + np
 }
 
 func clusterView(id string, c *cluster, now time.Time) Resource {
@@ -652,8 +652,10 @@ func clusterView(id string, c *cluster, now time.Time) Resource {
 func nodePoolView(id, np string, c *cluster, l *lifecycle, now time.Time) Resource {
 	state, since, gone := l.at(now)
 	paths := []string{}
-	if c.script.serves(APIAROHCP) {
-		paths = append(paths, nodePoolPath(id, np))
+	for _, api := range []string{APIClustersMgmt, APIAROHCP} {
+		if c.script.serves(api) {
+			paths = append(paths, nodePoolPath(api, id, np))
+		}
 	}
 	return Resource{Kind: KindNodePool, ClusterID: id, NodePoolID: np, Paths: paths, State: state,
 		Since: since.UTC(), Phase: l.phase, Deleted: gone, Script: l.script.clone()}
@@ -692,7 +694,7 @@ func parseResourcePath(p string) (resourcePath, bool) {
 	switch {
 	case len(parts) == 1:
 		rp.kind = KindCluster
-	case len(parts) == 3 && rp.api == APIAROHCP && parts[1] == "node_pools":
+	case len(parts) == 3 && parts[1] == "node_pools":
 		rp.kind, rp.child = KindNodePool, parts[2]
 	case len(parts) == 4 && rp.api == APIAROHCP && parts[1] == "external_auth_config" && parts[2] == "external_auths":
 		rp.kind, rp.child = KindExternalAuth, parts[3]

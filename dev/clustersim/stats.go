@@ -7,6 +7,9 @@ const (
 	PathKindClustersMgmtCluster = "clusters_mgmt/v1/cluster"
 	PathKindAROHCPCluster       = "aro_hcp/v1alpha1/cluster"
 	PathKindAROHCPNodePool      = "aro_hcp/v1alpha1/node_pool"
+	// Node pool object calls (GET {node pool}), by the API of the path.
+	PathKindClustersMgmtNodePoolObject = "clusters_mgmt/v1/node_pool_object"
+	PathKindAROHCPNodePoolObject       = "aro_hcp/v1alpha1/node_pool_object"
 	// Inflight checks calls, by the API of the cluster's path.
 	PathKindClustersMgmtInflightChecks = "clusters_mgmt/v1/inflight_checks"
 	PathKindAROHCPInflightChecks       = "aro_hcp/v1alpha1/inflight_checks"
