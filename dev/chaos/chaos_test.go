@@ -17,6 +17,7 @@ import (
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/faultproxy"
 	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/stack"
 	"github.com/opstatus/opstatus/dev/testenv"
 )
 
@@ -123,10 +124,17 @@ func TestChaos(t *testing.T) {
 	// reclaimed, so a timeout below that wait would kill the waiters in
 	// turn, which production's functionTimeout never does; there poll's
 	// own deadline ends a hung poll first.
+	//
+	// The account is ARO-HCP's of 2024-10 (Billing on /partitionKey, every
+	// Operations item in "workaround"), and a third of the cluster and node
+	// pool operations are requests served as its frontend did.
 	fx := newFlexRun()
-	e := startEnv(t, fx.options(envOptions{lockTTL: lockTTL, seed: runSeed, invocationTimeout: 15 * time.Second}))
+	opts := fx.options(envOptions{lockTTL: lockTTL, seed: runSeed, invocationTimeout: 15 * time.Second, layout: testenv.Layout2024})
+	opts.settings[stack.OperationsPartitionSetting] = frontend.FixedOperationsPartition
+	e := startEnv(t, opts)
 	subs := subscriptions(cfg.subs, "chaos")
 	ops := scenario(rng, subs, cfg.ops, cfg.minLife, cfg.maxLife, "x")
+	as2024(rng, ops, 1.0/3)
 	follow := newFollowUps(e, ops)
 
 	// Faults first, so that the very first scans and polls meet them.
@@ -301,7 +309,7 @@ func TestChaos(t *testing.T) {
 // requests, and the rest.
 func splitSlow(ops []op, n int) (slow, quick []op) {
 	for _, o := range ops {
-		if len(slow) < n && o.After == "" {
+		if len(slow) < n && o.After == "" && !o.Aro2024 {
 			slow = append(slow, o)
 		} else {
 			quick = append(quick, o)

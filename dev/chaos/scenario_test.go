@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -105,6 +106,10 @@ type op struct {
 	// (ARO-HCP's backend gave it a random id), and a closed one from an
 	// earlier life when OldBill is set.
 	Billed, OldBill bool
+	// Aro2024 makes the request to the 2024-10 frontend stand-in: ID and
+	// Items[0].ID are UUIDs, the cluster and node pools clusters_mgmt's,
+	// and the items are that frontend's (see as2024).
+	Aro2024 bool
 	// Items are the Resources items of the operation: its own (first,
 	// except for credentials, which have none), then the node pools of a
 	// deleted cluster (removed with it), or the parent cluster and sibling
@@ -129,6 +134,8 @@ func (o op) clusterKey() string {
 
 func (o op) internalID() string {
 	switch {
+	case o.Pool != "" && o.Aro2024:
+		return cmAPI + o.Cluster + "/node_pools/" + o.Pool
 	case o.Pool != "":
 		return hcpAPI + o.Cluster + "/node_pools/" + o.Pool
 	case o.Auth != "":
@@ -313,6 +320,93 @@ func deleteAfter(create op, id string, life time.Duration, start string) op {
 	return d
 }
 
+// as2024 makes about share of the cluster and node pool operations of ops
+// (and the follow-up deletes of those creates) requests to the 2024-10
+// frontend stand-in: new UUIDs for the operation and its own Resources
+// item, clusters_mgmt internalIds for the cluster and every node pool, a
+// delete Deleting from the start. ops must run with every Operations item
+// in "workaround".
+func as2024(rng *rand.Rand, ops []op, share float64) {
+	uuid := func() string { return frontend.NewUUID(rngReader{rng}) }
+	renamed := map[string]string{} // a converted create's old id: its new one
+	itemIDs := map[string]string{}
+	for i := range ops {
+		o := &ops[i]
+		switch {
+		case o.After != "":
+			id, ok := renamed[o.After]
+			if !ok {
+				continue
+			}
+			o.After = id
+		case !slices.Contains([]string{kindCreate, kindCreateFail, kindUpdate, kindDelete,
+			kindPoolCreate, kindPoolCreateFail, kindPoolUpdate, kindPoolDelete}, o.Kind) || rng.Float64() >= share:
+			continue
+		}
+		old := o.ID
+		o.ID, o.Aro2024, o.API = uuid(), true, cmAPI
+		renamed[old] = o.ID
+		if o.Request == "Delete" {
+			o.Start = "Deleting"
+		}
+		for j := range o.Items {
+			it := &o.Items[j]
+			it.InternalID = strings.Replace(it.InternalID, hcpAPI, cmAPI, 1)
+			if j > 0 {
+				continue
+			}
+			if _, ok := itemIDs[it.ID]; !ok {
+				itemIDs[it.ID] = uuid()
+			}
+			it.ID, it.Active, it.State = itemIDs[it.ID], o.ID, o.Start
+		}
+	}
+}
+
+// rngReader reads bytes from a math/rand source, so that a seed draws the
+// same UUIDs.
+type rngReader struct{ r *rand.Rand }
+
+func (r rngReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(r.r.Uint32())
+	}
+	return len(p), nil
+}
+
+// chaosSystemData is the systemData ARM sends with the 2024-10 requests:
+// opstatus must keep it.
+var chaosSystemData = &frontend.SystemData{CreatedBy: "chaos@example.com", CreatedByType: "User",
+	LastModifiedBy: "chaos@example.com", LastModifiedByType: "User"}
+
+// request2024 makes o's request to the 2024-10 frontend stand-in, as ARM
+// does: again after a 409 (its lock was busy for the Locks TTL).
+func request2024(ctx context.Context, fe *frontend.Frontend, o op, armURL string) error {
+	method := map[string]string{"Create": http.MethodPut, "Update": http.MethodPut, "Delete": http.MethodDelete}[o.Request]
+	internalID := o.internalID()
+	if o.Pool != "" {
+		internalID = "" // its cluster's + /node_pools/{name}
+	}
+	for end := time.Now().Add(2 * time.Minute); ; {
+		r, err := fe.Request(ctx, frontend.Request{Method: method, Key: o.key(), InternalID: internalID,
+			TenantID: chaosTenant, NotificationURI: armURL + "/notify/" + o.ID, SystemData: chaosSystemData,
+			OperationID: o.ID, ItemID: o.Items[0].ID})
+		var re *frontend.RequestError
+		switch {
+		case errors.As(err, &re) && re.Status == http.StatusConflict && time.Now().Before(end):
+			if !testenv.Sleep(ctx, 500*time.Millisecond) {
+				return ctx.Err()
+			}
+			continue
+		case err != nil:
+			return err
+		case r.Request != o.Request || r.Resource != o.Items[0].ID:
+			return fmt.Errorf("the frontend served a %s of item %s, not a %s of %s", r.Request, r.Resource, o.Request, o.Items[0].ID)
+		}
+		return nil
+	}
+}
+
 // withoutFollowUps returns ops without the operations that wait for
 // another's success.
 func withoutFollowUps(ops []op) []op {
@@ -439,6 +533,9 @@ func seedOps(ctx context.Context, e *env, ops []op) error {
 func seedOne(ctx context.Context, e *env, o op) error {
 	if err := seedBefore(ctx, e, o); err != nil {
 		return err
+	}
+	if o.Aro2024 {
+		return request2024(ctx, e.fe2024, o, e.s.ARMURL)
 	}
 	return request(ctx, e.s.Frontend, o, e.s.ARMURL)
 }
@@ -675,7 +772,7 @@ func checkOutcome(ops []op, opItems, resItems map[string]item) []string {
 				bad = append(bad, fmt.Sprintf("%s (%s): %s without an error message", o.ID, o.Kind, st))
 			}
 		}
-		if it.str("chaosTag") != o.ID {
+		if !o.Aro2024 && it.str("chaosTag") != o.ID {
 			bad = append(bad, fmt.Sprintf("%s: the frontend's unknown field was lost", o.ID))
 		}
 		if it.str("notificationUri") != "" {
@@ -694,6 +791,18 @@ func checkOutcome(ops []op, opItems, resItems map[string]item) []string {
 				}
 			case r == nil:
 				bad = append(bad, fmt.Sprintf("%s (%s): Resources item %s was removed", o.ID, o.Kind, ri.ID))
+			case i == 0 && o.Aro2024:
+				// The 2024-10 frontend's item carries no field opstatus
+				// does not know; its systemData must survive.
+				if r["systemData"] == nil {
+					bad = append(bad, fmt.Sprintf("%s: Resources item %s lost its systemData", o.ID, ri.ID))
+				}
+				if ps := r.str("provisioningState"); ps != st {
+					bad = append(bad, fmt.Sprintf("%s (%s): Resources item %s shows %q, its operation ended %q", o.ID, o.Kind, ri.ID, ps, st))
+				}
+				if a := r.str("activeOperationId"); a != "" {
+					bad = append(bad, fmt.Sprintf("%s (%s): Resources item %s still has activeOperationId %q", o.ID, o.Kind, ri.ID, a))
+				}
 			case r.str("chaosTag") != ri.ID:
 				bad = append(bad, fmt.Sprintf("%s: Resources item %s lost the frontend's unknown field", o.ID, ri.ID))
 			case i == 0 && o.ownsItem():

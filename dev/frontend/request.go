@@ -1,11 +1,13 @@
 package frontend
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path"
@@ -38,6 +40,10 @@ type Request struct {
 	SystemData *SystemData
 	// Tags are the body's tags: nil leaves the item's alone.
 	Tags map[string]string
+	// OperationID and ItemID, when set, are the ids of the Operations item
+	// and of a created Resources item in place of random ones, for tests
+	// that name them beforehand: lowercase UUIDs, as the frontend's are.
+	OperationID, ItemID string
 }
 
 // SystemData is ARM's systemData of a resource.
@@ -153,6 +159,11 @@ func (f *Frontend) Request(ctx context.Context, r Request) (Result, error) {
 		return Result{}, &RequestError{http.StatusNotFound, "NotFound", "the 2024-10 frontend serves no resource " + r.Key}
 	}
 	sub, nodePool := m[1], m[3]
+	for _, id := range []string{r.OperationID, r.ItemID} {
+		if id != "" && !uuidForm.MatchString(id) {
+			return Result{}, fmt.Errorf("id %q is no lowercase UUID", id)
+		}
+	}
 	switch r.Method {
 	case http.MethodPut, http.MethodPatch, http.MethodDelete:
 	default:
@@ -186,7 +197,7 @@ func (f *Frontend) serve(ctx context.Context, r Request, sub, nodePool string) (
 		return Result{}, &RequestError{http.StatusNotFound, "ResourceNotFound", "no such resource"}
 	case doc == nil:
 		request = "Create"
-		doc = &resourceDoc2024{docBase: docBase{ID: newUUID()}, Key: r.Key, PartitionKey: strings.ToLower(sub)}
+		doc = &resourceDoc2024{docBase: docBase{ID: cmp.Or(r.ItemID, newUUID())}, Key: r.Key, PartitionKey: strings.ToLower(sub)}
 	case !terminal(doc.ProvisioningState):
 		return Result{}, &RequestError{http.StatusConflict, "Conflict",
 			"Cannot update resource while resource is " + strings.ToLower(doc.ProvisioningState)}
@@ -272,7 +283,7 @@ func (f *Frontend) startOperation(ctx context.Context, r Request, request, sub s
 		location = "eastus"
 	}
 	op := &operationDoc2024{
-		docBase:      docBase{ID: newUUID()},
+		docBase:      docBase{ID: cmp.Or(r.OperationID, newUUID())},
 		PartitionKey: FixedOperationsPartition,
 		TenantID:     r.TenantID, ClientID: r.ClientID,
 		Request:    request,
@@ -467,11 +478,16 @@ func isStatus(err error, status int) bool {
 	return errors.As(err, &re) && re.StatusCode == status
 }
 
-// newUUID returns a random (version 4) UUID, as the frontend's ids are.
-func newUUID() string {
+var uuidForm = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// NewUUID returns a random (version 4) UUID from r.
+func NewUUID(r io.Reader) string {
 	var b [16]byte
-	_, _ = rand.Read(b[:])
+	_, _ = io.ReadFull(r, b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
+
+// newUUID returns a random (version 4) UUID, as the frontend's ids are.
+func newUUID() string { return NewUUID(rand.Reader) }
