@@ -66,6 +66,12 @@ func main() {
 			fmt.Fprintf(os.Stderr, "opstatus: %v\n", missing)
 			os.Exit(1)
 		}
+		var unserved *partitionKeyError
+		if errors.As(err, &unserved) {
+			// A setting naming a container opstatus cannot write: one line too.
+			fmt.Fprintf(os.Stderr, "opstatus: %v\n", unserved)
+			os.Exit(1)
+		}
 		if errors.Is(err, lock.ErrBadTTL) {
 			// A setting of the Cosmos account: one line, as for a bad setting.
 			fmt.Fprintf(os.Stderr, "opstatus: COSMOS_LOCKS_CONTAINER=%s: %v\n", cfg.LocksContainer, err)
@@ -198,8 +204,11 @@ func run(ctx context.Context, cfg config.Config, cred azcore.TokenCredential, lo
 		}
 	}()
 	err = serve(ctx, srv, ln, locker, releaseWait, logger)
-	var missing *missingContainerError
-	if cause := context.Cause(ctx); errors.Is(cause, lock.ErrBadTTL) || errors.As(cause, &missing) {
+	var (
+		missing  *missingContainerError
+		unserved *partitionKeyError
+	)
+	if cause := context.Cause(ctx); errors.Is(cause, lock.ErrBadTTL) || errors.As(cause, &missing) || errors.As(cause, &unserved) {
 		return cause
 	}
 	return err
@@ -227,9 +236,10 @@ func budgetGate(cfg config.Config, db *database.CosmosClient, logger *slog.Logge
 }
 
 // cosmosContainer is a Cosmos DB container the handler uses, with the
-// setting that names it.
+// setting that names it and what it holds.
 type cosmosContainer struct {
 	setting, name string
+	holds         database.Holds
 }
 
 // cosmosContainers lists the containers the handler and its functions use,
@@ -239,13 +249,13 @@ type cosmosContainer struct {
 // without it no process gets a permit.
 func cosmosContainers(cfg config.Config) []cosmosContainer {
 	containers := []cosmosContainer{
-		{"COSMOS_OPERATIONS_CONTAINER", cfg.OperationsContainer},
-		{"COSMOS_RESOURCES_CONTAINER", cfg.ResourcesContainer},
-		{"COSMOS_LOCKS_CONTAINER", cfg.LocksContainer},
-		{"COSMOS_BILLING_CONTAINER", cfg.BillingContainer},
+		{"COSMOS_OPERATIONS_CONTAINER", cfg.OperationsContainer, database.HoldsOperations},
+		{"COSMOS_RESOURCES_CONTAINER", cfg.ResourcesContainer, database.HoldsResources},
+		{"COSMOS_LOCKS_CONTAINER", cfg.LocksContainer, database.HoldsLocks},
+		{"COSMOS_BILLING_CONTAINER", cfg.BillingContainer, database.HoldsBilling},
 	}
 	if cfg.PickupRuns || cfg.ClusterServiceBudget > 0 {
-		containers = append(containers, cosmosContainer{"COSMOS_LEASES_CONTAINER", cfg.LeasesContainer})
+		containers = append(containers, cosmosContainer{"COSMOS_LEASES_CONTAINER", cfg.LeasesContainer, database.HoldsLeases})
 	}
 	return containers
 }
@@ -264,25 +274,45 @@ func (e *missingContainerError) Error() string {
 
 func (e *missingContainerError) Unwrap() error { return e.err }
 
-// containerReader reads a container of the database by its name.
+// partitionKeyError says that a setting names a container whose partition
+// key opstatus cannot fill; main prints it as the one line of a bad
+// setting.
+type partitionKeyError struct {
+	cosmosContainer
+	database string
+	err      error
+}
+
+func (e *partitionKeyError) Error() string {
+	return fmt.Sprintf("%s=%s: container %s of Cosmos DB database %s has %v", e.setting, e.name, e.name, e.database, e.err)
+}
+
+func (e *partitionKeyError) Unwrap() error { return e.err }
+
+// containerReader reads a container of the database by its name, and
+// checks its partition key against what it holds.
 type containerReader interface {
-	ReadContainer(ctx context.Context, name string) error
+	ReadContainer(ctx context.Context, name string, holds database.Holds) error
 }
 
 // checkContainers reads each container within timeout. Only a container
-// that does not exist (or whose database does not) is an error: every
-// request to it would fail. When Cosmos DB cannot be reached, a warning is
-// logged and the start goes on, as checkLockTTL does.
+// that does not exist (or whose database does not), or whose partition key
+// opstatus cannot fill, is an error: every request to it, or every write,
+// would fail. When Cosmos DB cannot be reached, a warning is logged and
+// the start goes on, as checkLockTTL does; the Billing container's path is
+// then read at its first write.
 func checkContainers(ctx context.Context, db containerReader, databaseName string, containers []cosmosContainer,
 	timeout time.Duration, logger *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for _, c := range containers {
-		err := db.ReadContainer(ctx, c.name)
+		err := db.ReadContainer(ctx, c.name, c.holds)
 		switch {
 		case err == nil:
 		case errors.Is(err, database.ErrContainerNotFound):
 			return &missingContainerError{cosmosContainer: c, database: databaseName, err: err}
+		case errors.Is(err, database.ErrPartitionKeyPath):
+			return &partitionKeyError{cosmosContainer: c, database: databaseName, err: err}
 		default:
 			logger.Warn("could not read the Cosmos DB containers at start; a missing one fails every request to it",
 				"container", c.name, "error", err)

@@ -156,6 +156,32 @@ func TestCheckContainers(t *testing.T) {
 		require.NoError(t, checkContainers(ctx, db, name, cosmosContainers(cfg), 5*time.Second, logger))
 	})
 
+	t.Run("partition keys", func(t *testing.T) {
+		for _, layout := range []testenv.Layout{testenv.LayoutCurrent, testenv.Layout2024} {
+			db := cosmos.NewDatabase(t, layout.Containers(5*time.Second)...)
+			cfg := settings
+			cfg.CosmosDatabase, cfg.PickupRuns, cfg.LeasesContainer = db.Name, true, frontend.LeasesContainer
+			require.NoError(t, checkContainers(ctx, client(t, cosmos.Endpoint, db.Name), db.Name, cosmosContainers(cfg), 5*time.Second, logger), layout)
+		}
+		db := cosmos.NewDatabase(t, testenv.ContainerSpec{Name: "ById", PartitionKeyPath: "/id"},
+			testenv.ContainerSpec{Name: "Hierarchical", HierarchicalPaths: []string{"/partitionKey", "/id"}})
+		for _, tc := range []struct {
+			container cosmosContainer
+			want      string
+		}{
+			{cosmosContainer{"COSMOS_BILLING_CONTAINER", "ById", database.HoldsBilling},
+				"COSMOS_BILLING_CONTAINER=ById: container ById of Cosmos DB database " + db.Name +
+					" has partition key path /id, which opstatus cannot fill in Billing items (it fills /partitionKey or /subscriptionId)"},
+			{cosmosContainer{"COSMOS_OPERATIONS_CONTAINER", "Hierarchical", database.HoldsOperations},
+				"COSMOS_OPERATIONS_CONTAINER=Hierarchical: container Hierarchical of Cosmos DB database " + db.Name +
+					" has hierarchical partition key /partitionKey,/id, which opstatus cannot fill in Operations items (it fills /partitionKey)"},
+		} {
+			err := checkContainers(ctx, client(t, cosmos.Endpoint, db.Name), db.Name, []cosmosContainer{tc.container}, 5*time.Second, logger)
+			require.ErrorIs(t, err, database.ErrPartitionKeyPath)
+			require.EqualError(t, err, tc.want)
+		}
+	})
+
 	t.Run("database", func(t *testing.T) {
 		err := checkContainers(ctx, client(t, cosmos.Endpoint, name+"-missing"), name+"-missing",
 			cosmosContainers(settings), 5*time.Second, logger)

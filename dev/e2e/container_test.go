@@ -60,6 +60,76 @@ func TestHandlerNamesAMissingContainer(t *testing.T) {
 	require.NotContains(t, stdout.String()+stderr.String(), cosmos.Key)
 }
 
+// TestHandlerRefusesAPartitionKeyItCannotFill: the built handler, with
+// COSMOS_BILLING_CONTAINER naming a container keyed by a path opstatus
+// cannot fill, stops at start with exit status 1 and one line on stderr
+// naming the setting, the container and its path, instead of deferring
+// every succeeded cluster Create's billing write for good. Against both
+// ARO-HCP layouts it starts.
+func TestHandlerRefusesAPartitionKeyItCannotFill(t *testing.T) {
+	bin := testenv.Build(t, ".")
+	cosmos := testenv.SharedCosmos(t)
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+	specs := append(testenv.Layout2024.Containers(10*time.Second),
+		testenv.ContainerSpec{Name: "BillingById", PartitionKeyPath: "/id"})
+	db := cosmos.NewDatabase(t, specs...)
+	start := func(t *testing.T, ctx context.Context, billing string) (*exec.Cmd, *testenv.SyncBuffer, *testenv.SyncBuffer) {
+		free, err := testenv.FreePort()
+		require.NoError(t, err)
+		cmd := exec.CommandContext(ctx, bin)
+		cmd.Dir = root
+		cmd.Env = []string{
+			"PATH=" + os.Getenv("PATH"),
+			"FUNCTIONS_CUSTOMHANDLER_PORT=" + strconv.Itoa(free),
+			"COSMOS_ENDPOINT=" + cosmos.Endpoint,
+			"COSMOS_DATABASE=" + db.Name,
+			"COSMOS_KEY=" + cosmos.Key,
+			"COSMOS_INSECURE_SKIP_VERIFY=true",
+			"COSMOS_BILLING_CONTAINER=" + billing,
+			"AZURE_LOCATION=eastus",
+			"CLUSTER_SERVICE_URL=http://127.0.0.1:1",
+		}
+		stdout, stderr := &testenv.SyncBuffer{}, &testenv.SyncBuffer{}
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		return cmd, stdout, stderr
+	}
+
+	t.Run("refused", func(t *testing.T) {
+		// Bounds the wait for an exit that may never come.
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		cmd, stdout, stderr := start(t, ctx, "BillingById")
+		err := cmd.Run()
+		require.NoError(t, ctx.Err(), "the handler did not stop; stdout:\n%s\nstderr:\n%s", stdout, stderr)
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit)
+		require.Equal(t, 1, exit.ExitCode())
+		require.Equal(t, "opstatus: COSMOS_BILLING_CONTAINER=BillingById: container BillingById of Cosmos DB database "+db.Name+
+			" has partition key path /id, which opstatus cannot fill in Billing items (it fills /partitionKey or /subscriptionId)\n",
+			stderr.String(), "one line on stderr")
+	})
+
+	t.Run("2024-10 layout", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		cmd, stdout, stderr := start(t, ctx, "Billing")
+		require.NoError(t, cmd.Start())
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		// The check runs while the server starts, against a local server
+		// in milliseconds: a process it stops is gone well within this.
+		select {
+		case err := <-exited:
+			t.Fatalf("the handler stopped: %v; stdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+		case <-time.After(3 * time.Second):
+		}
+		require.NotContains(t, stderr.String()+stdout.String(), "cannot fill")
+		cancel()
+		<-exited
+	})
+}
+
 // TestMissingContainerDefersAFinishedDelete: when the Resources container
 // goes missing under a running handler, a delete that Cluster Service has
 // finished is not taken for one whose Resources items are gone: the poll is

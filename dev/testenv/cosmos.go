@@ -125,6 +125,10 @@ func (c *Cosmos) Stop() error {
 	return c.proc.Stop()
 }
 
+// MaxRequestBytes is the largest request body the test server takes, as
+// Cosmos DB: 2 MB, an item with it; a larger one is answered 413.
+const MaxRequestBytes = 2 << 20
+
 // ContainerSpec describes a container for CreateDatabase.
 type ContainerSpec struct {
 	// Name is the container id.

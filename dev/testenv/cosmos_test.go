@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -796,4 +797,78 @@ func TestLayouts(t *testing.T) {
 		require.Equal(t, azcosmos.PartitionKeyKindMultiHash, key.Kind)
 		require.Equal(t, []string{"/subscriptionId", "/id"}, key.Paths)
 	})
+}
+
+// TestWritesAreRefusedAsCosmosRefusesThem: every refusal of Cosmos DB that
+// a write of opstatus could meet, on create, replace and upsert alike,
+// with its status; nothing is written, and the connection serves the next
+// request.
+func TestWritesAreRefusedAsCosmosRefusesThem(t *testing.T) {
+	t.Parallel()
+	cosmos := SharedCosmos(t)
+	c := cosmos.NewDatabase(t, operations).Containers["Operations"]
+	create(t, c, "sub", map[string]any{"id": "present", "partitionKey": "sub"})
+	item := func(id, partition string, extra string) []byte {
+		return fmt.Appendf(nil, `{"id":%q,"partitionKey":%q,"extra":%q}`, id, partition, extra)
+	}
+	// The largest body Cosmos DB takes, and one byte more.
+	pad := MaxRequestBytes - len(item("present", "sub", ""))
+	longKey := strings.Repeat("k", 2049)
+
+	tests := []struct {
+		name   string
+		pk     string
+		body   []byte
+		status int
+	}{
+		{"an item over 2 MB", "sub", item("present", "sub", strings.Repeat("x", pad+1)), http.StatusRequestEntityTooLarge},
+		{"not JSON", "sub", []byte(`{"id":"present",`), http.StatusBadRequest},
+		{"not an object", "sub", []byte(`["present"]`), http.StatusBadRequest},
+		{"no id", "sub", []byte(`{"partitionKey":"sub"}`), http.StatusBadRequest},
+		{"an id that is not a string", "sub", []byte(`{"id":5,"partitionKey":"sub"}`), http.StatusBadRequest},
+		{"an id with a slash", "sub", item("pre/sent", "sub", ""), http.StatusBadRequest},
+		{"an id over 1023 bytes", "sub", item(strings.Repeat("é", 512), "sub", ""), http.StatusBadRequest},
+		{"a partition key value over 2 KB", longKey, item("present", longKey, ""), http.StatusBadRequest},
+		{"a partition key other than the header's", "sub", item("present", "other", ""), http.StatusBadRequest},
+		{"no partition key, as the 2024-10 Billing container got opstatus's items", "sub", []byte(`{"id":"present","subscriptionId":"sub"}`), http.StatusBadRequest},
+		{"an invalid ttl", "sub", []byte(`{"id":"present","partitionKey":"sub","ttl":0}`), http.StatusBadRequest},
+	}
+	writes := map[string]func(pk string, body []byte) error{
+		"create": func(pk string, body []byte) error {
+			_, err := c.CreateItem(t.Context(), PK(pk), body, nil)
+			return err
+		},
+		"replace": func(pk string, body []byte) error {
+			_, err := c.ReplaceItem(t.Context(), PK("sub"), "present", body, nil)
+			return err
+		},
+		"upsert": func(pk string, body []byte) error {
+			_, err := c.UpsertItem(t.Context(), PK(pk), body, nil)
+			return err
+		},
+	}
+	before, err := c.ReadItem(t.Context(), PK("sub"), "present", nil)
+	require.NoError(t, err)
+	for _, tt := range tests {
+		for kind, write := range writes {
+			t.Run(tt.name+"/"+kind, func(t *testing.T) {
+				body := tt.body
+				if kind == "create" {
+					// A create of an existing id would be a 409; the same length.
+					body = []byte(strings.Replace(string(body), `"present"`, `"absent0"`, 1))
+				}
+				err := write(tt.pk, body)
+				require.Equal(t, tt.status, StatusOf(err), "%v", err)
+			})
+		}
+	}
+	after, err := c.ReadItem(t.Context(), PK("sub"), "present", nil)
+	require.NoError(t, err)
+	require.Equal(t, before.ETag, after.ETag, "nothing was written")
+	_, err = c.ReadItem(t.Context(), PK("sub"), "absent0", nil)
+	require.Equal(t, http.StatusNotFound, StatusOf(err))
+
+	// The largest item is taken.
+	_, err = c.ReplaceItem(t.Context(), PK("sub"), "present", item("present", "sub", strings.Repeat("x", pad)), nil)
+	require.NoError(t, err)
 }

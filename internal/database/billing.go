@@ -21,9 +21,15 @@ import (
 // finds them.
 type Billing struct {
 	ID string `json:"id"`
-	// SubscriptionID is the partition key: the lowercase subscription ID,
-	// as every partition of opstatus's containers is named.
-	SubscriptionID       string     `json:"subscriptionId"`
+	// SubscriptionID is the lowercase subscription ID, as every partition
+	// of opstatus's containers is named: the partition key in a container
+	// keyed by /subscriptionId.
+	SubscriptionID string `json:"subscriptionId"`
+	// PartitionKey is the partition key in a container keyed by
+	// /partitionKey, as ARO-HCP created Billing in 2024-10: the
+	// subscription again (BillingKey.Keyed fills it). Empty in a container
+	// keyed by /subscriptionId.
+	PartitionKey         string     `json:"partitionKey,omitempty"`
 	ResourceID           string     `json:"resourceId"`
 	TenantID             string     `json:"tenantId,omitempty"`
 	Location             string     `json:"location,omitempty"`
@@ -146,6 +152,7 @@ func (b *Billing) UnmarshalJSON(data []byte) error {
 	var ids struct {
 		ID             any `json:"id"`
 		SubscriptionID any `json:"subscriptionId"`
+		PartitionKey   any `json:"partitionKey"`
 		ResourceID     any `json:"resourceId"`
 		ETag           any `json:"_etag"`
 	}
@@ -159,6 +166,7 @@ func (b *Billing) UnmarshalJSON(data []byte) error {
 	*b = Billing{ID: id, raw: bytes.Clone(data), malformed: true,
 		Err: fmt.Errorf("%w: billing item %s: %w", ErrMalformed, QuoteID(id), err)}
 	b.SubscriptionID, _ = ids.SubscriptionID.(string)
+	b.PartitionKey, _ = ids.PartitionKey.(string)
 	b.ResourceID, _ = ids.ResourceID.(string)
 	etag, _ := ids.ETag.(string)
 	b.ETag = azcore.ETag(etag)

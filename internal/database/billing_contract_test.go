@@ -22,23 +22,44 @@ import (
 // items as ARO-HCP's backend did and to read them back as stored.
 type billingStore struct {
 	database.DBClient
+	// key is the Billing container's partition key path.
+	key database.BillingKey
 	// put stores body, a JSON object with a string subscriptionId, as a
-	// billing item of the partition it names, without an etag check.
+	// billing item of the partition it names, without an etag check; in a
+	// container keyed by /partitionKey, with its subscriptionId there too
+	// when it has no partitionKey.
 	put func(t *testing.T, body string)
 	// raw returns a billing item as stored, or nil when there is none.
 	raw func(t *testing.T, subscriptionID, id string) map[string]any
 }
 
-// memoryBillingStore is the in-memory DBClient; without container, its
-// Billing container is missing.
-func memoryBillingStore(t *testing.T, container bool) billingStore {
+// keyed returns body, a billing item, as it is stored in a container
+// keyed by key: with its subscriptionId in partitionKey too on
+// /partitionKey, unless it has one.
+func keyed(t *testing.T, key database.BillingKey, body string) string {
+	t.Helper()
+	var item map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &item))
+	if _, ok := item["partitionKey"]; key == database.BillingByPartitionKey && !ok {
+		item["partitionKey"] = item["subscriptionId"]
+	}
+	out, err := json.Marshal(item)
+	require.NoError(t, err)
+	return string(out)
+}
+
+// memoryBillingStore is the in-memory DBClient, its Billing container
+// keyed by key; without container, its Billing container is missing.
+func memoryBillingStore(t *testing.T, key database.BillingKey, container bool) billingStore {
 	mem := databasetesting.NewMemoryClient(0)
+	mem.BillingKey = key
 	if !container {
 		mem.RemoveBillingContainer()
 	}
 	return billingStore{
 		DBClient: mem,
-		put:      func(t *testing.T, body string) { mem.PutRawBilling([]byte(body)) },
+		key:      key,
+		put:      func(t *testing.T, body string) { mem.PutRawBilling([]byte(keyed(t, key, body))) },
 		raw: func(t *testing.T, subscriptionID, id string) map[string]any {
 			body := mem.RawBilling(subscriptionID, id)
 			if body == nil {
@@ -52,9 +73,9 @@ func memoryBillingStore(t *testing.T, container bool) billingStore {
 }
 
 // cosmosBillingStore is a CosmosClient of a database of the test's own on
-// the shared Cosmos test server; without container, the database has no
-// Billing container.
-func cosmosBillingStore(t *testing.T, container bool) billingStore {
+// the shared Cosmos test server, its Billing container keyed by key;
+// without container, the database has no Billing container.
+func cosmosBillingStore(t *testing.T, key database.BillingKey, container bool) billingStore {
 	cosmos := testenv.SharedCosmos(t)
 	name := testenv.DatabaseName(t)
 	specs := []testenv.ContainerSpec{
@@ -63,7 +84,7 @@ func cosmosBillingStore(t *testing.T, container bool) billingStore {
 		{Name: "Locks", PartitionKeyPath: "/id"},
 	}
 	if container {
-		specs = append(specs, testenv.ContainerSpec{Name: "Billing", PartitionKeyPath: "/subscriptionId"})
+		specs = append(specs, testenv.ContainerSpec{Name: "Billing", PartitionKeyPath: string(key)})
 	}
 	require.NoError(t, testenv.CreateDatabase(t.Context(), cosmos.Endpoint, cosmos.Key, name, specs...))
 	client, err := testenv.NewCosmosClient(cosmos.Endpoint, cosmos.Key)
@@ -72,12 +93,13 @@ func cosmosBillingStore(t *testing.T, container bool) billingStore {
 	require.NoError(t, err)
 	return billingStore{
 		DBClient: newClient(t, cosmosConfig(t, name)),
+		key:      key,
 		put: func(t *testing.T, body string) {
 			var item struct {
 				SubscriptionID string `json:"subscriptionId"`
 			}
 			require.NoError(t, json.Unmarshal([]byte(body), &item))
-			_, err := billing.UpsertItem(t.Context(), azcosmos.NewPartitionKeyString(item.SubscriptionID), []byte(body), nil)
+			_, err := billing.UpsertItem(t.Context(), azcosmos.NewPartitionKeyString(item.SubscriptionID), []byte(keyed(t, key, body)), nil)
 			require.NoError(t, err)
 		},
 		raw: func(t *testing.T, subscriptionID, id string) map[string]any {
@@ -161,9 +183,14 @@ var billingCases = []billingCase{
 					delete(raw, k)
 				}
 			}
-			require.Equal(t, map[string]any{"id": b.ID, "subscriptionId": sub, "resourceId": clusterKey,
+			want := map[string]any{"id": b.ID, "subscriptionId": sub, "resourceId": clusterKey,
 				"tenantId": "tenant1", "location": "eastus", "creationTime": "2026-01-02T03:04:05.6Z",
-				"managedResourceGroup": clusterMRG}, raw, "no deletionTime until the cluster is deleted")
+				"managedResourceGroup": clusterMRG}
+			if s.key == database.BillingByPartitionKey {
+				want["partitionKey"] = sub // the subscription at the container's path too
+			}
+			require.Equal(t, want, raw, "no deletionTime until the cluster is deleted")
+			require.Empty(t, b.PartitionKey, "the caller's item is left as it was")
 
 			// A retry after a lost answer, even one that read the cluster
 			// anew and under another case, lands on the same item.
@@ -324,6 +351,37 @@ var billingCases = []billingCase{
 		},
 	},
 	{
+		name:  "a billing item over 2 MB is refused for good: a RefusedError naming the container and the 413, and nothing is written",
+		items: []string{billingItem("open", nil)},
+		run: func(t *testing.T, s billingStore) {
+			ctx := t.Context()
+			requireRefused := func(err error) {
+				t.Helper()
+				require.ErrorIs(t, err, database.ErrRefused)
+				require.NotErrorIs(t, err, database.ErrUnavailable)
+				var refused *database.RefusedError
+				require.ErrorAs(t, err, &refused)
+				require.Equal(t, "Billing", refused.Container)
+				require.Equal(t, http.StatusRequestEntityTooLarge, refused.StatusCode)
+				require.NotEmpty(t, refused.Message)
+			}
+			huge := strings.Repeat("x", 2<<20)
+			b := newBilling("c1")
+			b.TenantID = huge
+			_, err := s.CreateBilling(ctx, b)
+			requireRefused(err)
+			require.Nil(t, s.raw(t, sub, b.ID))
+
+			before := s.raw(t, sub, "open")
+			open := openBilling(t, s)
+			require.Len(t, open, 1)
+			open[0].TenantID = huge
+			_, err = s.ReplaceBilling(ctx, open[0])
+			requireRefused(err)
+			require.Equal(t, before, s.raw(t, sub, "open"))
+		},
+	},
+	{
 		name:        "a missing Billing container is an error, never an empty list",
 		noContainer: true,
 		run: func(t *testing.T, s billingStore) {
@@ -380,28 +438,36 @@ var billingCases = []billingCase{
 }
 
 // TestBillingContract runs every behaviour of billingCases against the
-// in-memory DBClient and the Cosmos one; under -short, against the
-// in-memory one alone.
+// in-memory DBClient and the Cosmos one, with Billing keyed by
+// /subscriptionId and by /partitionKey (ARO-HCP's 2024-10 account); under
+// -short, against the in-memory one alone.
 func TestBillingContract(t *testing.T) {
 	for _, impl := range []struct {
 		name string
-		open func(t *testing.T, container bool) billingStore
+		open func(t *testing.T, key database.BillingKey, container bool) billingStore
 	}{{"memory", memoryBillingStore}, {"cosmos", cosmosBillingStore}} {
-		t.Run(impl.name, func(t *testing.T) {
+		for _, key := range []database.BillingKey{database.BillingBySubscriptionID, database.BillingByPartitionKey} {
+			t.Run(impl.name+string(key), func(t *testing.T) {
+				t.Parallel()
+				if impl.name == "cosmos" {
+					testenv.NeedsServers(t)
+				}
+				runBillingCases(t, func(t *testing.T, container bool) billingStore { return impl.open(t, key, container) })
+			})
+		}
+	}
+}
+
+// runBillingCases runs billingCases on stores of open.
+func runBillingCases(t *testing.T, open func(t *testing.T, container bool) billingStore) {
+	for _, c := range billingCases {
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			if impl.name == "cosmos" {
-				testenv.NeedsServers(t)
+			s := open(t, !c.noContainer)
+			for _, body := range c.items {
+				s.put(t, body)
 			}
-			for _, c := range billingCases {
-				t.Run(c.name, func(t *testing.T) {
-					t.Parallel()
-					s := impl.open(t, !c.noContainer)
-					for _, body := range c.items {
-						s.put(t, body)
-					}
-					c.run(t, s)
-				})
-			}
+			c.run(t, s)
 		})
 	}
 }

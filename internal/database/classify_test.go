@@ -68,3 +68,42 @@ func TestClassifyNotFound(t *testing.T) {
 	require.ErrorIs(t, err, ErrContainerNotFound)
 	require.NotErrorIs(t, err, ErrNotFound)
 }
+
+// answer is Cosmos DB's answer of status to a write of an item of
+// container Billing, with body, as the client reports it.
+func answer(status int, body string) error {
+	return runtime.NewResponseError(&http.Response{
+		StatusCode: status,
+		Status:     http.StatusText(status),
+		Header:     http.Header{},
+		Body:       io.NopCloser(strings.NewReader(body)),
+		Request: &http.Request{Method: http.MethodPost,
+			URL: &url.URL{Scheme: "https", Host: "account.example", Path: "/dbs/db/colls/Billing/docs"}},
+	})
+}
+
+// A 4xx that no retry changes is a refusal naming the container, the
+// status, and Cosmos DB's code and message, cut; the others are not.
+func TestClassifyRefused(t *testing.T) {
+	for _, status := range []int{400, 401, 403, 405, 413, 414, 423} {
+		err := classify(answer(status, `{"code":"BadRequest","message":"Message: {\"Errors\":[\"PartitionKey extracted from document doesn't match\"]}`+strings.Repeat(" stats", 200)+`"}`))
+		require.ErrorIs(t, err, ErrRefused, status)
+		var refused *RefusedError
+		require.ErrorAs(t, err, &refused)
+		require.Equal(t, "Billing", refused.Container)
+		require.Equal(t, status, refused.StatusCode)
+		require.Equal(t, "BadRequest", refused.Code)
+		require.True(t, strings.HasPrefix(refused.Message, `Message: {"Errors":["PartitionKey extracted`), refused.Message)
+		require.LessOrEqual(t, len(refused.Message), maxRefusalMessage+3)
+		require.NotErrorIs(t, err, ErrUnavailable)
+	}
+	// A body that is not Cosmos DB's still gives the status.
+	err := classify(answer(http.StatusRequestEntityTooLarge, "<html>too large</html>"))
+	var refused *RefusedError
+	require.ErrorAs(t, err, &refused)
+	require.Equal(t, http.StatusRequestEntityTooLarge, refused.StatusCode)
+
+	for _, status := range []int{404, 408, 409, 412, 429, 449, 500, 503} {
+		require.NotErrorIs(t, classify(answer(status, `{"code":"x","message":"y"}`)), ErrRefused, status)
+	}
+}

@@ -5,9 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/database"
 )
 
@@ -152,12 +154,80 @@ func TestReadContainer(t *testing.T) {
 	ctx := t.Context()
 	name, _ := newDatabase(t, 3*time.Second)
 	db := newClient(t, cosmosConfig(t, name))
-	for _, c := range []string{frontend.OperationsContainer, frontend.ResourcesContainer, frontend.LocksContainer} {
-		require.NoError(t, db.ReadContainer(ctx, c), c)
+	for c, holds := range map[string]database.Holds{frontend.OperationsContainer: database.HoldsOperations,
+		frontend.ResourcesContainer: database.HoldsResources, frontend.LocksContainer: database.HoldsLocks,
+		frontend.BillingContainer: database.HoldsBilling, frontend.LeasesContainer: database.HoldsLeases} {
+		require.NoError(t, db.ReadContainer(ctx, c, holds), c)
 	}
-	requireContainerNotFound(t, db.ReadContainer(ctx, "Missing"), "Missing")
+	requireContainerNotFound(t, db.ReadContainer(ctx, "Missing", database.HoldsOperations), "Missing")
 
 	cfg := cosmosConfig(t, name)
 	cfg.Database = name + "-missing"
-	requireContainerNotFound(t, newClient(t, cfg).ReadContainer(ctx, frontend.OperationsContainer), name+"-missing")
+	requireContainerNotFound(t, newClient(t, cfg).ReadContainer(ctx, frontend.OperationsContainer, database.HoldsOperations), name+"-missing")
+}
+
+// TestReadContainerPartitionKeys: the partition key paths of both ARO-HCP
+// layouts are served; a path opstatus cannot fill, or a hierarchical key,
+// is a PartitionKeyError naming the path.
+func TestReadContainerPartitionKeys(t *testing.T) {
+	ctx := t.Context()
+	cosmos := testenv.SharedCosmos(t)
+	for _, layout := range []testenv.Layout{testenv.LayoutCurrent, testenv.Layout2024} {
+		db := cosmos.NewDatabase(t, layout.Containers(10*time.Second)...)
+		client := newClient(t, cosmosConfig(t, db.Name))
+		for c, holds := range map[string]database.Holds{"Operations": database.HoldsOperations,
+			"Resources": database.HoldsResources, "Locks": database.HoldsLocks, "Billing": database.HoldsBilling,
+			"Leases": database.HoldsLeases} {
+			require.NoError(t, client.ReadContainer(ctx, c, holds), "%s %s", layout, c)
+		}
+	}
+
+	db := cosmos.NewDatabase(t,
+		testenv.ContainerSpec{Name: "ById", PartitionKeyPath: "/id"},
+		testenv.ContainerSpec{Name: "BySubscriptionId", PartitionKeyPath: "/subscriptionId"},
+		testenv.ContainerSpec{Name: "ByPartitionKey", PartitionKeyPath: "/partitionKey"},
+		testenv.ContainerSpec{Name: "Nested", PartitionKeyPath: "/properties/subscriptionId"},
+		testenv.ContainerSpec{Name: "Hierarchical", HierarchicalPaths: []string{"/subscriptionId", "/id"}},
+	)
+	client := newClient(t, cosmosConfig(t, db.Name))
+	for _, tc := range []struct {
+		container string
+		holds     database.Holds
+		want      string
+	}{
+		{"ById", database.HoldsBilling, "partition key path /id, which opstatus cannot fill in Billing items (it fills /partitionKey or /subscriptionId)"},
+		{"Nested", database.HoldsBilling, "partition key path /properties/subscriptionId, which opstatus cannot fill in Billing items (it fills /partitionKey or /subscriptionId)"},
+		{"Hierarchical", database.HoldsBilling, "hierarchical partition key /subscriptionId,/id, which opstatus cannot fill in Billing items (it fills /partitionKey or /subscriptionId)"},
+		{"BySubscriptionId", database.HoldsOperations, "partition key path /subscriptionId, which opstatus cannot fill in Operations items (it fills /partitionKey)"},
+		{"ById", database.HoldsResources, "partition key path /id, which opstatus cannot fill in Resources items (it fills /partitionKey)"},
+		{"ByPartitionKey", database.HoldsLocks, "partition key path /partitionKey, which opstatus cannot fill in Locks items (it fills /id)"},
+		{"ByPartitionKey", database.HoldsLeases, "partition key path /partitionKey, which opstatus cannot fill in Leases items (it fills /id)"},
+	} {
+		err := client.ReadContainer(ctx, tc.container, tc.holds)
+		require.ErrorIs(t, err, database.ErrPartitionKeyPath, tc.container)
+		require.EqualError(t, err, tc.want)
+	}
+}
+
+// TestBillingPathReadAtFirstWrite: a client that was never checked at start
+// (Cosmos DB out of reach then) reads the Billing container's partition
+// key path at its first write, and writes nothing into a container whose
+// path it cannot fill.
+func TestBillingPathReadAtFirstWrite(t *testing.T) {
+	ctx := t.Context()
+	cosmos := testenv.SharedCosmos(t)
+	db := cosmos.NewDatabase(t, testenv.ContainerSpec{Name: "Billing", PartitionKeyPath: "/id"})
+	client := newClient(t, cosmosConfig(t, db.Name))
+	b := &database.Billing{ID: database.BillingID(clusterKey, "c1"), SubscriptionID: sub, ResourceID: clusterKey,
+		CreationTime: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	_, err := client.CreateBilling(ctx, b)
+	require.ErrorIs(t, err, database.ErrPartitionKeyPath)
+	require.ErrorContains(t, err, `container "Billing": partition key path /id`)
+	b.ETag = `"1"`
+	_, err = client.ReplaceBilling(ctx, b)
+	require.ErrorIs(t, err, database.ErrPartitionKeyPath)
+	pager := db.Containers["Billing"].NewQueryItemsPager("SELECT * FROM c", azcosmos.NewPartitionKey(), nil)
+	page, err := pager.NextPage(ctx)
+	require.NoError(t, err)
+	require.Empty(t, page.Items)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -184,7 +185,7 @@ func requireNoSentinel(t *testing.T, err error) {
 	t.Helper()
 	require.Error(t, err)
 	for _, sentinel := range []error{database.ErrNotFound, database.ErrConflict, database.ErrPreconditionFailed,
-		database.ErrMalformed, database.ErrDuplicateKey, database.ErrUnavailable} {
+		database.ErrMalformed, database.ErrDuplicateKey, database.ErrUnavailable, database.ErrRefused} {
 		require.NotErrorIs(t, err, sentinel)
 	}
 }
@@ -359,14 +360,20 @@ var contractCases = []contractCase{
 	{
 		// The request goes to the lowercased partition; Cosmos DB answers
 		// 400 to a body whose partitionKey differs.
-		name:       "ReplaceOperation whose partitionKey is not lowercase fails",
+		name:       "ReplaceOperation whose partitionKey is not lowercase is refused for good, a 400 of the Operations container",
 		operations: []string{operation("op1", nil)},
 		run: func(t *testing.T, s store) {
 			op := getOperation(t, s, "op1")
 			op.PartitionKey = strings.ToUpper(sub)
 			op.Status = arm.ProvisioningStateFailed
 			_, err := s.ReplaceOperation(t.Context(), op)
-			requireNoSentinel(t, err)
+			require.ErrorIs(t, err, database.ErrRefused)
+			var refused *database.RefusedError
+			require.ErrorAs(t, err, &refused)
+			require.Equal(t, operations, refused.Container)
+			require.Equal(t, http.StatusBadRequest, refused.StatusCode)
+			require.Equal(t, "BadRequest", refused.Code)
+			require.Contains(t, refused.Message, "PartitionKey extracted from document doesn't match")
 			raw := s.raw(t, operations, sub, "op1")
 			require.Equal(t, "Accepted", raw["status"])
 			require.Equal(t, sub, raw["partitionKey"])

@@ -1,6 +1,7 @@
 package database
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/tracing"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
@@ -51,6 +53,7 @@ type CosmosClient struct {
 	resources  *azcosmos.ContainerClient
 	locks      *cosmosLocks
 	billing    *azcosmos.ContainerClient
+	billingKey billingKey
 	partition  OperationsPartition
 	pageSize   int32
 }
@@ -126,17 +129,23 @@ func NewCosmosClient(cfg CosmosConfig) (*CosmosClient, error) {
 	return c, nil
 }
 
-// ReadContainer reads container name of the client's database, so that a
-// setting that names one that does not exist is found at start, before a
-// request to it fails: ErrContainerNotFound when it or its database does
-// not exist.
-func (c *CosmosClient) ReadContainer(ctx context.Context, name string) error {
+// ReadContainer reads container name of the client's database, which
+// holds holds, so that a setting that names one that does not exist, or
+// one whose partition key opstatus cannot fill, is found at start, before
+// a request to it fails: ErrContainerNotFound when it or its database does
+// not exist, a *PartitionKeyError when its partition key is not one of
+// ServedPath's.
+func (c *CosmosClient) ReadContainer(ctx context.Context, name string, holds Holds) error {
 	container, err := c.client.NewContainer(c.database, name)
 	if err != nil {
 		return fmt.Errorf("cosmos container %s: %w", name, err)
 	}
-	if _, err := container.Read(ctx, nil); err != nil {
+	resp, err := container.Read(ctx, nil)
+	if err != nil {
 		return fmt.Errorf("read container %s: %w", name, classify(err))
+	}
+	if _, err := ServedPath(holds, resp.ContainerProperties.PartitionKeyDefinition); err != nil {
+		return err
 	}
 	return nil
 }
@@ -378,6 +387,9 @@ func classify(err error) error {
 			http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
+		if refused(re.StatusCode) {
+			return refusal(re, err)
+		}
 		return err
 	}
 	if errors.Is(err, context.Canceled) {
@@ -385,6 +397,28 @@ func classify(err error) error {
 	}
 	// Not an HTTP answer: a timeout, a refused or broken connection.
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// refusal is the RefusedError of re, a refusal for good, with Cosmos DB's
+// code and message from its body.
+func refusal(re *azcore.ResponseError, err error) error {
+	out := &RefusedError{StatusCode: re.StatusCode, Code: re.ErrorCode, err: err}
+	if re.RawResponse == nil {
+		return out
+	}
+	out.Container = targetOf(re.RawResponse.Request).container
+	var body struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	if payload, perr := runtime.Payload(re.RawResponse); perr == nil && json.Unmarshal(payload, &body) == nil {
+		out.Code = cmp.Or(body.Code, out.Code)
+		out.Message = body.Message
+	}
+	if len(out.Message) > maxRefusalMessage {
+		out.Message = strings.ToValidUTF8(out.Message[:maxRefusalMessage], "") + "..."
+	}
+	return out
 }
 
 // Sub-statuses of a 404, in its x-ms-substatus header.

@@ -12,16 +12,22 @@ import (
 // billing items with, so that both agree on which items are open.
 const openBillingQuery = "SELECT * FROM c WHERE STRINGEQUALS(c.resourceId, @resourceId, true) AND NOT IS_DEFINED(c.deletionTime)"
 
-// CreateBilling creates b; ErrConflict when an item with its id exists.
+// CreateBilling creates b, with its subscription at the Billing
+// container's partition key path; ErrConflict when an item with its id
+// exists.
 func (c *CosmosClient) CreateBilling(ctx context.Context, b *Billing) (*Billing, error) {
 	if err := b.Validate(); err != nil {
 		return nil, fmt.Errorf("create billing item: %w", err)
 	}
-	body, err := json.Marshal(b)
+	key, err := c.billingKey.get(ctx, c.billing)
 	if err != nil {
 		return nil, fmt.Errorf("create billing item %s: %w", b.ID, err)
 	}
-	resp, err := c.billing.CreateItem(ctx, pk(b.SubscriptionID), body,
+	body, err := json.Marshal(key.Keyed(b))
+	if err != nil {
+		return nil, fmt.Errorf("create billing item %s: %w", b.ID, err)
+	}
+	resp, err := c.billing.CreateItem(ctx, azcosmos.NewPartitionKeyString(key.Partition(b)), body,
 		&azcosmos.ItemOptions{EnableContentResponseOnWrite: true})
 	if err != nil {
 		return nil, fmt.Errorf("create billing item %s: %w", b.ID, classify(err))
@@ -56,10 +62,16 @@ func (c *CosmosClient) OpenBilling(ctx context.Context, subscriptionID, resource
 	return found, nil
 }
 
-// ReplaceBilling replaces b with If-Match on b.ETag.
+// ReplaceBilling replaces b with If-Match on b.ETag, in the partition its
+// value at the container's partition key path names.
 func (c *CosmosClient) ReplaceBilling(ctx context.Context, b *Billing) (*Billing, error) {
+	key, err := c.billingKey.get(ctx, c.billing)
+	if err != nil {
+		return nil, fmt.Errorf("replace billing item %s: %w", b.ID, err)
+	}
+	b = key.Keyed(b)
 	out := &Billing{}
-	if err := replace(ctx, c.billing, b.SubscriptionID, b.ID, b, b.ETag, out); err != nil {
+	if err := replaceIn(ctx, c.billing, azcosmos.NewPartitionKeyString(key.Partition(b)), b.ID, b, b.ETag, out); err != nil {
 		return nil, fmt.Errorf("replace billing item %s: %w", b.ID, err)
 	}
 	return out, nil

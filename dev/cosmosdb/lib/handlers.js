@@ -21,10 +21,16 @@
 //  - patch conditions keep their case (stock lower-cases the whole clause);
 //  - partition key range ids are strings;
 //  - the account's locations carry the scheme and port actually served;
-//  - replacing a container keeps its items.
+//  - replacing a container keeps its items;
+//  - writes are refused as Cosmos DB refuses them: a body that is not a JSON
+//    object, over 2 MB (413) or not JSON at all, an id that is missing, too
+//    long or holds '/', '\\', '?' or '#', a partition key value over 2 KB or
+//    other than the header's, an invalid ttl (400).
 
 const { randomUUID } = require("crypto");
-const { stockModule } = require("./stock");
+const { stockModule, dependency } = require("./stock");
+
+const rawBody = dependency("raw-body");
 
 const readItems = stockModule("lib/handler/_read-items").default;
 const jsonBody = stockModule("lib/json");
@@ -272,6 +278,11 @@ function checkBody(container, req, body) {
     throw badRequest(`The input ttl '${body.ttl}' is invalid.`);
   }
   const value = partitionOf(container, body);
+  if (typeof value === "string" && Buffer.byteLength(value, "utf8") > MAX_PARTITION_KEY_BYTES) {
+    throw badRequest(
+      `The partition key value is longer than the maximum of ${MAX_PARTITION_KEY_BYTES} bytes.`
+    );
+  }
   const partition = headerPartition(req);
   if (partition && partition.value !== value) {
     throw badRequest(
@@ -565,13 +576,37 @@ function keepingItems(stockHandler) {
   };
 }
 
-// Memoizes the stock body reader per request, so that a wrapper can read the
+// Cosmos DB's limits on what a request carries: a request (an item with
+// it) of at most 2 MB, a partition key value of at most 2 KB (containers
+// with large partition keys, as every one created since 2019).
+const MAX_REQUEST_BYTES = 2 * 1024 * 1024;
+const MAX_PARTITION_KEY_BYTES = 2048;
+
+// Reads a request's body as JSON, refusing as Cosmos DB does a body over
+// MAX_REQUEST_BYTES (413) and one that is not JSON (400).
+async function readLimitedJSON(req) {
+  let body;
+  try {
+    body = await rawBody(req, { limit: MAX_REQUEST_BYTES });
+  } catch (err) {
+    if (err.type === "entity.too.large") {
+      throw new RequestError(413, "RequestEntityTooLarge", "Request size is too large");
+    }
+    throw err;
+  }
+  try {
+    return JSON.parse(body.toString());
+  } catch (err) {
+    throw badRequest("The request payload is invalid: it is not valid JSON.");
+  }
+}
+
+// Memoizes the body reader per request, so that a wrapper can read the
 // body before the stock handler it wraps reads it again.
 function rereadableBodies() {
-  const read = jsonBody.default;
   const bodies = new WeakMap();
   jsonBody.default = req => {
-    if (!bodies.has(req)) bodies.set(req, read(req));
+    if (!bodies.has(req)) bodies.set(req, readLimitedJSON(req));
     return bodies.get(req);
   };
 }

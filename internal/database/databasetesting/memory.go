@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +42,10 @@ type MemoryClient struct {
 	// database.CosmosConfig's: by subscription (zero) or in one fixed
 	// partition. Set it before the first call.
 	OperationsPartition database.OperationsPartition
+	// BillingKey is the Billing container's partition key path:
+	// /subscriptionId when zero, or /partitionKey as ARO-HCP created it in
+	// 2024-10. Set it before the first call.
+	BillingKey database.BillingKey
 
 	// Hook, when set, runs before every call with the call's name
 	// ("GetOperation", "ReplaceResource", "Lock.Create", ...); an error it
@@ -390,9 +395,8 @@ func (m *MemoryClient) replaceAt(ctx context.Context, call string, items func() 
 	if !ifMatch(etag, cur.etag) {
 		return database.ErrPreconditionFailed
 	}
-	if written := keyOf(body, partitionField); written != k {
-		return fmt.Errorf("item %s: %s %q is not the partition %q it was sent to (Cosmos DB answers 400)",
-			id, partitionField, strings.TrimPrefix(written.partition, "\x00"), k.partition)
+	if err := refusal(containers[call], body, partitionField, k); err != nil {
+		return err
 	}
 	body, newETag, err := m.stamp(body, time.Now())
 	if err != nil {
@@ -400,6 +404,30 @@ func (m *MemoryClient) replaceAt(ctx context.Context, call string, items func() 
 	}
 	all[k] = memItem{body: body, etag: newETag}
 	return out.UnmarshalJSON(body)
+}
+
+// containers names the container of each replace call, for refusals.
+var containers = map[string]string{
+	"ReplaceOperation": "Operations", "ReplaceResource": "Resources", "ReplaceBilling": "Billing",
+}
+
+// maxItemBytes is the largest item Cosmos DB stores: 2 MB of JSON.
+const maxItemBytes = 2 << 20
+
+// refusal is Cosmos DB's answer to a write of body to item k of container
+// that it refuses for good, or nil: 413 for an item over 2 MB, 400 for one
+// whose partition key, its field partitionField, is not the partition it
+// is sent to.
+func refusal(container string, body []byte, partitionField string, k itemKey) error {
+	if len(body) > maxItemBytes {
+		return &database.RefusedError{Container: container, StatusCode: http.StatusRequestEntityTooLarge,
+			Code: "RequestEntityTooLarge", Message: "Request size is too large"}
+	}
+	if written := keyOf(body, partitionField); written != k {
+		return &database.RefusedError{Container: container, StatusCode: http.StatusBadRequest, Code: "BadRequest",
+			Message: "PartitionKey extracted from document doesn't match the one specified in the header."}
+	}
+	return nil
 }
 
 // ifMatch reports whether an If-Match header of etag lets a write to an

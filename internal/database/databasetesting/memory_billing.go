@@ -12,7 +12,7 @@ import (
 )
 
 // memBilling is the Billing container, whose partition key is the item's
-// subscriptionId. Its zero value is an empty container.
+// field at MemoryClient.BillingKey. Its zero value is an empty container.
 type memBilling struct {
 	items   map[itemKey]memItem
 	missing bool // RemoveBillingContainer was called
@@ -22,8 +22,13 @@ type memBilling struct {
 // container that does not exist.
 var errNoBillingContainer = fmt.Errorf("%w: the Billing container does not exist", database.ErrContainerNotFound)
 
-// billingPartitionField holds the partition key of billing items.
-const billingPartitionField = "subscriptionId"
+// billingKey is the Billing container's partition key path.
+func (m *MemoryClient) billingKey() database.BillingKey {
+	if m.BillingKey == "" {
+		return database.BillingBySubscriptionID
+	}
+	return m.BillingKey
+}
 
 // billingItems returns the container's items, made on first use. The
 // caller holds m.mu.
@@ -44,13 +49,13 @@ func (m *MemoryClient) billingContainer() (map[itemKey]memItem, error) {
 }
 
 // PutRawBilling stores body, any JSON object with a string id, as a
-// billing item in the partition its subscriptionId names, with no etag
-// check: for items ARO-HCP's backend wrote and ill-typed ones. It panics
-// when body is not such an object.
+// billing item in the partition its field at BillingKey names, with no
+// etag check: for items ARO-HCP's backend wrote and ill-typed ones. It
+// panics when body is not such an object.
 func (m *MemoryClient) PutRawBilling(body []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := keyOf(body, billingPartitionField)
+	k := keyOf(body, m.billingKey().Field())
 	body, etag, err := m.stamp(body, time.Now())
 	if err != nil {
 		panic(fmt.Sprintf("databasetesting: %v", err))
@@ -109,7 +114,8 @@ func (m *MemoryClient) CreateBilling(ctx context.Context, b *database.Billing) (
 	if err := ctxErr(ctx); err != nil {
 		return nil, fmt.Errorf("create billing item %s: %w", b.ID, err)
 	}
-	body, err := json.Marshal(b)
+	key := m.billingKey()
+	body, err := json.Marshal(key.Keyed(b))
 	if err != nil {
 		return nil, fmt.Errorf("create billing item %s: %w", b.ID, err)
 	}
@@ -119,7 +125,10 @@ func (m *MemoryClient) CreateBilling(ctx context.Context, b *database.Billing) (
 	if err != nil {
 		return nil, fmt.Errorf("create billing item %s: %w", b.ID, err)
 	}
-	k := lookup(b.SubscriptionID, b.ID)
+	k := itemKey{partition: key.Partition(b), id: b.ID}
+	if err := refusal("Billing", body, key.Field(), k); err != nil {
+		return nil, fmt.Errorf("create billing item %s: %w", b.ID, err)
+	}
 	if _, ok := items[k]; ok {
 		return nil, fmt.Errorf("create billing item %s: %w", b.ID, database.ErrConflict)
 	}
@@ -190,9 +199,11 @@ func openBilling(body []byte, resourceID string) bool {
 // ReplaceBilling replaces b if its item still has b.ETag, as replace does
 // for the other containers.
 func (m *MemoryClient) ReplaceBilling(ctx context.Context, b *database.Billing) (*database.Billing, error) {
+	key := m.billingKey()
+	b = key.Keyed(b)
 	out := &database.Billing{}
-	if err := m.replace(ctx, "ReplaceBilling", m.billingContainer, billingPartitionField,
-		b.SubscriptionID, b.ID, b, b.ETag, out); err != nil {
+	if err := m.replaceAt(ctx, "ReplaceBilling", m.billingContainer, key.Field(),
+		itemKey{partition: key.Partition(b), id: b.ID}, b, b.ETag, out); err != nil {
 		return nil, fmt.Errorf("replace billing item %s: %w", b.ID, err)
 	}
 	return out, nil
