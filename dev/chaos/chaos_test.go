@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -253,7 +254,7 @@ func TestChaos(t *testing.T) {
 	// Stopping the host first completes the write log.
 	require.NoError(t, e.Close())
 	notified := notifications(e)
-	writes := e.proxy.Writes()
+	writes := bySubscription(e.proxy.Writes())
 	violations := faultproxy.LockViolations(writes, lockTTL, nil)
 	leases := faultproxy.Leases(writes, lockTTL, nil)
 
@@ -303,6 +304,30 @@ func TestChaos(t *testing.T) {
 	require.Empty(t, overlappingScans(invs), "no two scans ran at once")
 	inFlight, _ := fx.cs.peak()
 	require.LessOrEqual(t, inFlight, fx.budget, "Cluster Service never had more requests in flight than the budget")
+}
+
+// bySubscription returns writes with each write of an Operations item in
+// the fixed partition given its subscription, that of its externalId, as
+// partition key: the subscription whose lock covers it, as the lock
+// checks take the partition key to be.
+func bySubscription(writes []faultproxy.Write) []faultproxy.Write {
+	out := slices.Clone(writes)
+	for i := range out {
+		w := &out[i]
+		if w.Container != frontend.OperationsContainer || w.PartitionKey != frontend.FixedOperationsPartition {
+			continue
+		}
+		var body struct {
+			ExternalID string `json:"externalId"`
+		}
+		if json.Unmarshal(w.Body, &body) != nil {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(strings.ToLower(body.ExternalID), "/subscriptions/"); ok {
+			w.PartitionKey, _, _ = strings.Cut(rest, "/")
+		}
+	}
+	return out
 }
 
 // splitSlow splits ops into n that the lock actor makes, in slow

@@ -156,6 +156,7 @@ func (e *env) proxiedFrontend() *frontend.Frontend {
 	e.t.Helper()
 	fe, err := frontend.New(e.proxy.URL(), e.s.Cosmos.Key, stack.Database)
 	require.NoError(e.t, err)
+	fe.OperationsPartition = e.s.Frontend.OperationsPartition
 	return fe
 }
 
