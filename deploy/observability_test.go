@@ -184,6 +184,8 @@ func TestPrometheusRulesBrokenCopiesFail(t *testing.T) {
 		{"deferred without for", "OpstatusDeferredRising", "for: 15m", "for: 1m"},
 		{"past deadline first increment", "OpstatusPastDeadline", "(opstatus_operations_past_deadline_total > 0 unless opstatus_operations_past_deadline_total offset 1h)", "vector(0) > 1"},
 		{"skips window", "OpstatusScanSkipped", "[15m]", "[30m]"},
+		{"refused first increment", "OpstatusCosmosRefused", "(opstatus_cosmos_refused_total > 0 unless opstatus_cosmos_refused_total offset 15m)", "vector(0) > 1"},
+		{"refused summed over containers", "OpstatusCosmosRefused", "increase(opstatus_cosmos_refused_total[15m]) > 0", "sum(increase(opstatus_cosmos_refused_total[15m])) > 0"},
 		{"severity", "OpstatusNoScan", `severity: "2.5"`, `severity: "2"`},
 		{"starved without for", "OpstatusBudgetStarved", "for: 3m", "for: 1m"},
 		{"starved on demand alone", "OpstatusBudgetStarved", "opstatus_budget_demand > 0 and opstatus_budget_permits == 0", "opstatus_budget_demand > 0"},

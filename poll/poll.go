@@ -4,6 +4,7 @@
 package poll
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -26,6 +27,7 @@ import (
 	"github.com/opstatus/opstatus/internal/lock"
 	"github.com/opstatus/opstatus/internal/panics"
 	"github.com/opstatus/opstatus/internal/queuemsg"
+	"github.com/opstatus/opstatus/internal/telemetry"
 )
 
 // Binding is the queue trigger's binding name in poll/function.json.
@@ -387,9 +389,10 @@ type item struct {
 	ended   *database.Operation // ended with a notification to send
 	note    *notification       // what its delivery did, until it is recorded
 	outcome Outcome
-	overdue bool       // the write ended it for passing its deadline
-	err     error      // the dependency failure behind OutcomeDeferred
-	span    trace.Span // the operation's, when tracing is on
+	overdue bool                   // the write ended it for passing its deadline
+	err     error                  // the dependency failure behind OutcomeDeferred
+	refused *database.RefusedError // a write Cosmos DB refused, past the deadline, that the operation's write went without
+	span    trace.Span             // the operation's, when tracing is on
 }
 
 // defer_ records a dependency failure: the operation stays as it is.
@@ -401,6 +404,11 @@ func (it *item) defer_(err error) {
 // Debug, so that the log at Info is the record of what opstatus did.
 func (it *item) report() {
 	defer it.finish()
+	var refused *database.RefusedError
+	if it.outcome == OutcomeDeferred && errors.As(it.err, &refused) || it.refused != nil {
+		it.reportRefusal(cmp.Or(refused, it.refused))
+		return
+	}
 	switch it.outcome {
 	case OutcomeDeferred:
 		level := slog.LevelWarn
@@ -413,6 +421,24 @@ func (it *item) report() {
 	default:
 		it.log.Debug("polled", "outcome", it.outcome)
 	}
+}
+
+// reportRefusal logs at Error a request Cosmos DB refused for good, with
+// the container and its answer, and counts it: no retry changes the
+// answer, so a person has to look (docs/operations.md, "Cosmos DB refuses
+// writes"). A poll reports each operation once, and scan sends each
+// pending operation once an interval: one line per operation and
+// interval.
+func (it *item) reportRefusal(refused *database.RefusedError) {
+	telemetry.CosmosRefused(context.Background(), refused.Container, refused.StatusCode)
+	attrs := []any{"container", refused.Container, "status_code", refused.StatusCode,
+		"answer", refused.Code + ": " + refused.Message, "outcome", it.outcome}
+	if it.outcome == OutcomeDeferred {
+		it.log.Error("Cosmos DB refused a write for good; the operation is left unchanged and the next scan tries again, "+
+			"until the operation's deadline ends it", append(attrs, "error", it.err)...)
+		return
+	}
+	it.log.Error("Cosmos DB refused a write for good; the operation, past its deadline, was written without it", attrs...)
 }
 
 // ownerSuffix names an invocation in lock owners: its id when that is a

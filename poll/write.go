@@ -128,21 +128,12 @@ func (r *run) apply(ctx context.Context, it *item) (Outcome, error) {
 			}
 			pre = nil
 		}
-		d := decide(c.kind, r.facts(op), c.said)
+		facts := r.facts(op)
+		d := decide(c.kind, facts, c.said)
 		if !d.Change || d.Problem != "" {
 			return OutcomeUnchanged, nil
 		}
-		if err := r.f.bill(ctx, it.log, op, c, d.Billing); err != nil {
-			return "", err
-		}
-		var err error
-		switch {
-		case !c.kind.WritesResources():
-		case d.DeleteResources:
-			err = r.f.deleteResources(ctx, it.log, op)
-		default:
-			err = r.f.followResource(ctx, it.log, op, d.State, pre)
-		}
+		d, err := r.writeBefore(ctx, it, op, facts, d, pre)
 		if err != nil {
 			return "", err
 		}
@@ -165,6 +156,43 @@ func (r *run) apply(ctx context.Context, it *item) (Outcome, error) {
 		}
 		return OutcomeUpdated, nil
 	})
+}
+
+// writeBefore makes the billing and Resources writes that decision d needs
+// before the operation's, and returns the decision to write. A write that
+// Cosmos DB refuses for good (database.ErrRefused) keeps the operation as
+// it is until its deadline, like any failure; past it, it no longer does,
+// and it.refused records it:
+//   - a billing write refused: the operation ends as the deadline ends it,
+//     Failed, without the billing write (a Create leaves its cluster
+//     without a billing item, a Delete leaves the item open);
+//   - a Resources write refused: the operation is written as decided, and
+//     the Resources item is left as it is, for a person, as an unreadable
+//     one is.
+func (r *run) writeBefore(ctx context.Context, it *item, op *database.Operation, facts facts, d decision,
+	pre *resourceRead) (decision, error) {
+	c := it.change
+	pastDeadline := func(err error) bool {
+		return facts.overdue > 0 && errors.As(err, &it.refused)
+	}
+	if err := r.f.bill(ctx, it.log, op, c, d.Billing); err != nil {
+		if !pastDeadline(err) {
+			return d, err
+		}
+		d = overdue(facts, c.said)
+	}
+	var err error
+	switch {
+	case !c.kind.WritesResources():
+	case d.DeleteResources:
+		err = r.f.deleteResources(ctx, it.log, op)
+	default:
+		err = r.f.followResource(ctx, it.log, op, d.State, pre)
+	}
+	if err != nil && !pastDeadline(err) {
+		return d, err
+	}
+	return d, nil
 }
 
 // outcomeOfRead is the outcome of a read or write of the operation that

@@ -134,7 +134,7 @@ func NewCosmosClient(cfg CosmosConfig) (*CosmosClient, error) {
 // one whose partition key opstatus cannot fill, is found at start, before
 // a request to it fails: ErrContainerNotFound when it or its database does
 // not exist, a *PartitionKeyError when its partition key is not one of
-// ServedPath's.
+// servedPath's.
 func (c *CosmosClient) ReadContainer(ctx context.Context, name string, holds Holds) error {
 	container, err := c.client.NewContainer(c.database, name)
 	if err != nil {
@@ -144,7 +144,7 @@ func (c *CosmosClient) ReadContainer(ctx context.Context, name string, holds Hol
 	if err != nil {
 		return fmt.Errorf("read container %s: %w", name, classify(err))
 	}
-	if _, err := ServedPath(holds, resp.ContainerProperties.PartitionKeyDefinition); err != nil {
+	if _, err := servedPath(holds, resp.ContainerProperties.PartitionKeyDefinition); err != nil {
 		return err
 	}
 	return nil

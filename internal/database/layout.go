@@ -44,10 +44,10 @@ var servedPaths = map[Holds][]string{
 	HoldsLeases:     {"/id"},
 }
 
-// ServedPath returns the one partition key path of def, a container's
+// servedPath returns the one partition key path of def, a container's
 // partition key as read from its properties, if opstatus can fill it in
 // the items of a container holding holds; else a *PartitionKeyError.
-func ServedPath(holds Holds, def azcosmos.PartitionKeyDefinition) (string, error) {
+func servedPath(holds Holds, def azcosmos.PartitionKeyDefinition) (string, error) {
 	served := servedPaths[holds]
 	if len(def.Paths) == 1 && def.Kind != azcosmos.PartitionKeyKindMultiHash {
 		for _, p := range served {
@@ -132,7 +132,7 @@ func (b *billingKey) get(ctx context.Context, container *azcosmos.ContainerClien
 	if err != nil {
 		return "", fmt.Errorf("read the Billing container's partition key: %w", classify(err))
 	}
-	path, err := ServedPath(HoldsBilling, resp.ContainerProperties.PartitionKeyDefinition)
+	path, err := servedPath(HoldsBilling, resp.ContainerProperties.PartitionKeyDefinition)
 	if err != nil {
 		return "", fmt.Errorf("container %s: %w", QuoteID(container.ID()), err)
 	}
@@ -144,7 +144,7 @@ func (b *billingKey) get(ctx context.Context, container *azcosmos.ContainerClien
 // answer that no retry of the same request changes: a 4xx other than 404,
 // 408, 409, 412, 429 and 449 (400 Bad Request, 413 Request Entity Too
 // Large, 403, ...). A RefusedError says which container refused and how.
-var ErrRefused = errors.New("Cosmos DB refused the request")
+var ErrRefused = errors.New("refused by Cosmos DB")
 
 // RefusedError is Cosmos DB's refusal of a request; it wraps ErrRefused.
 type RefusedError struct {
@@ -160,7 +160,7 @@ type RefusedError struct {
 }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("Cosmos DB refused the request to container %s: %d %s: %s",
+	return fmt.Sprintf("refused by Cosmos DB, container %s: %d %s: %s",
 		QuoteID(e.Container), e.StatusCode, e.Code, e.Message)
 }
 

@@ -48,6 +48,10 @@ const (
 	// MetricScanSkipped counts the operations scans did not send because
 	// poll could not act on them, by reason.
 	MetricScanSkipped = "opstatus.scan.skipped"
+	// MetricCosmosRefused counts the requests of poll that Cosmos DB
+	// refused for good (a 4xx no retry changes: 400, 413, 403, ...), once
+	// per operation and poll, by container and status_code.
+	MetricCosmosRefused = "opstatus.cosmos.refused"
 )
 
 // Metric attribute keys.
@@ -62,6 +66,8 @@ const (
 	// operation's internalId names (cluster, nodePool, externalAuth,
 	// breakGlassCredential), or unknown.
 	ResourceTypeKey = attribute.Key("resource_type")
+	// ContainerKey is a Cosmos DB container's name.
+	ContainerKey = attribute.Key("container")
 )
 
 // Bucket boundaries, in seconds: a request or invocation takes milliseconds
@@ -87,6 +93,7 @@ type instruments struct {
 	scanPending    metric.Int64ObservableGauge
 	scanOldest     metric.Float64ObservableGauge
 	scanTimestamp  metric.Float64ObservableGauge
+	cosmosRefused  metric.Int64Counter
 
 	lastScan atomic.Pointer[ScanTally]
 
@@ -95,7 +102,7 @@ type instruments struct {
 
 func newInstruments(m metric.Meter) (*instruments, error) {
 	i := &instruments{}
-	var errs [10]error
+	var errs [11]error
 	i.pollOperations, errs[0] = m.Int64Counter(MetricPollOperations, metric.WithUnit("{operation}"),
 		metric.WithDescription("Operations poll handled, by outcome and request."))
 	i.pollDuration, errs[1] = m.Float64Histogram(MetricPollDuration, metric.WithUnit("s"),
@@ -118,6 +125,8 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		metric.WithDescription("Operations scans did not send because poll could not act on them, by reason."))
 	i.scanTimestamp, errs[9] = m.Float64ObservableGauge(MetricScanTimestamp, metric.WithUnit("s"),
 		metric.WithDescription("Unix time at which this process's last scan finished."))
+	i.cosmosRefused, errs[10] = m.Int64Counter(MetricCosmosRefused, metric.WithUnit("{request}"),
+		metric.WithDescription("Requests of poll Cosmos DB refused for good, by container and HTTP status code."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
@@ -270,5 +279,13 @@ func Scanned(t *ScanTally, now time.Time, validFor time.Duration) {
 func ScanSkipped(ctx context.Context, reason string, n int) {
 	if m := meters(); m != nil && n > 0 {
 		m.scanSkipped.Add(ctx, int64(n), metric.WithAttributes(ReasonKey.String(reason)))
+	}
+}
+
+// CosmosRefused counts a request Cosmos DB refused for good, by container
+// and HTTP status code.
+func CosmosRefused(ctx context.Context, container string, statusCode int) {
+	if m := meters(); m != nil {
+		m.cosmosRefused.Add(ctx, 1, metric.WithAttributes(ContainerKey.String(container), StatusCodeKey.Int(statusCode)))
 	}
 }
