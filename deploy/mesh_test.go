@@ -988,6 +988,11 @@ func TestMeshChecksFailOnBrokenCopy(t *testing.T) {
 			want: "does not admit GET /api/aro_hcp/v1alpha1/clusters/sample-1/node_pools/sample-2/status",
 		},
 		{
+			name: "the clusters_mgmt node pool object left out",
+			file: "templates/_helpers.tpl", old: `        - "/api/clusters_mgmt/v1/clusters/{*}/node_pools/{*}"` + "\n", new: "",
+			want: "does not admit GET /api/clusters_mgmt/v1/clusters/sample-1/node_pools/sample-2, which opstatus sends",
+		},
+		{
 			name: "a node pool path in the API that has none",
 			file: "templates/_helpers.tpl", old: `        - "/api/aro_hcp/v1alpha1/clusters/{*}/node_pools/{*}/status"` + "\n", new: `        - "/api/aro_hcp/v1alpha1/clusters/{*}/node_pools/{*}/status"` + "\n" + `        - "/api/clusters_mgmt/v1/clusters/{*}/node_pools/{*}/status"` + "\n",
 			want: "admits GET /api/clusters_mgmt/v1/clusters/sample-1/node_pools/sample-2/status, which opstatus never sends",

@@ -70,6 +70,10 @@ func (c *fakeCS) total() int {
 
 var errNotAsked = errors.New("not asked in these tests")
 
+func (c *fakeCS) NodePool(context.Context, clusterservice.InternalID) error {
+	return errNotAsked
+}
+
 func (c *fakeCS) InflightChecks(context.Context, clusterservice.InternalID) ([]clusterservice.InflightCheck, error) {
 	return nil, errNotAsked
 }

@@ -184,8 +184,8 @@ func (r *run) ask(ctx context.Context, it *item, kind opkind.Kind, id clusterser
 // Cluster Service serves one node pool under both APIs with the same ids:
 // so a clusters_mgmt node pool's status is the aro_hcp one's, as ARO-HCP's
 // backend read clusters_mgmt clusters' statuses under aro_hcp. Never
-// clusters_mgmt's {internalId}/status: a path that API does not serve
-// answers an OCM 404 too, which would end a delete at once. The aro_hcp
+// clusters_mgmt's {internalId}/status: the 404 of a path that API does not
+// serve can be an OCM error too, and would end a delete at once. The aro_hcp
 // status's 404 is the node pool gone only when the node pool's own API
 // answers 404 for the object as well (GET {internalId}): an aro_hcp API
 // that does not serve the cluster says nothing about the node pool.

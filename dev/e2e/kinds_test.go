@@ -31,9 +31,9 @@ func (s *handlerStack) billing(sub, resourceID string) (open []*database.Billing
 
 // Every kind of operation through the built handler, against the Cluster
 // Service simulator and the Cosmos test server: an external auth created
-// and deleted, a credential issued, a revocation that waits for every
-// unexpired credential, and the billing item of a cluster created and then
-// deleted.
+// and deleted, a clusters_mgmt node pool created and deleted, a credential
+// issued, a revocation that waits for every unexpired credential, and the
+// billing item of a cluster created and then deleted.
 func TestEveryKindThroughTheHandler(t *testing.T) {
 	s := startStack(t)
 	ctx := context.Background()
@@ -71,6 +71,26 @@ func TestEveryKindThroughTheHandler(t *testing.T) {
 	item, err := s.fe.Resource(ctx, subA, "res-ea-create")
 	require.NoError(t, err)
 	require.Nil(t, item, "the external auth's Resources item is deleted")
+
+	// A node pool as ARO-HCP's 2024-10 frontend wrote it, under
+	// clusters_mgmt: its status is read under aro_hcp, and its delete ends
+	// on Cluster Service's 404 under both.
+	require.NoError(t, s.sim.AddCluster("hb", clustersim.Script{}))
+	require.NoError(t, s.sim.AddNodePool("hb", "np1", clustersim.Script{Installing: clustersim.Duration(5 * sec)}))
+	poolKey := clusterKey(subA, "hb") + "/nodePools/np1"
+	poolCS := cm + "hb/node_pools/np1"
+	s.seed(subA, "np-create", "Create", "Accepted", poolKey, poolCS)
+	require.Equal(t, "updated", s.pollOp(subA, "np-create"))
+	require.Equal(t, "Provisioning", s.opStatus(subA, "np-create"))
+	s.clock.Advance(20 * sec)
+	require.Equal(t, "updated", s.pollOp(subA, "np-create"))
+	require.Equal(t, "Succeeded", s.opStatus(subA, "np-create"))
+	require.NoError(t, s.sim.DeleteNodePool("hb", "np1", 10*sec))
+	s.seed(subA, "np-delete", "Delete", "Deleting", poolKey, poolCS)
+	require.Equal(t, "unchanged", s.pollOp(subA, "np-delete"))
+	s.clock.Advance(20 * sec)
+	require.Equal(t, "deleted", s.pollOp(subA, "np-delete"))
+	require.Equal(t, "Succeeded", s.opStatus(subA, "np-delete"))
 
 	// A credential of cluster "cm": created, then issued. No Resources item.
 	require.NoError(t, s.sim.AddCluster("cm", clustersim.Script{API: clustersim.APIClustersMgmt}))

@@ -1,7 +1,8 @@
 // Package clusterservice reads from Cluster Service, through ocm-sdk-go,
 // what opstatus needs of each kind of operation: the status of clusters and
-// node pools, clusters and external auths themselves, and break-glass
-// credentials. What they mean for an operation is poll's to decide.
+// node pools, clusters, external auths and clusters_mgmt node pools
+// themselves, and break-glass credentials. What they mean for an operation
+// is poll's to decide.
 package clusterservice
 
 import (
