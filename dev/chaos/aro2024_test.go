@@ -19,8 +19,7 @@ func TestAs2024(t *testing.T) {
 	draw := func() []op {
 		rng := rand.New(rand.NewPCG(7, 7))
 		ops := scenario(rng, subscriptions(10, "as2024"), 500, 3*time.Second, 45*time.Second, "a")
-		as2024(rng, ops, 1.0/3)
-		return ops
+		return as2024(rng, ops, 1.0/3)
 	}
 	ops := draw()
 	require.Equal(t, ops, draw(), "the seed fixes the draw")
@@ -61,4 +60,36 @@ func TestAs2024(t *testing.T) {
 		}
 	}
 	require.InDelta(t, float64(eligible)/3, float64(converted), float64(eligible)/6, "about a third of %d", eligible)
+
+	// Each canceled create has its delete, which waits for it to be
+	// Provisioning and finds its item.
+	canceled := 0
+	for _, o := range ops {
+		if o.Kind != kindCreateCanceled {
+			continue
+		}
+		canceled++
+		require.True(t, o.Aro2024)
+		require.Equal(t, "Canceled", o.Want)
+		require.Empty(t, o.WantCode)
+		var dels []op
+		for _, d := range ops {
+			if d.After == o.ID {
+				dels = append(dels, d)
+			}
+		}
+		require.Len(t, dels, 1, o.ID)
+		d := dels[0]
+		require.Equal(t, kindDeleteCanceling, d.Kind)
+		require.True(t, d.Cancels)
+		require.True(t, d.Aro2024)
+		require.Equal(t, "Deleting", d.Start)
+		require.Equal(t, "Succeeded", d.Want)
+		require.Equal(t, o.Items[0].ID, d.Items[0].ID)
+		require.Equal(t, d.ID, d.Items[0].Active)
+		for _, it := range d.Items {
+			require.True(t, it.Removed, it.ID)
+		}
+	}
+	require.Positive(t, canceled, "creates canceled by their delete drawn")
 }

@@ -135,7 +135,8 @@ func TestChaos(t *testing.T) {
 	e := startEnv(t, opts)
 	subs := subscriptions(cfg.subs, "chaos")
 	ops := scenario(rng, subs, cfg.ops, cfg.minLife, cfg.maxLife, "x")
-	as2024(rng, ops, 1.0/3)
+	ops = as2024(rng, ops, 1.0/3)
+	t.Logf("%d operations are requests to the 2024-10 frontend", len(slices.DeleteFunc(slices.Clone(ops), func(o op) bool { return !o.Aro2024 })))
 	follow := newFollowUps(e, ops)
 
 	// Faults first, so that the very first scans and polls meet them.
@@ -391,6 +392,11 @@ func notificationProblems(ops []op, opItems map[string]item, notified map[string
 		for _, n := range got {
 			if n["status"] != final || n["name"] != o.ID {
 				bad = append(bad, fmt.Sprintf("%s: notified %v/%v, final status %s", o.ID, n["name"], n["status"], final))
+			}
+			// ARM's contract: a Canceled carries an error, even where the
+			// frontend wrote none.
+			if e, _ := n["error"].(map[string]any); o.Kind == kindCreateCanceled && (e == nil || e["code"] != "Canceled") {
+				bad = append(bad, fmt.Sprintf("%s (%s): notified with error %v", o.ID, o.Kind, n["error"]))
 			}
 		}
 	}

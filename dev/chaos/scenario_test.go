@@ -49,6 +49,11 @@ const (
 	kindCredentialOvertook = "credential request revoked"
 	kindRevoke             = "credential revocation"
 	kindRevokeFail         = "credential revocation fails"
+	// A cluster create the 2024-10 frontend cancels: its cluster's delete
+	// is requested while it installs, and that frontend writes the create
+	// Canceled with no error (as2024 draws them).
+	kindCreateCanceled  = "cluster create canceled by its delete"
+	kindDeleteCanceling = "cluster delete canceling its create"
 	// kindInstalling is a cluster installing for its whole Life: the lock
 	// tests use it for an operation with exactly one change to write
 	// (Accepted -> Provisioning).
@@ -100,8 +105,10 @@ type op struct {
 	Life          time.Duration
 	Failure       string // the simulated failure's message
 	// After is the operation whose success this one waits for: it is
-	// seeded only once that one is Succeeded and notified.
-	After string
+	// seeded only once that one is Succeeded and notified, or, with
+	// Cancels, once it is Provisioning (the delete cancels it).
+	After   string
+	Cancels bool
 	// Billed: the cluster has an open billing item from before the run
 	// (ARO-HCP's backend gave it a random id), and a closed one from an
 	// earlier life when OldBill is set.
@@ -324,9 +331,16 @@ func deleteAfter(create op, id string, life time.Duration, start string) op {
 // (and the follow-up deletes of those creates) requests to the 2024-10
 // frontend stand-in: new UUIDs for the operation and its own Resources
 // item, clusters_mgmt internalIds for the cluster and every node pool, a
-// delete Deleting from the start. ops must run with every Operations item
-// in "workaround".
-func as2024(rng *rand.Rand, ops []op, share float64) {
+// delete Deleting from the start. A quarter of the converted creates with
+// no follow-up become creates that the delete appended for each cancels.
+// ops must run with every Operations item in "workaround".
+func as2024(rng *rand.Rand, ops []op, share float64) []op {
+	followed := map[string]bool{}
+	for _, o := range ops {
+		if o.After != "" {
+			followed[o.After] = true
+		}
+	}
 	uuid := func() string { return frontend.NewUUID(rngReader{rng}) }
 	renamed := map[string]string{} // a converted create's old id: its new one
 	itemIDs := map[string]string{}
@@ -360,7 +374,14 @@ func as2024(rng *rand.Rand, ops []op, share float64) {
 			}
 			it.ID, it.Active, it.State = itemIDs[it.ID], o.ID, o.Start
 		}
+		if o.Kind == kindCreate && !followed[old] && rng.IntN(4) == 0 {
+			d := deleteAfter(*o, uuid(), o.Life/2, "Deleting")
+			d.Kind, d.Cancels = kindDeleteCanceling, true
+			o.Kind, o.Want = kindCreateCanceled, "Canceled"
+			ops = append(ops, d)
+		}
 	}
+	return ops
 }
 
 // rngReader reads bytes from a math/rand source, so that a seed draws the
@@ -402,6 +423,8 @@ func request2024(ctx context.Context, fe *frontend.Frontend, o op, armURL string
 			return err
 		case r.Request != o.Request || r.Resource != o.Items[0].ID:
 			return fmt.Errorf("the frontend served a %s of item %s, not a %s of %s", r.Request, r.Resource, o.Request, o.Items[0].ID)
+		case o.Cancels && r.Canceled != o.After:
+			return fmt.Errorf("the delete canceled %q, not its create %s", r.Canceled, o.After)
 		}
 		return nil
 	}
@@ -424,6 +447,8 @@ func (o op) simulate(sim *clustersim.Sim) error {
 			Fail: o.Kind == kindCreateFail, ErrorCode: o.WantCode, ErrorMessage: o.Failure})
 	case kindInstalling:
 		return sim.AddCluster(o.Cluster, clustersim.Script{Installing: d(1), API: api})
+	case kindCreateCanceled:
+		return sim.AddCluster(o.Cluster, clustersim.Script{Pending: d(0.15), Validating: d(0.15), Installing: clustersim.Duration(time.Hour), API: api})
 	case kindUpdate:
 		if err := sim.AddCluster(o.Cluster, ready); err != nil {
 			return err
@@ -440,8 +465,8 @@ func (o op) simulate(sim *clustersim.Sim) error {
 			}
 		}
 		return sim.DeleteCluster(o.Cluster, o.Life)
-	case kindDeleteCreated:
-		// The create left the cluster ready.
+	case kindDeleteCreated, kindDeleteCanceling:
+		// The create left the cluster ready, or installing.
 		return sim.DeleteCluster(o.Cluster, o.Life)
 	}
 	if err := sim.AddCluster(o.Cluster, ready); err != nil {
@@ -561,7 +586,9 @@ func seedBefore(ctx context.Context, e *env, o op) error {
 	}
 	for i, it := range o.Items {
 		if i == 0 && o.ownsItem() {
-			if o.Request == "Create" {
+			// A create writes its own item; a canceling delete finds
+			// it as the create left it.
+			if o.Request == "Create" || o.Cancels {
 				continue
 			}
 			it.Active, it.State = "", "Succeeded"
@@ -699,7 +726,11 @@ func (f *followUps) seedReady(ctx context.Context, items map[string]item) error 
 	var left []op
 	for _, o := range f.pending {
 		prev := items[o.After]
-		if prev == nil || prev.str("status") != "Succeeded" || prev.str("notificationUri") != "" {
+		waiting := prev == nil || prev.str("status") != "Succeeded" || prev.str("notificationUri") != ""
+		if o.Cancels {
+			waiting = prev == nil || prev.str("status") != "Provisioning"
+		}
+		if waiting {
 			left = append(left, o)
 			continue
 		}
@@ -759,7 +790,14 @@ func checkOutcome(ops []op, opItems, resItems map[string]item) []string {
 		if st != o.Want {
 			bad = append(bad, fmt.Sprintf("%s (%s): status %q, want %q", o.ID, o.Kind, st, o.Want))
 		}
-		if o.Want == "Failed" || o.Want == "Canceled" {
+		switch {
+		case o.Kind == kindCreateCanceled:
+			// The 2024-10 frontend's Canceled has no error, and opstatus
+			// adds none to the item (ARM's notification gets one).
+			if it["error"] != nil {
+				bad = append(bad, fmt.Sprintf("%s (%s): error %v in the frontend's Canceled", o.ID, o.Kind, it["error"]))
+			}
+		case o.Want == "Failed" || o.Want == "Canceled":
 			code, msg := "", ""
 			if e, ok := it["error"].(map[string]any); ok {
 				code, _ = e["code"].(string)
