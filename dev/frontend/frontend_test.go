@@ -186,13 +186,23 @@ func TestRequest2024_10Refusals(t *testing.T) {
 		require.ErrorAs(t, err, &re, tc.name)
 		require.Equal(t, tc.status, re.Status, tc.name)
 	}
+	// An item it could not read: an aro_hcp internalId.
+	other := "/subscriptions/" + sub + "/resourceGroups/rg/providers/Microsoft.RedHatOpenShift/hcpOpenShiftClusters/today"
+	require.NoError(t, fe.PutResource(ctx, frontend.Resource{ID: "today", PartitionKey: sub, Key: other,
+		InternalID: "/api/aro_hcp/v1alpha1/clusters/today", ProvisioningState: "Succeeded"}))
+	for _, m := range []string{http.MethodPut, http.MethodDelete} {
+		_, err := fe.Request(ctx, frontend.Request{Method: m, Key: other})
+		requireAnswer(t, err, http.StatusInternalServerError, "Invalid InternalID")
+	}
+	require.Equal(t, "Succeeded", raw(t, db, "Resources", strings.ToLower(sub), "today")["provisioningState"])
 	today, err := frontend.New(testenv.SharedCosmos(t).Endpoint, testenv.SharedCosmos(t).Key, db.ID())
 	require.NoError(t, err)
 	_, err = today.Request(ctx, frontend.Request{Method: http.MethodPut, Key: cluster, InternalID: "/api/clusters_mgmt/v1/clusters/c1"})
 	require.ErrorContains(t, err, "PutOperation")
-	for _, c := range []string{"Operations", "Resources", "Locks"} {
+	for _, c := range []string{"Operations", "Locks"} {
 		require.Zero(t, count(t, db, c), c)
 	}
+	require.Equal(t, 1, count(t, db, "Resources"), "the item written in today's shape alone")
 }
 
 // The lock: its item names the host and the container's TTL while a

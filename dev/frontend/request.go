@@ -324,6 +324,9 @@ func (f *Frontend) cancel(ctx context.Context, id string) (bool, error) {
 		if err := json.Unmarshal(resp.Value, &op); err != nil {
 			return false, fmt.Errorf("read Operations item %s: %w", id, err)
 		}
+		if op.InternalID, err = readInternalID(op.InternalID); err != nil {
+			return false, err
+		}
 		if op.Status == "Canceled" {
 			return false, nil
 		}
@@ -353,6 +356,7 @@ func (f *Frontend) resourceDoc(ctx context.Context, sub, key string) (*resourceD
 		azcosmos.NewPartitionKeyString(strings.ToLower(sub)),
 		&azcosmos.QueryOptions{PageSizeHint: 1, QueryParameters: []azcosmos.QueryParameter{{Name: "@key", Value: key}}})
 	var doc *resourceDoc2024
+	var err error
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
@@ -364,10 +368,25 @@ func (f *Frontend) resourceDoc(ctx context.Context, sub, key string) (*resourceD
 			}
 		}
 	}
-	if doc != nil {
-		doc.Key = key
+	if doc == nil {
+		return nil, nil
+	}
+	doc.Key = key
+	if doc.InternalID, err = readInternalID(doc.InternalID); err != nil {
+		return nil, err
 	}
 	return doc, nil
+}
+
+// readInternalID is an internalId as the 2024-10 frontend read one:
+// lowercased, and a clusters_mgmt cluster or node pool path, else its
+// read fails and so does the request (500).
+func readInternalID(id string) (string, error) {
+	id = strings.ToLower(id)
+	if !clusterHref.MatchString(id) && !nodePoolHref.MatchString(id) {
+		return "", &RequestError{http.StatusInternalServerError, "InternalServerError", "Invalid InternalID: " + id}
+	}
+	return id, nil
 }
 
 // updateResource reads key's Resources item, applies change and replaces it
