@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/database"
 )
 
 // TestRefusedWriteIsLoggedThroughTheHandler: an Operations item the
@@ -65,4 +67,55 @@ func TestRefusedWriteIsLoggedThroughTheHandler(t *testing.T) {
 		require.Equal(t, 1, refusals, "one line per operation and poll")
 		require.Equal(t, "Provisioning", s.opStatus(subA, "big"))
 	}
+}
+
+// TestClusterBillsInThe2024Layout: against a Billing container keyed by
+// /partitionKey, as ARO-HCP created it in 2024-10, the built handler
+// writes a created cluster's billing item with its subscription in
+// partitionKey, and a finished Delete closes it; the container's path is
+// read at the first billing write, here after the handler started against
+// another.
+func TestClusterBillsInThe2024Layout(t *testing.T) {
+	s := startStack(t)
+	ctx := context.Background()
+	cosmos := testenv.SharedCosmos(t)
+	client, err := testenv.NewCosmosClient(cosmos.Endpoint, cosmos.Key)
+	require.NoError(t, err)
+	old, err := client.NewContainer(s.db, frontend.BillingContainer)
+	require.NoError(t, err)
+	_, err = old.Delete(ctx, nil)
+	require.NoError(t, err)
+	db, err := client.NewDatabase(s.db)
+	require.NoError(t, err)
+	_, err = db.CreateContainer(ctx, azcosmos.ContainerProperties{ID: frontend.BillingContainer,
+		PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/partitionKey"}}}, nil)
+	require.NoError(t, err)
+	billing, err := client.NewContainer(s.db, frontend.BillingContainer)
+	require.NoError(t, err)
+
+	const hcp = "/api/aro_hcp/v1alpha1/clusters/"
+	key := clusterKey(subC, "bk")
+	require.NoError(t, s.sim.AddCluster("bk", clustersim.Script{Installing: clustersim.Duration(5 * time.Second)}))
+	s.seed(subC, "bk-create", "Create", "Accepted", key, hcp+"bk")
+	s.clock.Advance(20 * time.Second)
+	require.Equal(t, "updated", s.pollOp(subC, "bk-create"))
+	require.Equal(t, "Succeeded", s.opStatus(subC, "bk-create"))
+	id := database.BillingID(key, "bk")
+	resp, err := billing.ReadItem(ctx, azcosmos.NewPartitionKeyString(subC), id, nil)
+	require.NoError(t, err, "the item is in the subscription's partition")
+	var item map[string]any
+	require.NoError(t, json.Unmarshal(resp.Value, &item))
+	require.Equal(t, subC, item["partitionKey"])
+	require.Equal(t, subC, item["subscriptionId"])
+	require.NotContains(t, item, "deletionTime")
+
+	require.NoError(t, s.sim.DeleteCluster("bk", 5*time.Second))
+	s.seed(subC, "bk-delete", "Delete", "Deleting", key, hcp+"bk")
+	s.clock.Advance(20 * time.Second)
+	require.Equal(t, "deleted", s.pollOp(subC, "bk-delete"))
+	resp, err = billing.ReadItem(ctx, azcosmos.NewPartitionKeyString(subC), id, nil)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(resp.Value, &item))
+	require.Contains(t, item, "deletionTime")
+	require.Equal(t, subC, item["partitionKey"])
 }

@@ -98,6 +98,8 @@ func (b *Billing) Validate() error {
 		return fmt.Errorf("billing item: %w", CheckID(b.ID))
 	case b.SubscriptionID == "" || b.SubscriptionID != strings.ToLower(b.SubscriptionID):
 		return fmt.Errorf("billing item %s: subscriptionId %q is not a lowercase subscription ID", b.ID, b.SubscriptionID)
+	case b.PartitionKey != "" && b.PartitionKey != b.SubscriptionID:
+		return fmt.Errorf("billing item %s: partitionKey %q is not its subscriptionId %q", b.ID, b.PartitionKey, b.SubscriptionID)
 	case b.ResourceID == "":
 		return fmt.Errorf("billing item %s has no resourceId", b.ID)
 	case b.CreationTime.IsZero():

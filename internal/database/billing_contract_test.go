@@ -215,6 +215,7 @@ var billingCases = []billingCase{
 			for name, change := range map[string]func(b *database.Billing){
 				"subscription not lowercase": func(b *database.Billing) { b.SubscriptionID = strings.ToUpper(sub) },
 				"no subscription":            func(b *database.Billing) { b.SubscriptionID = "" },
+				"another partition key":      func(b *database.Billing) { b.PartitionKey = otherSub },
 				"no resource ID":             func(b *database.Billing) { b.ResourceID = "" },
 				"no creation time":           func(b *database.Billing) { b.CreationTime = time.Time{} },
 				"no id":                      func(b *database.Billing) { b.ID = "" },

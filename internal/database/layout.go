@@ -56,20 +56,22 @@ func servedPath(holds Holds, def azcosmos.PartitionKeyDefinition) (string, error
 			}
 		}
 	}
-	return "", &PartitionKeyError{Holds: holds, Paths: def.Paths, Served: served}
+	return "", &PartitionKeyError{Holds: holds, Paths: def.Paths, Served: served,
+		Hierarchical: len(def.Paths) != 1 || def.Kind == azcosmos.PartitionKeyKindMultiHash}
 }
 
 // PartitionKeyError says that a container's partition key is not one
 // opstatus can fill; it wraps ErrPartitionKeyPath.
 type PartitionKeyError struct {
-	Holds  Holds
-	Paths  []string // the container's, more than one when hierarchical
-	Served []string // the paths opstatus fills in such a container
+	Holds        Holds
+	Paths        []string // the container's
+	Hierarchical bool     // a MultiHash key, or more than one path
+	Served       []string // the paths opstatus fills in such a container
 }
 
 func (e *PartitionKeyError) Error() string {
 	kind := "partition key path"
-	if len(e.Paths) != 1 {
+	if e.Hierarchical {
 		kind = "hierarchical partition key"
 	}
 	return fmt.Sprintf("%s %s, which opstatus cannot fill in %s items (it fills %s)",
