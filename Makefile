@@ -53,7 +53,7 @@ $(PROMTOOL):
 ## run: the local stack (Azurite, Cosmos server, Cluster Service simulator,
 ## host emulator) driving the built handler over demo operations
 run: build
-	$(GO) run ./dev/run
+	$(GO) run ./dev/run $(RUN_ARGS)
 
 ## bench: the benchmark harness (prints figures; see BENCHMARKS.md)
 bench: build

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -17,6 +18,7 @@ import (
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/faultproxy"
 	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/stack"
 	"github.com/opstatus/opstatus/dev/testenv"
 )
 
@@ -123,10 +125,18 @@ func TestChaos(t *testing.T) {
 	// reclaimed, so a timeout below that wait would kill the waiters in
 	// turn, which production's functionTimeout never does; there poll's
 	// own deadline ends a hung poll first.
+	//
+	// The account is ARO-HCP's of 2024-10 (Billing on /partitionKey, every
+	// Operations item in "workaround"), and a third of the cluster and node
+	// pool operations are requests served as its frontend did.
 	fx := newFlexRun()
-	e := startEnv(t, fx.options(envOptions{lockTTL: lockTTL, seed: runSeed, invocationTimeout: 15 * time.Second}))
+	opts := fx.options(envOptions{lockTTL: lockTTL, seed: runSeed, invocationTimeout: 15 * time.Second, layout: testenv.Layout2024})
+	opts.settings[stack.OperationsPartitionSetting] = frontend.FixedOperationsPartition
+	e := startEnv(t, opts)
 	subs := subscriptions(cfg.subs, "chaos")
 	ops := scenario(rng, subs, cfg.ops, cfg.minLife, cfg.maxLife, "x")
+	ops = as2024(rng, ops, 1.0/3)
+	t.Logf("%d operations are requests to the 2024-10 frontend", len(slices.DeleteFunc(slices.Clone(ops), func(o op) bool { return !o.Aro2024 })))
 	follow := newFollowUps(e, ops)
 
 	// Faults first, so that the very first scans and polls meet them.
@@ -245,7 +255,7 @@ func TestChaos(t *testing.T) {
 	// Stopping the host first completes the write log.
 	require.NoError(t, e.Close())
 	notified := notifications(e)
-	writes := e.proxy.Writes()
+	writes := bySubscription(e.proxy.Writes())
 	violations := faultproxy.LockViolations(writes, lockTTL, nil)
 	leases := faultproxy.Leases(writes, lockTTL, nil)
 
@@ -297,11 +307,35 @@ func TestChaos(t *testing.T) {
 	require.LessOrEqual(t, inFlight, fx.budget, "Cluster Service never had more requests in flight than the budget")
 }
 
+// bySubscription returns writes with each write of an Operations item in
+// the fixed partition given its subscription, that of its externalId, as
+// partition key: the subscription whose lock covers it, as the lock
+// checks take the partition key to be.
+func bySubscription(writes []faultproxy.Write) []faultproxy.Write {
+	out := slices.Clone(writes)
+	for i := range out {
+		w := &out[i]
+		if w.Container != frontend.OperationsContainer || w.PartitionKey != frontend.FixedOperationsPartition {
+			continue
+		}
+		var body struct {
+			ExternalID string `json:"externalId"`
+		}
+		if json.Unmarshal(w.Body, &body) != nil {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(strings.ToLower(body.ExternalID), "/subscriptions/"); ok {
+			w.PartitionKey, _, _ = strings.Cut(rest, "/")
+		}
+	}
+	return out
+}
+
 // splitSlow splits ops into n that the lock actor makes, in slow
 // requests, and the rest.
 func splitSlow(ops []op, n int) (slow, quick []op) {
 	for _, o := range ops {
-		if len(slow) < n && o.After == "" {
+		if len(slow) < n && o.After == "" && !o.Aro2024 {
 			slow = append(slow, o)
 		} else {
 			quick = append(quick, o)
@@ -358,6 +392,11 @@ func notificationProblems(ops []op, opItems map[string]item, notified map[string
 		for _, n := range got {
 			if n["status"] != final || n["name"] != o.ID {
 				bad = append(bad, fmt.Sprintf("%s: notified %v/%v, final status %s", o.ID, n["name"], n["status"], final))
+			}
+			// ARM's contract: a Canceled carries an error, even where the
+			// frontend wrote none.
+			if e, _ := n["error"].(map[string]any); o.Kind == kindCreateCanceled && (e == nil || e["code"] != "Canceled") {
+				bad = append(bad, fmt.Sprintf("%s (%s): notified with error %v", o.ID, o.Kind, n["error"]))
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -74,13 +75,18 @@ type envOptions struct {
 	settings map[string]string
 	// simHandler wraps the simulator's HTTP handler.
 	simHandler func(http.Handler) http.Handler
+	// layout is the Cosmos account's layout (default today's).
+	layout testenv.Layout
 }
 
 // env is a running stack whose handler reaches Cosmos through a fault proxy,
 // with recorders of what happened.
 type env struct {
-	t       *testing.T
-	s       *stack.Stack
+	t *testing.T
+	s *stack.Stack
+	// fe2024 serves requests as ARO-HCP's 2024-10 frontend did, straight
+	// to the Cosmos server.
+	fe2024  *frontend.Frontend
 	proxy   *faultproxy.Proxy
 	inv     *invocations
 	db      *direct
@@ -103,6 +109,7 @@ func startEnv(t *testing.T, o envOptions) *env {
 		Sim:        clustersim.Options{Seed: o.seed, Faults: o.sim, RecordCalls: o.recordCalls},
 		SimHandler: o.simHandler,
 		Settings:   o.settings,
+		Layout:     o.layout,
 		Host: hostemu.Options{OnInvocation: e.inv.record, Instances: o.instances,
 			InvocationTimeout: o.invocationTimeout, Flex: o.flex, OnScale: o.onScale},
 		CosmosWrap: func(endpoint string) (string, error) {
@@ -129,6 +136,10 @@ func startEnv(t *testing.T, o envOptions) *env {
 	t.Logf("stack up in %s; handler and host log: %s", time.Since(e.started).Round(time.Millisecond), s.LogPath)
 	e.db, err = newDirect(s.Cosmos.Endpoint, s.Cosmos.Key)
 	require.NoError(t, err)
+	e.db.billingOnPartitionKey = o.layout == testenv.Layout2024
+	e.fe2024, err = frontend.New(s.Cosmos.Endpoint, s.Cosmos.Key, stack.Database)
+	require.NoError(t, err)
+	e.fe2024.Shape, e.fe2024.Location = frontend.Shape2024_10, stack.Location
 	return e
 }
 
@@ -145,6 +156,7 @@ func (e *env) proxiedFrontend() *frontend.Frontend {
 	e.t.Helper()
 	fe, err := frontend.New(e.proxy.URL(), e.s.Cosmos.Key, stack.Database)
 	require.NoError(e.t, err)
+	fe.OperationsPartition = e.s.Frontend.OperationsPartition
 	return fe
 }
 
@@ -261,6 +273,9 @@ func (r *invocations) outcomes(function string) map[string]int {
 // checks.
 type direct struct {
 	ops, res, locks, billing, leases *azcosmos.ContainerClient
+	// billingOnPartitionKey: the Billing container's key is /partitionKey
+	// (2024-10 layout), which billing items then carry.
+	billingOnPartitionKey bool
 }
 
 func newDirect(endpoint, key string) (*direct, error) {
@@ -324,6 +339,10 @@ func (d *direct) bills(ctx context.Context) (map[string]item, error)      { retu
 // putBilling writes a billing item as ARO-HCP's backend did, in its
 // subscription's partition.
 func (d *direct) putBilling(ctx context.Context, b item) error {
+	if d.billingOnPartitionKey {
+		b = maps.Clone(b)
+		b["partitionKey"] = b.str("subscriptionId")
+	}
 	body, err := json.Marshal(b)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -48,6 +49,11 @@ const (
 	kindCredentialOvertook = "credential request revoked"
 	kindRevoke             = "credential revocation"
 	kindRevokeFail         = "credential revocation fails"
+	// A cluster create the 2024-10 frontend cancels: its cluster's delete
+	// is requested while it installs, and that frontend writes the create
+	// Canceled with no error (as2024 draws them).
+	kindCreateCanceled  = "cluster create canceled by its delete"
+	kindDeleteCanceling = "cluster delete canceling its create"
 	// kindInstalling is a cluster installing for its whole Life: the lock
 	// tests use it for an operation with exactly one change to write
 	// (Accepted -> Provisioning).
@@ -99,12 +105,18 @@ type op struct {
 	Life          time.Duration
 	Failure       string // the simulated failure's message
 	// After is the operation whose success this one waits for: it is
-	// seeded only once that one is Succeeded and notified.
-	After string
+	// seeded only once that one is Succeeded and notified, or, with
+	// Cancels, once it is Provisioning (the delete cancels it).
+	After   string
+	Cancels bool
 	// Billed: the cluster has an open billing item from before the run
 	// (ARO-HCP's backend gave it a random id), and a closed one from an
 	// earlier life when OldBill is set.
 	Billed, OldBill bool
+	// Aro2024 makes the request to the 2024-10 frontend stand-in: ID and
+	// Items[0].ID are UUIDs, the cluster and node pools clusters_mgmt's,
+	// and the items are that frontend's (see as2024).
+	Aro2024 bool
 	// Items are the Resources items of the operation: its own (first,
 	// except for credentials, which have none), then the node pools of a
 	// deleted cluster (removed with it), or the parent cluster and sibling
@@ -129,6 +141,8 @@ func (o op) clusterKey() string {
 
 func (o op) internalID() string {
 	switch {
+	case o.Pool != "" && o.Aro2024:
+		return cmAPI + o.Cluster + "/node_pools/" + o.Pool
 	case o.Pool != "":
 		return hcpAPI + o.Cluster + "/node_pools/" + o.Pool
 	case o.Auth != "":
@@ -313,6 +327,109 @@ func deleteAfter(create op, id string, life time.Duration, start string) op {
 	return d
 }
 
+// as2024 makes about share of the cluster and node pool operations of ops
+// (and the follow-up deletes of those creates) requests to the 2024-10
+// frontend stand-in: new UUIDs for the operation and its own Resources
+// item, clusters_mgmt internalIds for the cluster and every node pool, a
+// delete Deleting from the start. A quarter of the converted creates with
+// no follow-up become creates that the delete appended for each cancels.
+// ops must run with every Operations item in "workaround".
+func as2024(rng *rand.Rand, ops []op, share float64) []op {
+	followed := map[string]bool{}
+	for _, o := range ops {
+		if o.After != "" {
+			followed[o.After] = true
+		}
+	}
+	uuid := func() string { return frontend.NewUUID(rngReader{rng}) }
+	renamed := map[string]string{} // a converted create's old id: its new one
+	itemIDs := map[string]string{}
+	for i := range ops {
+		o := &ops[i]
+		switch {
+		case o.After != "":
+			id, ok := renamed[o.After]
+			if !ok {
+				continue
+			}
+			o.After = id
+		case !slices.Contains([]string{kindCreate, kindCreateFail, kindUpdate, kindDelete,
+			kindPoolCreate, kindPoolCreateFail, kindPoolUpdate, kindPoolDelete}, o.Kind) || rng.Float64() >= share:
+			continue
+		}
+		old := o.ID
+		o.ID, o.Aro2024, o.API = uuid(), true, cmAPI
+		renamed[old] = o.ID
+		if o.Request == "Delete" {
+			o.Start = "Deleting"
+		}
+		for j := range o.Items {
+			it := &o.Items[j]
+			it.InternalID = strings.Replace(it.InternalID, hcpAPI, cmAPI, 1)
+			if j > 0 {
+				continue
+			}
+			if _, ok := itemIDs[it.ID]; !ok {
+				itemIDs[it.ID] = uuid()
+			}
+			it.ID, it.Active, it.State = itemIDs[it.ID], o.ID, o.Start
+		}
+		if o.Kind == kindCreate && !followed[old] && rng.IntN(4) == 0 {
+			d := deleteAfter(*o, uuid(), o.Life/2, "Deleting")
+			d.Kind, d.Cancels = kindDeleteCanceling, true
+			o.Kind, o.Want = kindCreateCanceled, "Canceled"
+			ops = append(ops, d)
+		}
+	}
+	return ops
+}
+
+// rngReader reads bytes from a math/rand source, so that a seed draws the
+// same UUIDs.
+type rngReader struct{ r *rand.Rand }
+
+func (r rngReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(r.r.Uint32())
+	}
+	return len(p), nil
+}
+
+// chaosSystemData is the systemData ARM sends with the 2024-10 requests:
+// opstatus must keep it.
+var chaosSystemData = &frontend.SystemData{CreatedBy: "chaos@example.com", CreatedByType: "User",
+	LastModifiedBy: "chaos@example.com", LastModifiedByType: "User"}
+
+// request2024 makes o's request to the 2024-10 frontend stand-in, as ARM
+// does: again after a 409 (its lock was busy for the Locks TTL).
+func request2024(ctx context.Context, fe *frontend.Frontend, o op, armURL string) error {
+	method := map[string]string{"Create": http.MethodPut, "Update": http.MethodPut, "Delete": http.MethodDelete}[o.Request]
+	internalID := o.internalID()
+	if o.Pool != "" {
+		internalID = "" // its cluster's + /node_pools/{name}
+	}
+	for end := time.Now().Add(2 * time.Minute); ; {
+		r, err := fe.Request(ctx, frontend.Request{Method: method, Key: o.key(), InternalID: internalID,
+			TenantID: chaosTenant, NotificationURI: armURL + "/notify/" + o.ID, SystemData: chaosSystemData,
+			OperationID: o.ID, ItemID: o.Items[0].ID})
+		var re *frontend.RequestError
+		switch {
+		case errors.As(err, &re) && re.Status == http.StatusConflict && time.Now().Before(end):
+			if !testenv.Sleep(ctx, 500*time.Millisecond) {
+				return ctx.Err()
+			}
+			continue
+		case err != nil:
+			return err
+		case r.Request != o.Request || r.Resource != o.Items[0].ID:
+			return fmt.Errorf("the frontend served a %s of item %s, not a %s of %s", r.Request, r.Resource, o.Request, o.Items[0].ID)
+		case o.Cancels && r.Canceled != o.After:
+			return fmt.Errorf("the delete canceled %q, not its create %s", r.Canceled, o.After)
+		}
+		return nil
+	}
+}
+
 // withoutFollowUps returns ops without the operations that wait for
 // another's success.
 func withoutFollowUps(ops []op) []op {
@@ -330,6 +447,8 @@ func (o op) simulate(sim *clustersim.Sim) error {
 			Fail: o.Kind == kindCreateFail, ErrorCode: o.WantCode, ErrorMessage: o.Failure})
 	case kindInstalling:
 		return sim.AddCluster(o.Cluster, clustersim.Script{Installing: d(1), API: api})
+	case kindCreateCanceled:
+		return sim.AddCluster(o.Cluster, clustersim.Script{Pending: d(0.15), Validating: d(0.15), Installing: clustersim.Duration(time.Hour), API: api})
 	case kindUpdate:
 		if err := sim.AddCluster(o.Cluster, ready); err != nil {
 			return err
@@ -346,8 +465,8 @@ func (o op) simulate(sim *clustersim.Sim) error {
 			}
 		}
 		return sim.DeleteCluster(o.Cluster, o.Life)
-	case kindDeleteCreated:
-		// The create left the cluster ready.
+	case kindDeleteCreated, kindDeleteCanceling:
+		// The create left the cluster ready, or installing.
 		return sim.DeleteCluster(o.Cluster, o.Life)
 	}
 	if err := sim.AddCluster(o.Cluster, ready); err != nil {
@@ -440,6 +559,9 @@ func seedOne(ctx context.Context, e *env, o op) error {
 	if err := seedBefore(ctx, e, o); err != nil {
 		return err
 	}
+	if o.Aro2024 {
+		return request2024(ctx, e.fe2024, o, e.s.ARMURL)
+	}
 	return request(ctx, e.s.Frontend, o, e.s.ARMURL)
 }
 
@@ -464,7 +586,9 @@ func seedBefore(ctx context.Context, e *env, o op) error {
 	}
 	for i, it := range o.Items {
 		if i == 0 && o.ownsItem() {
-			if o.Request == "Create" {
+			// A create writes its own item; a canceling delete finds
+			// it as the create left it.
+			if o.Request == "Create" || o.Cancels {
 				continue
 			}
 			it.Active, it.State = "", "Succeeded"
@@ -602,7 +726,11 @@ func (f *followUps) seedReady(ctx context.Context, items map[string]item) error 
 	var left []op
 	for _, o := range f.pending {
 		prev := items[o.After]
-		if prev == nil || prev.str("status") != "Succeeded" || prev.str("notificationUri") != "" {
+		waiting := prev == nil || prev.str("status") != "Succeeded" || prev.str("notificationUri") != ""
+		if o.Cancels {
+			waiting = prev == nil || prev.str("status") != "Provisioning"
+		}
+		if waiting {
 			left = append(left, o)
 			continue
 		}
@@ -662,7 +790,14 @@ func checkOutcome(ops []op, opItems, resItems map[string]item) []string {
 		if st != o.Want {
 			bad = append(bad, fmt.Sprintf("%s (%s): status %q, want %q", o.ID, o.Kind, st, o.Want))
 		}
-		if o.Want == "Failed" || o.Want == "Canceled" {
+		switch {
+		case o.Kind == kindCreateCanceled:
+			// The 2024-10 frontend's Canceled has no error, and opstatus
+			// adds none to the item (ARM's notification gets one).
+			if it["error"] != nil {
+				bad = append(bad, fmt.Sprintf("%s (%s): error %v in the frontend's Canceled", o.ID, o.Kind, it["error"]))
+			}
+		case o.Want == "Failed" || o.Want == "Canceled":
 			code, msg := "", ""
 			if e, ok := it["error"].(map[string]any); ok {
 				code, _ = e["code"].(string)
@@ -675,7 +810,7 @@ func checkOutcome(ops []op, opItems, resItems map[string]item) []string {
 				bad = append(bad, fmt.Sprintf("%s (%s): %s without an error message", o.ID, o.Kind, st))
 			}
 		}
-		if it.str("chaosTag") != o.ID {
+		if !o.Aro2024 && it.str("chaosTag") != o.ID {
 			bad = append(bad, fmt.Sprintf("%s: the frontend's unknown field was lost", o.ID))
 		}
 		if it.str("notificationUri") != "" {
@@ -694,6 +829,18 @@ func checkOutcome(ops []op, opItems, resItems map[string]item) []string {
 				}
 			case r == nil:
 				bad = append(bad, fmt.Sprintf("%s (%s): Resources item %s was removed", o.ID, o.Kind, ri.ID))
+			case i == 0 && o.Aro2024:
+				// The 2024-10 frontend's item carries no field opstatus
+				// does not know; its systemData must survive.
+				if r["systemData"] == nil {
+					bad = append(bad, fmt.Sprintf("%s: Resources item %s lost its systemData", o.ID, ri.ID))
+				}
+				if ps := r.str("provisioningState"); ps != st {
+					bad = append(bad, fmt.Sprintf("%s (%s): Resources item %s shows %q, its operation ended %q", o.ID, o.Kind, ri.ID, ps, st))
+				}
+				if a := r.str("activeOperationId"); a != "" {
+					bad = append(bad, fmt.Sprintf("%s (%s): Resources item %s still has activeOperationId %q", o.ID, o.Kind, ri.ID, a))
+				}
 			case r.str("chaosTag") != ri.ID:
 				bad = append(bad, fmt.Sprintf("%s: Resources item %s lost the frontend's unknown field", o.ID, ri.ID))
 			case i == 0 && o.ownsItem():

@@ -8,6 +8,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -52,16 +53,38 @@ type Op struct {
 	Start    string  // status the frontend wrote
 	Want     string  // terminal status the lifecycle implies
 	setup    func(sim *clustersim.Sim) error
+	// name is what its items are named after once ID is the 2024-10
+	// frontend's UUID; itemID is its own Resources item's id when that
+	// frontend drew it.
+	name, itemID string
+}
+
+// itemName is what the operation's Resources items are named after.
+func (d Op) itemName() string {
+	if d.name != "" {
+		return d.name
+	}
+	return d.ID
+}
+
+// resourceItemID is the id of the operation's own Resources item.
+func (d Op) resourceItemID() string {
+	if d.itemID != "" {
+		return d.itemID
+	}
+	return "res-" + d.itemName()
 }
 
 // child is a node pool or external auth of a cluster being deleted.
 type child struct{ segment, name string }
 
-func (c child) internalID(cluster string) string {
+// internalID is the child's Cluster Service path; a node pool's is under
+// nodePoolAPI.
+func (c child) internalID(cluster, nodePoolAPI string) string {
 	if c.segment == "externalAuths" {
 		return hcpAPI + cluster + "/external_auth_config/external_auths/" + c.name
 	}
-	return hcpAPI + cluster + "/node_pools/" + c.name
+	return nodePoolAPI + cluster + "/node_pools/" + c.name
 }
 
 // clusterKey is the ARM resource ID of a demo cluster.
@@ -85,9 +108,9 @@ func (d Op) Key() string {
 func (d Op) internalID() string {
 	switch d.Kind {
 	case KindNodePool:
-		return child{"nodePools", d.child}.internalID(d.cluster)
+		return child{"nodePools", d.child}.internalID(d.cluster, hcpAPI)
 	case KindExternalAuth:
-		return child{"externalAuths", d.child}.internalID(d.cluster)
+		return child{"externalAuths", d.child}.internalID(d.cluster, hcpAPI)
 	case KindCredential:
 		return cmAPI + d.cluster + "/break_glass_credentials/" + d.child
 	}
@@ -285,9 +308,18 @@ const SeededField = "demoSeeded"
 
 // Seed registers every demo resource in the simulator and writes the
 // operations and resources to Cosmos as the frontend would, and the billing
-// items of the clusters it deletes.
+// items of the clusters it deletes. When the stack's frontend writes in
+// the 2024-10 shape, the cluster and node pool operations are requests
+// served as that frontend did (it knew no external auths or credentials):
+// their ids become its UUIDs, and every cluster and node pool has a
+// clusters_mgmt internalId.
 func Seed(ctx context.Context, s *stack.Stack, ops []Op) error {
 	now := time.Now().UTC()
+	aro2024 := s.Frontend.Shape == frontend.Shape2024_10
+	clusterAPI, nodePoolAPI := hcpAPI, hcpAPI
+	if aro2024 {
+		clusterAPI, nodePoolAPI = cmAPI, cmAPI
+	}
 	for _, c := range existing(ops) {
 		if err := s.Sim.AddCluster(c[1], clustersim.Script{}); err != nil {
 			return fmt.Errorf("simulator cluster %s: %w", c[1], err)
@@ -297,15 +329,22 @@ func Seed(ctx context.Context, s *stack.Stack, ops []Op) error {
 		for _, id := range ids {
 			cluster := strings.TrimPrefix(id, "res-cluster-")
 			if err := s.Frontend.PutResource(ctx, frontend.Resource{
-				ID: id, PartitionKey: sub, Key: clusterKey(sub, cluster), InternalID: hcpAPI + cluster, ProvisioningState: "Succeeded",
+				ID: id, PartitionKey: sub, Key: clusterKey(sub, cluster), InternalID: clusterAPI + cluster, ProvisioningState: "Succeeded",
 			}); err != nil {
 				return fmt.Errorf("resource %s: %w", id, err)
 			}
 		}
 	}
-	for _, d := range ops {
+	for i := range ops {
+		d := &ops[i]
 		if err := d.setup(s.Sim); err != nil {
 			return fmt.Errorf("simulator %s: %w", d.ID, err)
+		}
+		if aro2024 && (d.Kind == KindCluster || d.Kind == KindNodePool) {
+			if err := request2024(ctx, s, d, nodePoolAPI); err != nil {
+				return fmt.Errorf("request %s: %w", d.ID, err)
+			}
+			continue
 		}
 		if err := s.Frontend.PutOperation(ctx, frontend.Operation{
 			ID: d.ID, PartitionKey: d.Sub, TenantID: Tenant, Request: d.Request, Status: d.Start,
@@ -319,37 +358,75 @@ func Seed(ctx context.Context, s *stack.Stack, ops []Op) error {
 			continue
 		}
 		if err := s.Frontend.PutResource(ctx, frontend.Resource{
-			ID: "res-" + d.ID, PartitionKey: d.Sub, Key: d.Key(), InternalID: d.internalID(),
+			ID: d.resourceItemID(), PartitionKey: d.Sub, Key: d.Key(), InternalID: d.internalID(),
 			ActiveOperationID: d.ID, ProvisioningState: d.Start,
 		}); err != nil {
 			return fmt.Errorf("resource %s: %w", d.ID, err)
 		}
-		// The node pools and external auths of a cluster being deleted go
-		// with it.
-		for _, c := range d.children {
-			if err := s.Frontend.PutResource(ctx, frontend.Resource{
-				ID: childItemID(d, c), PartitionKey: d.Sub, Key: d.Key() + "/" + c.segment + "/" + c.name,
-				InternalID: c.internalID(d.cluster), ProvisioningState: "Succeeded",
-			}); err != nil {
-				return fmt.Errorf("resource %s: %w", childItemID(d, c), err)
-			}
-		}
-		if d.Kind == KindCluster && d.Request == "Delete" {
-			sc, err := s.Sim.Cluster(d.cluster)
-			if err != nil {
-				return fmt.Errorf("simulator %s: %w", d.ID, err)
-			}
-			if err := s.Frontend.PutBilling(ctx, frontend.Billing{
-				ID: seededBillingID(d.cluster), SubscriptionID: d.Sub, ResourceID: d.Key(), TenantID: Tenant,
-				Location: stack.Location, CreationTime: sc.CreationTimestamp,
-				ManagedResourceGroup: "/subscriptions/" + d.Sub + "/resourceGroups/" + d.cluster + "-managed",
-				Extra:                map[string]any{SeededField: true},
-			}); err != nil {
-				return fmt.Errorf("billing item of %s: %w", d.cluster, err)
-			}
+		if err := seedAround(ctx, s, *d, nodePoolAPI); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func childItemID(d Op, c child) string { return "res-" + d.ID + "-" + c.name }
+// seedAround writes what a cluster's delete takes with it: the Resources
+// items of its node pools and external auths, and its open billing item.
+func seedAround(ctx context.Context, s *stack.Stack, d Op, nodePoolAPI string) error {
+	for _, c := range d.children {
+		if err := s.Frontend.PutResource(ctx, frontend.Resource{
+			ID: childItemID(d, c), PartitionKey: d.Sub, Key: d.Key() + "/" + c.segment + "/" + c.name,
+			InternalID: c.internalID(d.cluster, nodePoolAPI), ProvisioningState: "Succeeded",
+		}); err != nil {
+			return fmt.Errorf("resource %s: %w", childItemID(d, c), err)
+		}
+	}
+	if d.Kind != KindCluster || d.Request != "Delete" {
+		return nil
+	}
+	sc, err := s.Sim.Cluster(d.cluster)
+	if err != nil {
+		return fmt.Errorf("simulator %s: %w", d.ID, err)
+	}
+	if err := s.Frontend.PutBilling(ctx, frontend.Billing{
+		ID: seededBillingID(d.cluster), SubscriptionID: d.Sub, ResourceID: d.Key(), TenantID: Tenant,
+		Location: stack.Location, CreationTime: sc.CreationTimestamp,
+		ManagedResourceGroup: "/subscriptions/" + d.Sub + "/resourceGroups/" + d.cluster + "-managed",
+		Extra:                map[string]any{SeededField: true},
+	}); err != nil {
+		return fmt.Errorf("billing item of %s: %w", d.cluster, err)
+	}
+	return nil
+}
+
+// request2024 makes d's request to the 2024-10 frontend stand-in. An
+// update or delete finds its resource's item as an earlier request left
+// it; d then takes the operation's id and its item's.
+func request2024(ctx context.Context, s *stack.Stack, d *Op, nodePoolAPI string) error {
+	method := map[string]string{"Create": http.MethodPut, "Update": http.MethodPut, "Delete": http.MethodDelete}[d.Request]
+	if d.Request != "Create" {
+		if err := s.Frontend.PutResource(ctx, frontend.Resource{ID: d.resourceItemID(), PartitionKey: d.Sub, Key: d.Key(),
+			InternalID: cmAPI + d.cluster, ProvisioningState: "Succeeded"}); err != nil {
+			return err
+		}
+		if err := seedAround(ctx, s, *d, nodePoolAPI); err != nil {
+			return err
+		}
+	}
+	internalID := cmAPI + d.cluster // a node pool's is its cluster's + /node_pools/{name}
+	if d.Kind == KindNodePool {
+		internalID = ""
+	}
+	r, err := s.Frontend.Request(ctx, frontend.Request{Method: method, Key: d.Key(), InternalID: internalID,
+		TenantID: Tenant, NotificationURI: s.ARMURL + "/notify/" + d.ID})
+	if err != nil {
+		return err
+	}
+	if r.Request != d.Request {
+		return fmt.Errorf("the frontend served a %s, not a %s", r.Request, d.Request)
+	}
+	d.name, d.ID, d.itemID = d.ID, r.Operation, r.Resource
+	return nil
+}
+
+func childItemID(d Op, c child) string { return "res-" + d.itemName() + "-" + c.name }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/stack"
 )
 
@@ -38,15 +39,24 @@ func Run(ctx context.Context, s *stack.Stack, out io.Writer, timeout time.Durati
 	started := time.Now()
 	ops := Ops()
 	// The frontend holds the lock while it writes an operation, so pickup
-	// meets it as well as poll.
+	// meets it as well as poll. The 2024-10 frontend's requests take the
+	// lock themselves: it holds it from after them.
+	aro2024 := s.Frontend.Shape == frontend.Shape2024_10
+	if aro2024 {
+		if err := Seed(ctx, s, ops); err != nil {
+			return nil, fmt.Errorf("seed: %w", err)
+		}
+	}
 	lock, ok, err := s.Frontend.TryLock(ctx, LockedSubscription, "frontend-demo")
 	if err != nil || !ok {
 		return nil, fmt.Errorf("frontend lock: held=%v: %w", !ok, err)
 	}
 	unlockAt := time.Now().Add(LockHold)
 	renewAt := time.Now().Add(3 * time.Second)
-	if err := Seed(ctx, s, ops); err != nil {
-		return nil, fmt.Errorf("seed: %w", err)
+	if !aro2024 {
+		if err := Seed(ctx, s, ops); err != nil {
+			return nil, fmt.Errorf("seed: %w", err)
+		}
 	}
 	// The host's queues use base64 (host.json messageEncoding).
 	if _, err := s.Queue.NewQueueClient("operations").EnqueueMessage(ctx,

@@ -124,7 +124,7 @@ func (w *Watcher) resourceIDs(d Op) []string {
 	if !d.HasResource() {
 		return nil
 	}
-	ids := []string{"res-" + d.ID}
+	ids := []string{d.resourceItemID()}
 	for _, c := range d.children {
 		ids = append(ids, childItemID(d, c))
 	}

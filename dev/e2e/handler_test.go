@@ -59,11 +59,17 @@ var partitionModes = []struct {
 
 func startStack(t *testing.T, extraEnv ...string) *handlerStack {
 	t.Helper()
+	return startStackIn(t, testenv.LayoutCurrent, extraEnv...)
+}
+
+// startStackIn starts a handler over a database in layout.
+func startStackIn(t *testing.T, layout testenv.Layout, extraEnv ...string) *handlerStack {
+	t.Helper()
 	ctx := context.Background()
 	bin := testenv.Build(t, ".")
 	cosmos := testenv.SharedCosmos(t)
 	dbName := testenv.DatabaseName(t)
-	require.NoError(t, frontend.CreateSchema(ctx, cosmos.Endpoint, cosmos.Key, dbName, 10*time.Second))
+	require.NoError(t, frontend.CreateLayout(ctx, cosmos.Endpoint, cosmos.Key, dbName, layout, 10*time.Second))
 	fe, err := frontend.New(cosmos.Endpoint, cosmos.Key, dbName)
 	require.NoError(t, err)
 

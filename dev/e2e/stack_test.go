@@ -26,14 +26,23 @@ func (w tWriter) Write(p []byte) (int, error) {
 }
 
 // TestStackDemo runs the whole system through real Azurite queues, the host
-// emulator and the built handler, on the demo of make run: every kind of
-// operation ends as scripted, and the billing items are as the clusters'
-// creates and deletes imply.
+// emulator and the built handler, on the demo of make run, as it runs by
+// default and with -frontend 2024-10 (ARO-HCP's account and frontend of
+// then): every kind of operation ends as scripted, and the billing items
+// are as the clusters' creates and deletes imply.
 func TestStackDemo(t *testing.T) {
 	testenv.NeedsServers(t)
+	for _, version := range []string{"current", "2024-10"} {
+		t.Run(version, func(t *testing.T) { stackDemo(t, version) })
+	}
+}
+
+func stackDemo(t *testing.T, version string) {
 	ctx := context.Background()
+	shape, layout, err := frontend.ParseVersion(version)
+	require.NoError(t, err)
 	polls := demo.NewOutcomes()
-	s, err := stack.Start(ctx, stack.Options{Host: hostemu.Options{OnInvocation: polls.Record}})
+	s, err := stack.Start(ctx, stack.Options{Host: hostemu.Options{OnInvocation: polls.Record}, Shape: shape, Layout: layout})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
 
@@ -44,6 +53,12 @@ func TestStackDemo(t *testing.T) {
 
 	for _, op := range w.Ops() {
 		require.Equal(t, op.Want, w.Status(op.ID), "operation %s", op.ID)
+		if shape == frontend.Shape2024_10 && (op.Kind == demo.KindCluster || op.Kind == demo.KindNodePool) {
+			item, err := s.Frontend.Operation(ctx, op.Sub, op.ID)
+			require.NoError(t, err)
+			require.Equal(t, "workaround", item["partitionKey"], "the 2024-10 frontend served %s %s", op.Kind, op.Request)
+			require.Regexp(t, `^/api/clusters_mgmt/v1/clusters/`, item["internalId"])
+		}
 		if !op.HasResource() {
 			require.Empty(t, w.ResourceIDs(op), "a %s has no Resources item", op.Kind)
 		}

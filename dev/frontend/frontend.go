@@ -8,8 +8,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -36,12 +39,22 @@ type Frontend struct {
 	// ARO-HCP's frontend did (2024-10) with "workaround"; when empty, each
 	// is in its subscription's. It is taken as it is, not lowercased.
 	OperationsPartition string
+	// Shape is how Request writes, and how the lock items look:
+	// ShapeCurrent (the default) or Shape2024_10.
+	Shape Shape
+	// Location is the region in the operationId of a 2024-10 request;
+	// default eastus.
+	Location string
 
 	db         *azcosmos.DatabaseClient
 	operations *azcosmos.ContainerClient
 	resources  *azcosmos.ContainerClient
 	locks      *azcosmos.ContainerClient
 	billing    *azcosmos.ContainerClient
+
+	mu          sync.Mutex
+	billingPath string // the Billing container's partition key path, once read
+	locksTTL    int32  // the Locks container's DefaultTimeToLive, once read
 }
 
 // New connects to database at endpoint (self-signed certificates accepted:
@@ -67,17 +80,10 @@ func New(endpoint, key, database string) (*Frontend, error) {
 	return f, nil
 }
 
-// CreateSchema creates the database's containers as production has them;
-// the Locks container expires items after lockTTL.
+// CreateSchema creates the database's containers in today's layout; the
+// Locks container expires items after lockTTL.
 func CreateSchema(ctx context.Context, endpoint, key, database string, lockTTL time.Duration) error {
-	ttl := int32(lockTTL / time.Second)
-	return testenv.CreateDatabase(ctx, endpoint, key, database,
-		testenv.ContainerSpec{Name: OperationsContainer, PartitionKeyPath: "/partitionKey"},
-		testenv.ContainerSpec{Name: ResourcesContainer, PartitionKeyPath: "/partitionKey"},
-		testenv.ContainerSpec{Name: LocksContainer, PartitionKeyPath: "/id", DefaultTTL: &ttl},
-		testenv.ContainerSpec{Name: BillingContainer, PartitionKeyPath: "/subscriptionId"},
-		testenv.ContainerSpec{Name: LeasesContainer, PartitionKeyPath: "/id"},
-	)
+	return CreateLayout(ctx, endpoint, key, database, testenv.LayoutCurrent, lockTTL)
 }
 
 // Operation is an operation item as the frontend writes it. Extra holds
@@ -161,10 +167,15 @@ func (f *Frontend) Operation(ctx context.Context, subscriptionID, id string) (ma
 	return read(ctx, f.operations, f.operationsPartition(subscriptionID), id)
 }
 
-// operationsPartition is the partition of subscriptionID's operations.
+// operationsPartition is the partition of subscriptionID's operations:
+// OperationsPartition, else the 2024-10 frontend's fixed one, else the
+// subscription's.
 func (f *Frontend) operationsPartition(subscriptionID string) string {
-	if f.OperationsPartition != "" {
+	switch {
+	case f.OperationsPartition != "":
 		return f.OperationsPartition
+	case f.Shape == Shape2024_10:
+		return FixedOperationsPartition
 	}
 	return strings.ToLower(subscriptionID)
 }
@@ -202,15 +213,46 @@ type Billing struct {
 }
 
 // PutBilling upserts a billing item; its partition is its subscriptionId,
-// lowercased as every partition is.
+// lowercased as every partition is, which a Billing container on
+// /partitionKey (2024-10 layout) also finds in partitionKey.
 func (f *Frontend) PutBilling(ctx context.Context, b Billing) error {
 	b.SubscriptionID = strings.ToLower(b.SubscriptionID)
-	body, err := withExtra(b, b.Extra)
+	path, err := f.billingKeyPath(ctx)
+	if err != nil {
+		return err
+	}
+	extra := b.Extra
+	if path == "/partitionKey" {
+		extra = maps.Clone(b.Extra)
+		if extra == nil {
+			extra = map[string]any{}
+		}
+		extra["partitionKey"] = b.SubscriptionID
+	}
+	body, err := withExtra(b, extra)
 	if err != nil {
 		return err
 	}
 	_, err = f.billing.UpsertItem(ctx, azcosmos.NewPartitionKeyString(b.SubscriptionID), body, nil)
 	return err
+}
+
+// billingKeyPath reads the Billing container's partition key path once.
+func (f *Frontend) billingKeyPath(ctx context.Context) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.billingPath != "" {
+		return f.billingPath, nil
+	}
+	resp, err := f.billing.Read(ctx, nil)
+	if err != nil {
+		return "", fmt.Errorf("read the Billing container: %w", err)
+	}
+	if p := resp.ContainerProperties; p == nil || len(p.PartitionKeyDefinition.Paths) != 1 {
+		return "", errors.New("the Billing container has no single partition key path")
+	}
+	f.billingPath = resp.ContainerProperties.PartitionKeyDefinition.Paths[0]
+	return f.billingPath, nil
 }
 
 // BillingItems lists every billing item of a subscription as generic maps,
@@ -240,14 +282,26 @@ func (f *Frontend) BillingItems(ctx context.Context, subscriptionID string) ([]m
 type Lock struct {
 	ID   string
 	ETag azcore.ETag
+	body []byte // the item as created
 }
 
 // TryLock creates subscriptionID's lock item for owner; ok is false when
-// someone else holds it.
+// someone else holds it. In Shape2024_10 the item also names the Locks
+// container's default TTL, as that frontend's lock does.
 func (f *Frontend) TryLock(ctx context.Context, subscriptionID, owner string) (Lock, bool, error) {
 	id := strings.ToLower(subscriptionID)
-	body, _ := json.Marshal(map[string]any{"id": id, "owner": owner})
-	resp, err := f.locks.CreateItem(ctx, azcosmos.NewPartitionKeyString(id), body, nil)
+	item := map[string]any{"id": id, "owner": owner}
+	if f.Shape == Shape2024_10 {
+		ttl, err := f.lockTTL(ctx)
+		if err != nil {
+			return Lock{}, false, err
+		}
+		item["ttl"] = ttl
+	}
+	body, _ := json.Marshal(item)
+	// The 2024-10 frontend keeps the item Cosmos returns, and renews with it.
+	opts := &azcosmos.ItemOptions{EnableContentResponseOnWrite: f.Shape == Shape2024_10}
+	resp, err := f.locks.CreateItem(ctx, azcosmos.NewPartitionKeyString(id), body, opts)
 	var re *azcore.ResponseError
 	if err != nil && errors.As(err, &re) && re.StatusCode == http.StatusConflict {
 		return Lock{}, false, nil
@@ -255,13 +309,47 @@ func (f *Frontend) TryLock(ctx context.Context, subscriptionID, owner string) (L
 	if err != nil {
 		return Lock{}, false, err
 	}
-	return Lock{ID: id, ETag: resp.ETag}, true, nil
+	if len(resp.Value) > 0 {
+		body = resp.Value
+	}
+	return Lock{ID: id, ETag: resp.ETag, body: body}, true, nil
+}
+
+// lockTTL reads the Locks container's default TTL once; like the 2024-10
+// frontend, it refuses a container without one.
+func (f *Frontend) lockTTL(ctx context.Context) (int32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.locksTTL != 0 {
+		return f.locksTTL, nil
+	}
+	resp, err := f.locks.Read(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("read the Locks container: %w", err)
+	}
+	if p := resp.ContainerProperties; p == nil || p.DefaultTimeToLive == nil || *p.DefaultTimeToLive <= 0 {
+		return 0, errors.New("the Locks container has no default TTL")
+	}
+	f.locksTTL = *resp.ContainerProperties.DefaultTimeToLive
+	return f.locksTTL, nil
 }
 
 // Renew replaces the lock item with If-Match, restarting its TTL, as the
 // frontend does while it works. It fails (404 or 412) once the item has
-// expired, been deleted or changed hands: the lock is lost.
+// expired, been deleted or changed hands: the lock is lost. In
+// Shape2024_10 it upserts the item it created with If-Match, as that
+// frontend did: an item that expired is created again (no 404), and only
+// an item that changed hands answers 412.
 func (f *Frontend) Renew(ctx context.Context, l Lock) (Lock, error) {
+	if f.Shape == Shape2024_10 {
+		resp, err := f.locks.UpsertItem(ctx, azcosmos.NewPartitionKeyString(l.ID), l.body,
+			&azcosmos.ItemOptions{IfMatchEtag: &l.ETag, EnableContentResponseOnWrite: true})
+		if err != nil {
+			return l, err
+		}
+		l.ETag, l.body = resp.ETag, resp.Value
+		return l, nil
+	}
 	body, _ := json.Marshal(map[string]any{"id": l.ID, "owner": "frontend"})
 	resp, err := f.locks.ReplaceItem(ctx, azcosmos.NewPartitionKeyString(l.ID), l.ID, body, &azcosmos.ItemOptions{IfMatchEtag: &l.ETag})
 	if err != nil {

@@ -24,9 +24,11 @@ import (
 
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/demo"
+	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/otlpsink"
 	"github.com/opstatus/opstatus/dev/stack"
+	"github.com/opstatus/opstatus/dev/testenv"
 )
 
 func main() {
@@ -36,10 +38,19 @@ func main() {
 	partition := flag.String("operations-partition", os.Getenv(stack.OperationsPartitionSetting),
 		"write every Operations item in this one partition, as ARO-HCP's frontend did with \"workaround\", and tell the handler so "+
 			"("+stack.OperationsPartitionSetting+"); default "+stack.OperationsPartitionSetting+" of the environment, or each in its subscription's")
+	version := flag.String("frontend", string(frontend.ShapeCurrent),
+		"the ARO-HCP revision the frontend stand-in and the Cosmos account follow: \"current\", or \"2024-10\" "+
+			"(the frontend at 07deb7918 serving the cluster and node pool requests, every Operations item in \"workaround\", "+
+			"the account as dev-infrastructure at 0195ac565 created it: Billing on /partitionKey)")
 	flag.Parse()
+	shape, layout, err := frontend.ParseVersion(strings.TrimSpace(*version))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "run: -frontend:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	code, err := run(ctx, os.Stdout, *keep, *realHost, *timeout, strings.TrimSpace(*partition))
+	code, err := run(ctx, os.Stdout, *keep, *realHost, *timeout, strings.TrimSpace(*partition), shape, layout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "run:", err)
 	}
@@ -50,7 +61,8 @@ func main() {
 // 27 operations share it.
 const runBudget = 16
 
-func run(ctx context.Context, out io.Writer, keep, realHost bool, timeout time.Duration, partition string) (int, error) {
+func run(ctx context.Context, out io.Writer, keep, realHost bool, timeout time.Duration, partition string,
+	shape frontend.Shape, layout testenv.Layout) (int, error) {
 	started := time.Now()
 	host := "the host emulator"
 	if realHost {
@@ -77,7 +89,7 @@ func run(ctx context.Context, out io.Writer, keep, realHost bool, timeout time.D
 	settings["CLUSTER_SERVICE_BUDGET"] = strconv.Itoa(runBudget)
 	var inFlight *clustersim.InFlight
 	s, err := stack.Start(ctx, stack.Options{NoHost: realHost, Host: hostemu.Options{OnInvocation: outcomes.Record},
-		Settings: settings,
+		Settings: settings, Shape: shape, Layout: layout,
 		// Called once the schema exists and before the host starts.
 		CosmosWrap: func(endpoint string) (string, error) { return endpoint, seedLedger(ctx, endpoint, runBudget) },
 		SimHandler: func(next http.Handler) http.Handler {
@@ -95,9 +107,13 @@ func run(ctx context.Context, out io.Writer, keep, realHost bool, timeout time.D
 	}()
 	fmt.Fprintf(out, "up in %s · handler and host logs: %s\n", time.Since(started).Round(time.Millisecond), s.LogPath)
 	fmt.Fprintf(out, "  Cosmos %s · Cluster Service simulator %s · queue %s\n", s.Cosmos.Endpoint, s.SimURL, s.Azurite.QueueEndpoint)
-	if partition != "" {
+	if shape == frontend.Shape2024_10 {
+		fmt.Fprintf(out, "  ARO-HCP 2024-10: the account as dev-infrastructure at 0195ac565 created it (Billing on /partitionKey), "+
+			"cluster and node pool requests served as the frontend at 07deb7918 did\n")
+	}
+	if p := s.Settings[stack.OperationsPartitionSetting]; p != "" {
 		fmt.Fprintf(out, "  every Operations item in partition %q (%s): each operation's subscription is its externalId's\n",
-			partition, stack.OperationsPartitionSetting)
+			p, stack.OperationsPartitionSetting)
 	}
 
 	if realHost {

@@ -70,6 +70,13 @@ type Options struct {
 	// function.json files, the handler binary); default the repository
 	// root.
 	AppDir string
+	// Layout is the Cosmos account's layout; default today's.
+	Layout testenv.Layout
+	// Shape is how the Frontend writes requests. With
+	// frontend.Shape2024_10 and no COSMOS_OPERATIONS_PARTITION_KEY among
+	// Settings, the handler is told "workaround", where that frontend
+	// wrote every Operations item.
+	Shape frontend.Shape
 }
 
 // Stack is a running local system. Close stops everything it started.
@@ -130,7 +137,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := errors.Join(azErr, cosErr); err != nil {
 		return nil, err
 	}
-	if err := frontend.CreateSchema(ctx, s.Cosmos.Endpoint, s.Cosmos.Key, Database, opts.LockTTL); err != nil {
+	if err := frontend.CreateLayout(ctx, s.Cosmos.Endpoint, s.Cosmos.Key, Database, opts.Layout, opts.LockTTL); err != nil {
 		return nil, err
 	}
 	if s.Frontend, err = frontend.New(s.Cosmos.Endpoint, s.Cosmos.Key, Database); err != nil {
@@ -177,11 +184,16 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		"COSMOS": fmt.Sprintf("AccountEndpoint=%s;AccountKey=%s;DisableServerCertificateValidation=True;",
 			s.Cosmos.Endpoint, s.Cosmos.Key),
 	}
+	if opts.Shape == frontend.Shape2024_10 {
+		settings[OperationsPartitionSetting] = frontend.FixedOperationsPartition
+	}
 	for k, v := range opts.Settings {
 		settings[k] = v
 	}
 	s.Settings = settings
 	s.Frontend.OperationsPartition = strings.TrimSpace(settings[OperationsPartitionSetting])
+	s.Frontend.Shape = opts.Shape
+	s.Frontend.Location = Location
 	for _, q := range []string{"operations", "operations-poison"} {
 		if _, err := s.Queue.CreateQueue(ctx, q, nil); err != nil && !queueExists(err) {
 			return nil, fmt.Errorf("create queue %s: %w", q, err)
