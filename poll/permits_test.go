@@ -183,3 +183,46 @@ func TestWaitForPermitsEndsWhenTheMessageIsSuperseded(t *testing.T) {
 	require.Zero(t, f.cs.calls())
 	require.Zero(t, g.Figures().Demand)
 }
+
+// A Cluster Service request the client abandons (here at its own
+// timeout) keeps its permit counted for the grace: a Cluster Service that
+// works on after its client leaves never has more requests at once than
+// the budget.
+func TestAbandonedRequestsStayCountedAtAServerThatWorksOn(t *testing.T) {
+	f := newFixture(t)
+	var ids []string
+	for i := range 4 {
+		id := fmt.Sprintf("op%d", i)
+		ids = append(ids, id)
+		f.putOp(database.Operation{ID: id, Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
+	}
+	var mu sync.Mutex
+	atServer, most := 0, 0
+	var served sync.WaitGroup
+	t.Cleanup(served.Wait)
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		defer served.Done()
+		mu.Lock()
+		atServer++
+		most = max(most, atServer)
+		mu.Unlock()
+		time.Sleep(300 * time.Millisecond) // works on whether the client waits or not
+		mu.Lock()
+		atServer--
+		mu.Unlock()
+	})
+	withPermits(t, f, 1, slow)
+	srv := httptest.NewServer(slow)
+	t.Cleanup(srv.Close)
+	client, err := clusterservice.NewClient(clusterservice.Config{URL: srv.URL, Timeout: 50 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	f.reconfigure(func(c *poll.Config) { c.Cluster, c.Deadline = client, time.Second })
+	res, err := f.invoke(t, batchOf(ids...))
+	require.NoError(t, err)
+	require.Equal(t, poll.Tally{poll.OutcomeDeferred: 4}, res.ReturnValue)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 1, most, "Cluster Service requests at once, with a budget of 1")
+}
