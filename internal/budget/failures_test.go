@@ -10,11 +10,14 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/opstatus/opstatus/dev/faultproxy"
 	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/budget"
 	"github.com/opstatus/opstatus/internal/budget/budgettesting"
+	"github.com/opstatus/opstatus/internal/telemetry"
 )
 
 // A check that took its permit before its process froze past E must not
@@ -117,6 +120,8 @@ func leasesContainer(t *testing.T) *azcosmos.ContainerClient {
 // the members hold permits again after E. Through the Cosmos test server.
 func TestUnreadableLedgerIsReplacedThroughCosmos(t *testing.T) {
 	testenv.NeedsServers(t)
+	reader := sdkmetric.NewManualReader()
+	t.Cleanup(telemetry.Use(nil, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
 	ctx := context.Background()
 	c := leasesContainer(t)
 	s := budget.NewCosmos(c)
@@ -138,6 +143,19 @@ func TestUnreadableLedgerIsReplacedThroughCosmos(t *testing.T) {
 	l, _, err := s.Read(ctx)
 	require.NoError(t, err)
 	require.NotEqual(t, "e0", l.Epoch)
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	replaced := int64(0)
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == telemetry.MetricLedgerReplaced {
+				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+					replaced += dp.Value
+				}
+			}
+		}
+	}
+	require.Equal(t, int64(1), replaced, "ledgers replaced")
 }
 
 // Ledgers no member could have written are replaced under a new epoch
