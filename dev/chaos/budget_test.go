@@ -167,12 +167,18 @@ type holderChaos struct {
 	kills, freezes, longest atomic.Int64
 	// thaws waits for the frozen handlers to be resumed.
 	thaws sync.WaitGroup
+	// frozen are the instances frozen now, which are neither killed nor
+	// frozen again before they are resumed.
+	frozen sync.Map
 }
 
 func (h *holderChaos) run(ctx context.Context) {
 	for testenv.Sleep(ctx, 4*time.Second+time.Duration(h.rng.Int64N(int64(4*time.Second)))) {
 		var holders []*hostemu.Instance
 		for _, in := range h.host.Instances() {
+			if _, ice := h.frozen.Load(in); ice {
+				continue
+			}
 			if g := in.Group(); (g == "poll" || g == "pickup") && in.PID() != 0 {
 				holders = append(holders, in)
 			}
@@ -201,8 +207,10 @@ func (h *holderChaos) run(ctx context.Context) {
 			continue
 		}
 		h.freezes.Add(1)
+		h.frozen.Store(in, true)
 		start := time.Now()
 		h.thaws.Go(func() {
+			defer h.frozen.Delete(in)
 			testenv.Sleep(context.WithoutCancel(ctx), freeze)
 			if in.Thaw() == nil {
 				d := int64(time.Since(start))
