@@ -67,10 +67,11 @@ func TestBudgetUnderChaos(t *testing.T) {
 		settings:   map[string]string{"CLUSTER_SERVICE_BUDGET": strconv.Itoa(budgetChaosBudget)},
 		simHandler: probe.wrap,
 		// Calls slow enough that every busy process would fill the
-		// budget alone, which Cluster Service works on after their
-		// client leaves: the probe counts them at the server.
+		// budget alone, a few past the client's 10 s timeout, which
+		// Cluster Service works on after their client leaves: the probe
+		// counts them at the server.
 		sim: clustersim.Faults{Latency: clustersim.Duration(200 * time.Millisecond), LatencyJitter: clustersim.Duration(100 * time.Millisecond),
-			WorkAfterClientLeaves: true}})
+			SpikeRate: 0.005, Spike: clustersim.Duration(11 * time.Second), WorkAfterClientLeaves: true}})
 	subs := subscriptions(8, "budget")
 	// Lifecycles longer than the run: every operation stays pending, so
 	// every message is work.
