@@ -219,7 +219,8 @@ func run(ctx context.Context, cfg config.Config, cred azcore.TokenCredential, lo
 // the Leases container; without, only its ceiling
 // (CLUSTER_SERVICE_MAX_IN_FLIGHT). Its figures are the budget gauges.
 func budgetGate(cfg config.Config, db *database.CosmosClient, logger *slog.Logger) (*budget.Gate, error) {
-	bc := budget.Config{Budget: cfg.ClusterServiceBudget, Ceiling: cfg.ClusterServiceMaxInFlight, Logger: logger}
+	bc := budget.Config{Budget: cfg.ClusterServiceBudget, Ceiling: cfg.ClusterServiceMaxInFlight,
+		Grace: cfg.ClusterServiceAbandonedGrace, Logger: logger}
 	if cfg.ClusterServiceBudget > 0 {
 		leases, err := db.Container(cfg.LeasesContainer)
 		if err != nil {

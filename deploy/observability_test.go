@@ -188,7 +188,7 @@ func TestPrometheusRulesBrokenCopiesFail(t *testing.T) {
 		{"refused summed over containers", "OpstatusCosmosRefused", "increase(opstatus_cosmos_refused_total[15m]) > 0", "sum(increase(opstatus_cosmos_refused_total[15m])) > 0"},
 		{"severity", "OpstatusNoScan", `severity: "2.5"`, `severity: "2"`},
 		{"starved without for", "OpstatusBudgetStarved", "for: 3m", "for: 1m"},
-		{"starved on demand alone", "OpstatusBudgetStarved", "opstatus_budget_demand > 0 and opstatus_budget_permits == 0", "opstatus_budget_demand > 0"},
+		{"starved on demand alone", "OpstatusBudgetStarved", "max_over_time(opstatus_budget_demand[1m]) > 0 and max_over_time(opstatus_budget_permits[1m]) == 0", "max_over_time(opstatus_budget_demand[1m]) > 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := promtoolDir(t, func(rules string) string { return strings.Replace(rules, tc.old, tc.new, 1) })

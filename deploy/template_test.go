@@ -135,7 +135,7 @@ func TestBudgetHoldsForAnyParameters(t *testing.T) {
 	for _, instances := range []int64{1, 40, 257, 1000} {
 		for _, pickup := range []bool{true, false} {
 			for _, perProcess := range []int64{1, 64, 4096} {
-				for _, budget := range []int64{1, 256, 1000} {
+				for _, budget := range []int64{4, 256, 1000} {
 					values := map[string]any{}
 					for k, v := range f.values {
 						values[k] = v
@@ -486,7 +486,7 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			edit: func(t *testing.T, tmpl map[string]any) {
 				setSetting(t, tmpl, "CLUSTER_SERVICE_MAX_IN_FLIGHT", "[string(min(parameters('clusterServiceMaxInFlight'), div(parameters('clusterServiceBudget'), mul(2, parameters('maximumInstanceCount')))))]")
 			},
-			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 3, not clusterServiceMaxInFlight 64",
+			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 3, not clusterServiceMaxInFlight 256",
 		},
 		{
 			name:  "the budget without the ledger's container",

@@ -2,6 +2,7 @@ package poll
 
 import (
 	"context"
+	"errors"
 
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/budget"
@@ -27,7 +28,9 @@ type permittedCluster struct {
 	permits *budget.Gate
 }
 
-// call runs one request under the lease.
+// call runs one request under the lease. A request the client gave up on,
+// at its own timeout or the lease's deadline, keeps its permit counted for
+// the gate's grace: Cluster Service may still be working on it.
 func call[T any](ctx context.Context, g *budget.Gate, fn func(context.Context) (T, error)) (T, error) {
 	ctx, cancel, err := g.Start(ctx)
 	if err != nil {
@@ -35,7 +38,22 @@ func call[T any](ctx context.Context, g *budget.Gate, fn func(context.Context) (
 		return zero, err
 	}
 	defer cancel()
-	return fn(ctx)
+	v, err := fn(ctx)
+	if abandoned(ctx, err) {
+		g.Abandoned()
+	}
+	return v, err
+}
+
+// abandoned reports whether a request that ended with err under ctx may
+// still run at Cluster Service: the client left before an answer.
+func abandoned(ctx context.Context, err error) bool {
+	if err == nil {
+		return false
+	}
+	var timeout interface{ Timeout() bool }
+	return ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.As(err, &timeout) && timeout.Timeout()
 }
 
 func (c permittedCluster) Status(ctx context.Context, id clusterservice.InternalID) (clusterservice.Status, error) {

@@ -183,3 +183,89 @@ func TestWaitForPermitsEndsWhenTheMessageIsSuperseded(t *testing.T) {
 	require.Zero(t, f.cs.calls())
 	require.Zero(t, g.Figures().Demand)
 }
+
+// A Cluster Service request the client abandons (here at its own
+// timeout) keeps its permit counted for the grace: a Cluster Service that
+// works on after its client leaves never has more requests at once than
+// the budget.
+func TestAbandonedRequestsStayCountedAtAServerThatWorksOn(t *testing.T) {
+	f := newFixture(t)
+	var ids []string
+	for i := range 4 {
+		id := fmt.Sprintf("op%d", i)
+		ids = append(ids, id)
+		f.putOp(database.Operation{ID: id, Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
+	}
+	var mu sync.Mutex
+	atServer, most := 0, 0
+	var served sync.WaitGroup
+	t.Cleanup(served.Wait)
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		defer served.Done()
+		mu.Lock()
+		atServer++
+		most = max(most, atServer)
+		mu.Unlock()
+		time.Sleep(300 * time.Millisecond) // works on whether the client waits or not
+		mu.Lock()
+		atServer--
+		mu.Unlock()
+	})
+	withPermits(t, f, 1, slow)
+	srv := httptest.NewServer(slow)
+	t.Cleanup(srv.Close)
+	client, err := clusterservice.NewClient(clusterservice.Config{URL: srv.URL, Timeout: 50 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	f.reconfigure(func(c *poll.Config) { c.Cluster, c.Deadline = client, time.Second })
+	res, err := f.invoke(t, batchOf(ids...))
+	require.NoError(t, err)
+	require.Equal(t, poll.Tally{poll.OutcomeDeferred: 4}, res.ReturnValue)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 1, most, "Cluster Service requests at once, with a budget of 1")
+}
+
+// A check whose process froze past the ledger's expiry between its status
+// call and its inflight checks call, its entry reclaimed and its permits
+// taken by another process, makes no second call once it resumes and
+// rejoins: it defers.
+func TestNoSecondCallAfterAReclaim(t *testing.T) {
+	f := newFixture(t)
+	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
+	f.cs.set(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"error","provision_error_code":"OCM4001","provision_error_message":"inflight checks failed"}`)
+	f.cs.setInflight(clusterCS, http.StatusOK, `{"kind":"InflightCheckList","items":[]}`)
+	cs := &gated{next: f.cs, let: make(chan struct{}), started: make(chan struct{}, 10)}
+	s := &budgettesting.Store{}
+	s.Put(budget.Ledger{ID: budget.ID, Epoch: "e0", Budget: 10, Holders: map[string]budget.Entry{}})
+	clockA := budgettesting.NewClock(time.Now())
+	clockB := budgettesting.NewClock(time.Now())
+	a := budget.New(budget.Config{Store: s, Budget: 10, Ceiling: 10, Clock: clockA})
+	b := budget.New(budget.Config{Store: s, Budget: 10, Ceiling: 10, Clock: clockB})
+	srv := httptest.NewServer(cs)
+	t.Cleanup(srv.Close)
+	client, err := clusterservice.NewClient(clusterservice.Config{URL: srv.URL})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	f.reconfigure(func(c *poll.Config) { c.Permits, c.Cluster, c.Deadline = a, client, time.Minute })
+
+	done := make(chan poll.Outcome)
+	go func() { done <- f.poll(t, "op") }()
+	require.Eventually(t, func() bool { return a.Figures().Demand > 0 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, a.Tick(context.Background()))
+	<-cs.started // the status call, on a's permit
+	// a freezes for 40 s: b reclaims its entry and takes the whole budget.
+	b.Queue(100)
+	for range 40 {
+		clockA.Advance(time.Second)
+		clockB.Advance(time.Second)
+		require.NoError(t, b.Tick(context.Background()))
+	}
+	require.Equal(t, 10, b.Held())
+	require.NoError(t, a.Tick(context.Background())) // resumed: a rejoins
+	require.Positive(t, a.LeaseLeft())
+	close(cs.let)
+	require.Equal(t, poll.OutcomeDeferred, <-done)
+	require.Equal(t, 1, f.cs.calls(), "Cluster Service calls: the status only, no inflight checks on b's permit")
+}

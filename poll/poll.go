@@ -459,7 +459,7 @@ func ownerSuffix(invocationID string) string {
 func Transient(err error) bool {
 	return errors.Is(err, database.ErrUnavailable) ||
 		errors.Is(err, lock.ErrHeld) || errors.Is(err, lock.ErrLost) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, budget.ErrNoLease) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, budget.ErrNoLease) || errors.Is(err, budget.ErrNotHeld) ||
 		clusterservice.IsTransient(err)
 }
 

@@ -26,7 +26,7 @@ const (
 	defaultBudget = 256
 	// templateMaxInFlight is the template's clusterServiceMaxInFlight, the
 	// per-process cap it lowers to fit the budget.
-	templateMaxInFlight = 64
+	templateMaxInFlight = 256
 	// opsPerMessage is the most operations a scan puts in one message.
 	opsPerMessage = 100
 	// scaleWaitDecisions bounds the decisions a run waits for one that

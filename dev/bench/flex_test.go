@@ -17,7 +17,7 @@ import (
 // none of the settings of the static split the ledger replaced.
 func TestFlexSettingsAreTheTemplates(t *testing.T) {
 	s := flexSettings(256)
-	require.Equal(t, map[string]string{"CLUSTER_SERVICE_BUDGET": "256", "CLUSTER_SERVICE_MAX_IN_FLIGHT": "64"}, s)
+	require.Equal(t, map[string]string{"CLUSTER_SERVICE_BUDGET": "256", "CLUSTER_SERVICE_MAX_IN_FLIGHT": "256"}, s)
 	e := &env{cosmos: &testenv.Cosmos{Endpoint: "https://127.0.0.1:1/", Key: "k"}, queue: &testenv.Azurite{}}
 	h := e.flexHandlerSettings(config{budget: 100, instanceMemory: 2048}, "db", 40)
 	require.Equal(t, "100", h["CLUSTER_SERVICE_BUDGET"])

@@ -173,7 +173,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.instanceMemory, "instance-memory", 2048, "instanceMemoryMB: each instance's handler gets the CPU it buys on Flex (512 MB: 0.25 core, 2,048 MB: 1 core) through a cgroup; 0 shares the machine's cores unlimited")
 	fs.BoolVar(&cfg.appWide, "app-wide-limit", false, "maximumInstanceCount bounds the whole app's instances (a Microsoft PM's reading) instead of each function group's (the REST spec's)")
 	fs.DurationVar(&cfg.scaleInterval, "scale-interval", 30*time.Second, "how often the scale controller decides poll's instance count (the platform's 30 s)")
-	fs.IntVar(&cfg.budget, "budget", defaultBudget, "CLUSTER_SERVICE_BUDGET: Cluster Service requests the whole app may have in flight, shared by the handlers through the ledger; each also has the template's ceiling CLUSTER_SERVICE_MAX_IN_FLIGHT 64")
+	fs.IntVar(&cfg.budget, "budget", defaultBudget, "CLUSTER_SERVICE_BUDGET: Cluster Service requests the whole app may have in flight, shared by the handlers through the ledger; each also has the template's ceiling CLUSTER_SERVICE_MAX_IN_FLIGHT 256")
 	fs.IntVar(&cfg.budgetN, "budget-n", 8000, "pending operations in the budget scenario (newcomer, reclaim and the ledger's cost), at Cluster Service 500 ms: enough for more poll instances than the budget fills at their ceiling, so that newcomers wait for others to give back")
 	fs.StringVar(&cfg.batch, "batch", "", "experiment: BATCHSIZE+NEWBATCHTHRESHOLD (8+4, 1+0, …) replacing host.json's queues batchSize and newBatchThreshold for the run")
 	fs.BoolVar(&all, "all", false, "run the slow scenarios too ("+strings.Join(slowScenarios, ", ")+"); without it they run only when -only names them")

@@ -34,6 +34,9 @@ const (
 	// ledgerValidity is V of the ledger: a freeze longer than it outlives
 	// the holder's lease.
 	ledgerValidity = budget.DefaultValidity
+	// ledgerExpiry is E of the ledger: a freeze longer than it has the
+	// holder's entry reclaimed and its permits taken by others.
+	ledgerExpiry = budget.DefaultExpireAfter
 	// ledgerItemID is the ledger's id in the Leases container.
 	ledgerItemID = budget.ID
 )
@@ -64,8 +67,11 @@ func TestBudgetUnderChaos(t *testing.T) {
 		settings:   map[string]string{"CLUSTER_SERVICE_BUDGET": strconv.Itoa(budgetChaosBudget)},
 		simHandler: probe.wrap,
 		// Calls slow enough that every busy process would fill the
-		// budget alone.
-		sim: clustersim.Faults{Latency: clustersim.Duration(200 * time.Millisecond), LatencyJitter: clustersim.Duration(100 * time.Millisecond)}})
+		// budget alone, a few past the client's 10 s timeout, which
+		// Cluster Service works on after their client leaves: the probe
+		// counts them at the server.
+		sim: clustersim.Faults{Latency: clustersim.Duration(200 * time.Millisecond), LatencyJitter: clustersim.Duration(100 * time.Millisecond),
+			SpikeRate: 0.005, Spike: clustersim.Duration(11 * time.Second), WorkAfterClientLeaves: true}})
 	subs := subscriptions(8, "budget")
 	// Lifecycles longer than the run: every operation stays pending, so
 	// every message is work.
@@ -115,7 +121,7 @@ func TestBudgetUnderChaos(t *testing.T) {
 	require.Positive(t, e.s.Host.Counters().InstancesReplaced, "a rolling update ran old and new processes together")
 	require.Positive(t, holders.kills.Load(), "holders were SIGKILLed")
 	require.Positive(t, holders.freezes.Load(), "holders were frozen")
-	require.Greater(t, time.Duration(holders.longest.Load()), ledgerValidity, "a freeze outlived the ledger's validity")
+	require.Greater(t, time.Duration(holders.longest.Load()), ledgerExpiry, "a freeze outlived the ledger's expiry: the entry was reclaimed")
 	require.Positive(t, ledgerFaults.windows.Load(), "the Leases container failed")
 	require.Empty(t, ledger.violations(), "the ledger never held more permits than the budget")
 	require.LessOrEqual(t, st.Max, int64(budgetChaosBudget),
@@ -151,8 +157,10 @@ func (p *inFlightProbe) firstOver() string {
 // holderChaos SIGKILLs and freezes the handlers of poll and pickup
 // instances, which hold the budget's permits while they have work: a kill
 // leaves its permits in the ledger until others reclaim them; a freeze
-// (SIGSTOP) lasts longer than the ledger's validity, then the process
-// resumes (SIGCONT) and must find its lease over before it calls again.
+// (SIGSTOP) lasts longer than the ledger's validity, every other one
+// longer than its expiry (the entry reclaimed, its permits another's),
+// then the process resumes (SIGCONT) and must find its lease over, or its
+// permits gone, before it calls again.
 type holderChaos struct {
 	host *hostemu.Host
 	rng  *rand.Rand
@@ -160,12 +168,18 @@ type holderChaos struct {
 	kills, freezes, longest atomic.Int64
 	// thaws waits for the frozen handlers to be resumed.
 	thaws sync.WaitGroup
+	// frozen are the instances frozen now, which are neither killed nor
+	// frozen again before they are resumed.
+	frozen sync.Map
 }
 
 func (h *holderChaos) run(ctx context.Context) {
 	for testenv.Sleep(ctx, 4*time.Second+time.Duration(h.rng.Int64N(int64(4*time.Second)))) {
 		var holders []*hostemu.Instance
 		for _, in := range h.host.Instances() {
+			if _, ice := h.frozen.Load(in); ice {
+				continue
+			}
 			if g := in.Group(); (g == "poll" || g == "pickup") && in.PID() != 0 {
 				holders = append(holders, in)
 			}
@@ -183,15 +197,21 @@ func (h *holderChaos) run(ctx context.Context) {
 			}
 			continue
 		}
-		// Frozen past the validity, then resumed; the chaos goes on
-		// meanwhile.
-		freeze := ledgerValidity + time.Second + time.Duration(h.rng.Int64N(int64(5*time.Second)))
+		// Frozen past the validity, or past the expiry, then resumed; the
+		// chaos goes on meanwhile.
+		past := ledgerValidity
+		if h.freezes.Load()%2 == 0 {
+			past = ledgerExpiry
+		}
+		freeze := past + time.Second + time.Duration(h.rng.Int64N(int64(5*time.Second)))
 		if in.Freeze() != nil {
 			continue
 		}
 		h.freezes.Add(1)
+		h.frozen.Store(in, true)
 		start := time.Now()
 		h.thaws.Go(func() {
+			defer h.frozen.Delete(in)
 			testenv.Sleep(context.WithoutCancel(ctx), freeze)
 			if in.Thaw() == nil {
 				d := int64(time.Since(start))

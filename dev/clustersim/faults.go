@@ -29,6 +29,10 @@ type Faults struct {
 	Spike     Duration `json:"spike"`
 	// Outage answers every status call 503 at once.
 	Outage bool `json:"outage"`
+	// WorkAfterClientLeaves keeps a call's latency, spike and timeout
+	// running after its client went away, as a server that does not stop
+	// work on a disconnect: the call stays in flight at the server.
+	WorkAfterClientLeaves bool `json:"workAfterClientLeaves,omitempty"`
 	// InflightChecksStatus, when not zero, is the HTTP status (400 to 599)
 	// every inflight checks call is answered, with an OCM error, after the
 	// faults above; status calls are not affected.
@@ -119,6 +123,7 @@ type faultPlan struct {
 	latency bool
 	spike   bool
 	fail    bool
+	workOn  bool // WorkAfterClientLeaves
 }
 
 func (s *Sim) planFaults() faultPlan {
@@ -126,7 +131,7 @@ func (s *Sim) planFaults() faultPlan {
 	defer s.faultMu.Unlock()
 	f := s.faults
 	rTimeout, rSpike, rJitter, rError := s.rng.Float64(), s.rng.Float64(), s.rng.Float64(), s.rng.Float64()
-	p := faultPlan{outage: f.Outage}
+	p := faultPlan{outage: f.Outage, workOn: f.WorkAfterClientLeaves}
 	if rTimeout < f.TimeoutRate {
 		p.timeout = f.Timeout.D()
 		if p.timeout == 0 {
@@ -154,6 +159,9 @@ func (s *Sim) injectFaults(ctx context.Context) (status int, reason string) {
 	if p.outage {
 		s.stats.fault(FaultOutage)
 		return http.StatusServiceUnavailable, "Service unavailable (simulated outage)"
+	}
+	if p.workOn {
+		ctx = context.WithoutCancel(ctx)
 	}
 	if p.timeout > 0 {
 		s.stats.fault(FaultTimeout)

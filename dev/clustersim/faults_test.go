@@ -281,3 +281,23 @@ func TestEndlessCredentialListBoundsPages(t *testing.T) {
 	require.Len(t, resp.Items().Slice(), 10000)
 	require.Greater(t, resp.Total(), 10000)
 }
+
+// With WorkAfterClientLeaves a call whose client went away stays in flight
+// at the server for its whole latency, as counted by CountInFlight.
+func TestWorkAfterClientLeaves(t *testing.T) {
+	sim, _ := newSim(t, clustersim.Options{Faults: clustersim.Faults{Latency: clustersim.Duration(300 * time.Millisecond), WorkAfterClientLeaves: true}})
+	require.NoError(t, sim.AddCluster("c1", clustersim.Script{}))
+	c := clustersim.CountInFlight(sim)
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+statusPath, nil)
+	require.NoError(t, err)
+	begun := time.Now()
+	_, err = srv.Client().Do(req)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, int64(1), c.Stats().Max)
+	waitFor(t, func() bool { return c.Stats().Now == 0 }, "the call never ended at the server")
+	require.GreaterOrEqual(t, time.Since(begun), 300*time.Millisecond, "the server stopped when the client left")
+}

@@ -10,13 +10,18 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/opstatus/opstatus/internal/telemetry"
 )
 
 // Defaults of Config (design/budget-ledger.md): read every 2 s, renew
 // every 4 s, a lease valid 15 s from the send of its write, an entry
 // reclaimed after 30 s without a change on the observer's clock (twice
 // the validity, so clocks may run at rates up to 2× apart), a request
-// started only with 2 s of lease left and ended 0.5 s before it.
+// started only with 2 s of lease left and ended 0.5 s before it, each
+// ledger call given at most 2 s (its read interval), and a request the
+// client gave up on counted for 15 s more: E − V, so that the permits of a
+// process whose entry is reclaimed come back no sooner.
 const (
 	DefaultReadEvery      = 2 * time.Second
 	DefaultRenewEvery     = 4 * time.Second
@@ -27,12 +32,20 @@ const (
 	DefaultDeadlineMargin = 500 * time.Millisecond
 	DefaultFloor          = 8
 	DefaultWriteTries     = 3
+	DefaultCallTimeout    = 2 * time.Second
+	DefaultGrace          = 15 * time.Second
 )
 
 // ErrNoLease says that a Cluster Service request was not started: the
 // process's lease has too little time left. It passes once the ledger can
 // be written again.
 var ErrNoLease = errors.New("budget: too little lease left to start a Cluster Service request")
+
+// ErrNotHeld says that a Cluster Service request was not started: the
+// process has more permits in use than the ledger shows it holding, as
+// after its entry was reclaimed while it was frozen, or it waits out a new
+// epoch. It passes once the ledger shows them again.
+var ErrNotHeld = errors.New("budget: more permits in use than the ledger shows this process holding")
 
 // Config configures a Gate. Zero durations and counts take the defaults.
 type Config struct {
@@ -51,11 +64,16 @@ type Config struct {
 	ReadEvery      time.Duration // T
 	RenewEvery     time.Duration // R
 	Validity       time.Duration // V
-	ExpireAfter    time.Duration // E, at least 2V
+	ExpireAfter    time.Duration // E, at least 2V and V + Grace
 	IdleAfter      time.Duration // demand 0 this long: permits 0
 	StartMargin    time.Duration // lease left needed to start a request
 	DeadlineMargin time.Duration // a request ends this long before the lease
 	WriteTries     int           // reads and writes a tick tries on 412
+	CallTimeout    time.Duration // each ledger read or write
+	// Grace keeps the permit of a request the client gave up on (timed
+	// out or canceled) counted this long after, while Cluster Service may
+	// still work on it (CLUSTER_SERVICE_ABANDONED_GRACE).
+	Grace time.Duration
 
 	Clock  Clock
 	Logger *slog.Logger
@@ -76,7 +94,9 @@ func (c Config) withDefaults() Config {
 	def(&c.IdleAfter, DefaultIdleAfter)
 	def(&c.StartMargin, DefaultStartMargin)
 	def(&c.DeadlineMargin, DefaultDeadlineMargin)
-	c.ExpireAfter = max(c.ExpireAfter, 2*c.Validity)
+	def(&c.CallTimeout, DefaultCallTimeout)
+	def(&c.Grace, DefaultGrace)
+	c.ExpireAfter = max(c.ExpireAfter, 2*c.Validity, c.Validity+c.Grace)
 	if c.Floor <= 0 {
 		c.Floor = DefaultFloor
 	}
@@ -134,6 +154,7 @@ type Gate struct {
 	group     Group
 	demand    int
 	inFlight  int
+	abandoned []Instant // when each request the client gave up on ended
 	idleSince Instant
 
 	// Its entry.
@@ -225,6 +246,33 @@ func (g *Gate) usable(now Instant) int {
 	return min(g.capLocal, g.committed, g.cfg.Ceiling)
 }
 
+// inUse is the permits taken and not released, and those of requests
+// abandoned less than Grace ago; g.mu is held.
+func (g *Gate) inUse(now Instant) int {
+	kept := g.abandoned[:0]
+	for _, at := range g.abandoned {
+		if seenFor(at, now) < g.cfg.Grace {
+			kept = append(kept, at)
+		}
+	}
+	g.abandoned = kept
+	return g.inFlight + len(g.abandoned)
+}
+
+// Abandoned counts the permit of a request the client gave up on, timed
+// out or canceled, for Grace more: Cluster Service may still work on it.
+func (g *Gate) Abandoned() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.abandoned = append(g.abandoned, g.cfg.Clock.Now())
+	time.AfterFunc(g.cfg.Grace, func() { // wake the waiters once it may pass
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.broadcast()
+		g.poke()
+	})
+}
+
 // leaseLeft is the time until the lease ends at now; g.mu is held.
 func (g *Gate) leaseLeft(now Instant) time.Duration {
 	if !g.leased {
@@ -241,11 +289,12 @@ func (g *Gate) Held() int {
 	return g.usable(g.cfg.Clock.Now())
 }
 
-// InFlight is the permits taken by Acquire and not yet released.
+// InFlight is the permits taken by Acquire and not yet released, and
+// those of requests abandoned less than Grace ago.
 func (g *Gate) InFlight() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.inFlight
+	return g.inUse(g.cfg.Clock.Now())
 }
 
 // LeaseLeft is the time left on the process's lease by its own clock;
@@ -281,7 +330,7 @@ func (g *Gate) tryAcquire() bool {
 	if g.cfg.Store != nil && g.leaseLeft(now) < g.cfg.StartMargin {
 		return false
 	}
-	if g.inFlight >= g.usable(now) {
+	if g.inUse(now) >= g.usable(now) {
 		return false
 	}
 	g.inFlight++
@@ -294,7 +343,7 @@ func (g *Gate) release() {
 	defer g.mu.Unlock()
 	g.inFlight--
 	g.broadcast()
-	if g.inFlight <= g.capLocal && g.capLocal < g.committed {
+	if g.inUse(g.cfg.Clock.Now()) <= g.capLocal && g.capLocal < g.committed {
 		g.poke() // a give-back was waiting for this
 	}
 }
@@ -329,16 +378,28 @@ func (g *Gate) Acquire(ctx context.Context, what string) (release func(), err er
 }
 
 // Start bounds one Cluster Service request: it refuses (ErrNoLease) with
-// less than StartMargin of lease left, and otherwise returns ctx with a
-// deadline DeadlineMargin before the lease ends, so that no request
-// outlives the permits it is counted in.
+// less than StartMargin of lease left, and (ErrNotHeld) while the process
+// waits out a new epoch or has more permits in use than the ledger shows
+// it holding: permits taken before its entry was reclaimed are not its
+// own any more, even after it rejoins and its lease is renewed. Otherwise
+// it returns ctx with a deadline DeadlineMargin before the lease ends, so
+// that no request outlives the permits it is counted in.
 func (g *Gate) Start(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if g.cfg.Store == nil {
 		return ctx, func() {}, nil
 	}
-	left := g.LeaseLeft()
+	g.mu.Lock()
+	now := g.cfg.Clock.Now()
+	left, inUse, held := g.leaseLeft(now), g.inUse(now), min(g.committed, g.cfg.Ceiling)
+	if g.waiting || !g.joined {
+		held = 0
+	}
+	g.mu.Unlock()
 	if left < g.cfg.StartMargin {
 		return nil, nil, fmt.Errorf("%w (%v left)", ErrNoLease, left.Round(time.Millisecond))
+	}
+	if inUse > held {
+		return nil, nil, fmt.Errorf("%w (%d in use, %d held)", ErrNotHeld, inUse, held)
 	}
 	ctx, cancel := context.WithTimeout(ctx, left-g.cfg.DeadlineMargin)
 	return ctx, cancel, nil
@@ -405,12 +466,18 @@ func (g *Gate) Tick(ctx context.Context) error {
 // tick is one read and at most one write; again says that the write met
 // a newer ledger.
 func (g *Gate) tick(ctx context.Context) (again bool, err error) {
-	l, etag, err := g.cfg.Store.Read(ctx)
+	l, etag, err := g.read(ctx)
 	if errors.Is(err, ErrNotFound) {
-		return g.create(ctx)
+		return g.fence(ctx, "", "")
+	}
+	if errors.Is(err, ErrUnreadable) && etag != "" {
+		return g.fence(ctx, etag, err.Error())
 	}
 	if err != nil {
 		return false, fmt.Errorf("read the budget ledger: %w", err)
+	}
+	if why := l.impossible(); why != "" {
+		return g.fence(ctx, etag, why)
 	}
 	g.mu.Lock()
 	next, write := g.plan(l, g.cfg.Clock.Now())
@@ -419,7 +486,7 @@ func (g *Gate) tick(ctx context.Context) (again bool, err error) {
 		return false, nil
 	}
 	send := g.cfg.Clock.Now()
-	_, err = g.cfg.Store.Replace(ctx, next, etag)
+	_, err = g.replace(ctx, next, etag)
 	switch {
 	case err == nil:
 		g.written(next, send)
@@ -431,13 +498,34 @@ func (g *Gate) tick(ctx context.Context) (again bool, err error) {
 	}
 }
 
-// create makes the ledger, which is missing, under a new epoch, its own
-// entry holding the whole budget as a fence: holders of a deleted ledger
-// may still be running, so nobody takes permits for ExpireAfter, the
-// creator included. On 409 another member created it first: read again.
-func (g *Gate) create(ctx context.Context) (again bool, err error) {
+// read reads the ledger within CallTimeout.
+func (g *Gate) read(ctx context.Context) (Ledger, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
+	defer cancel()
+	return g.cfg.Store.Read(ctx)
+}
+
+// replace writes l with If-Match etag within CallTimeout.
+func (g *Gate) replace(ctx context.Context, l Ledger, etag string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
+	defer cancel()
+	return g.cfg.Store.Replace(ctx, l, etag)
+}
+
+// fence makes the ledger anew under a new epoch, its own entry holding the
+// whole budget as a fence: holders of the one before may still be
+// running, so nobody takes permits for ExpireAfter, the creator included.
+// Without etag the ledger is missing and is created (on 409 another member
+// created it first: read again); with it, the ledger read at etag is
+// unreadable or impossible (why) and is replaced with If-Match (on 412
+// another member replaced or changed it first: read again).
+func (g *Gate) fence(ctx context.Context, etag, why string) (again bool, err error) {
 	g.mu.Lock()
-	if g.joined || g.leased {
+	switch {
+	case etag != "":
+		g.cfg.Logger.Error("budget ledger unreadable or impossible; replacing it under a new epoch, holding no permits for the expiry time",
+			"problem", why)
+	case g.joined || g.leased:
 		g.cfg.Logger.Warn("budget ledger missing; holding no permits until it is created again")
 	}
 	g.reset()
@@ -448,7 +536,16 @@ func (g *Gate) create(ctx context.Context) (again bool, err error) {
 	g.seq = l.Holders[g.owner].Seq
 	g.mu.Unlock()
 	send := g.cfg.Clock.Now()
-	_, err = g.cfg.Store.Create(ctx, l)
+	if etag == "" {
+		cctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
+		_, err = g.cfg.Store.Create(cctx, l)
+		cancel()
+	} else {
+		_, err = g.replace(ctx, l, etag)
+		if err == nil {
+			telemetry.LedgerReplaced(ctx)
+		}
+	}
 	switch {
 	case err == nil:
 		g.mu.Lock()
@@ -457,8 +554,10 @@ func (g *Gate) create(ctx context.Context) (again bool, err error) {
 		g.mu.Unlock()
 		g.written(l, send)
 		return false, nil
-	case errors.Is(err, ErrConflict):
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrPreconditionFailed), etag != "" && errors.Is(err, ErrNotFound):
 		return true, nil
+	case etag != "":
+		return false, fmt.Errorf("replace the budget ledger: %w", err)
 	default:
 		return false, fmt.Errorf("create the budget ledger: %w", err)
 	}
@@ -467,9 +566,9 @@ func (g *Gate) create(ctx context.Context) (again bool, err error) {
 // entry is the process's entry holding permits, with the next seq; g.mu
 // is held.
 func (g *Gate) entry(permits int) Entry {
-	e := Entry{Group: g.group, Permits: permits, Demand: min(g.demand, g.cfg.Ceiling), Seq: g.seq + 1}
+	e := Entry{Group: g.group, Permits: permits, Demand: min(g.demand, g.cfg.Ceiling), Seq: g.seq + 1, Budget: g.cfg.Budget}
 	if g.group == GroupPickup {
-		e.Floor = g.cfg.Floor
+		e.Floor = min(g.cfg.Floor, g.cfg.Budget/4) // as Targets caps it
 	}
 	return e
 }
@@ -508,8 +607,20 @@ func (g *Gate) plan(l Ledger, now Instant) (Ledger, bool) {
 		g.cfg.Logger.Warn("own budget entry reclaimed by another process; rejoining", "owner", g.owner)
 		g.reset()
 	}
+	// An entry no member writes (a hand edit, a corruption) counts as
+	// expired: kept, it could pin its permits for good.
+	bad := map[string]bool{}
 	for o, e := range l.Holders {
-		if obs, ok := g.observed[o]; o != g.owner && (!ok || obs.seq != e.Seq) {
+		if o == g.owner {
+			continue
+		}
+		if why := l.invalid(e, g.cfg.ExpireAfter); why != "" {
+			g.cfg.Logger.Error("budget ledger entry invalid; dropping it as expired", "owner", o, "problem", why)
+			bad[o] = true
+		}
+	}
+	for o, e := range l.Holders {
+		if obs, ok := g.observed[o]; o != g.owner && !bad[o] && (!ok || obs.seq != e.Seq) {
 			g.observed[o] = observation{seq: e.Seq, at: now, base: time.Duration(e.UnchangedMs) * time.Millisecond}
 		}
 	}
@@ -536,6 +647,11 @@ func (g *Gate) plan(l Ledger, now Instant) (Ledger, bool) {
 		if o == g.owner {
 			continue
 		}
+		if bad[o] {
+			delete(view.Holders, o)
+			dropped = true
+			continue
+		}
 		unchanged := g.observed[o].unchanged(e, now)
 		if unchanged >= g.cfg.ExpireAfter {
 			delete(view.Holders, o)
@@ -550,17 +666,28 @@ func (g *Gate) plan(l Ledger, now Instant) (Ledger, bool) {
 		g.capLocal = g.committed
 		g.broadcast()
 	}
-	// The ledger's budget bounds growth as well as the process's own: a
-	// member of a deployment with a smaller one may lower it at once, but
-	// raising it waits until this epoch has been seen for ExpireAfter, so
-	// that a fence of a smaller budget holds off a larger one too.
-	bound := l.Budget
-	if bound <= 0 || g.cfg.Budget < bound || seenFor(g.epochSeen, now) >= g.cfg.ExpireAfter {
-		bound = g.cfg.Budget
+	// Growth stays within the process's own budget, and within the
+	// ledger's while this epoch is younger than ExpireAfter, so that a
+	// fence of a smaller budget holds off a larger one too. The ledger's
+	// budget is only ever lowered: members of two deployments never take
+	// turns setting it back to their own.
+	limit := g.cfg.Budget
+	if l.Budget > 0 {
+		view.Budget = min(l.Budget, g.cfg.Budget)
+		if seenFor(g.epochSeen, now) < g.cfg.ExpireAfter {
+			limit = min(limit, l.Budget)
+		}
+	} else {
+		view.Budget = g.cfg.Budget
 	}
-	view.Budget = bound
-	limit := min(bound, g.cfg.Budget)
-	targets, floors := shares(limit, view.Holders)
+	// Every member computes targets with the smallest budget of the live
+	// entries, so that a deployment that lowers it is not starved by the
+	// old one's share.
+	least := g.cfg.Budget
+	for _, e := range view.Holders {
+		least = min(least, view.budgetOf(e))
+	}
+	targets, floors := shares(least, view.Holders)
 	g.target = targets[g.owner]
 	need := min(g.target, view.Holders[g.owner].Demand)
 	p := current
@@ -573,13 +700,13 @@ func (g *Gate) plan(l Ledger, now Instant) (Ledger, bool) {
 	case current > need:
 		if g.demand == 0 && seenFor(g.idleSince, now) >= g.cfg.IdleAfter {
 			p = 0
-		} else if short(view, targets, floors, g.owner) > limit-view.Sum() {
+		} else if short(view, targets, floors, g.owner) > least-view.Sum() {
 			p = min(current, g.target)
 		}
 	}
 	if p < current {
 		g.capLocal = min(g.capLocal, p)
-		if g.inFlight > p {
+		if g.inUse(now) > p {
 			p = current // write once the requests in flight fit
 		}
 	} else if !g.waiting && g.capLocal != g.committed {

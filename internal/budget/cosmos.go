@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/opstatus/opstatus/internal/database"
@@ -29,16 +31,23 @@ func NewCosmos(container *azcosmos.ContainerClient) *Cosmos { return &Cosmos{con
 
 var ledgerKey = azcosmos.NewPartitionKeyString(ID)
 
+// retries are the ledger's own retry options, short and few: the Gate
+// reads again every ReadEvery anyway, and a call that waits out the
+// client's default retries (4 tries of up to 30 s, Retry-After honoured up
+// to 60 s) would hold the tick loop long after Leases answers again.
+var retries = policy.RetryOptions{MaxRetries: 1, TryTimeout: time.Second,
+	RetryDelay: 100 * time.Millisecond, MaxRetryDelay: 500 * time.Millisecond}
+
 // Read reads the ledger item.
 func (c *Cosmos) Read(ctx context.Context) (Ledger, string, error) {
-	resp, err := c.container.ReadItem(ctx, ledgerKey, ID, nil)
+	resp, err := c.container.ReadItem(policy.WithRetryOptions(ctx, retries), ledgerKey, ID, nil)
 	count(ctx, "read", resp, err)
 	if err != nil {
 		return Ledger{}, "", classify(err)
 	}
 	var l Ledger
 	if err := json.Unmarshal(resp.Value, &l); err != nil {
-		return Ledger{}, "", fmt.Errorf("budget ledger unreadable: %w", err)
+		return Ledger{}, string(resp.ETag), fmt.Errorf("%w: %w", ErrUnreadable, err)
 	}
 	if l.Holders == nil {
 		l.Holders = map[string]Entry{}
@@ -56,7 +65,7 @@ func (c *Cosmos) Replace(ctx context.Context, l Ledger, etag string) (string, er
 		return "", err
 	}
 	e := azcore.ETag(etag)
-	resp, err := c.container.ReplaceItem(ctx, ledgerKey, ID, body, &azcosmos.ItemOptions{IfMatchEtag: &e})
+	resp, err := c.container.ReplaceItem(policy.WithRetryOptions(ctx, retries), ledgerKey, ID, body, &azcosmos.ItemOptions{IfMatchEtag: &e})
 	count(ctx, "replace", resp, err)
 	if err != nil {
 		return "", classify(err)
@@ -70,7 +79,7 @@ func (c *Cosmos) Create(ctx context.Context, l Ledger) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	resp, err := c.container.CreateItem(ctx, ledgerKey, body, nil)
+	resp, err := c.container.CreateItem(policy.WithRetryOptions(ctx, retries), ledgerKey, body, nil)
 	count(ctx, "create", resp, err)
 	if err != nil {
 		return "", classify(err)

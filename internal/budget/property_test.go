@@ -29,6 +29,8 @@ type world struct {
 	checks int
 
 	readFail, writeFail, touch float64 // fault rates of the store
+
+	now time.Duration // true time since the start
 }
 
 // proc is one handler process of the world.
@@ -40,17 +42,30 @@ type proc struct {
 	budget int
 	dead   bool
 	frozen bool
+	thawAt time.Duration // true time a long freeze ends, if > 0
 	demand int
 	reqs   []*request
-	cfg    budget.Config
+	// left are requests the client abandoned that Cluster Service works
+	// on until then, on the process's monotonic clock.
+	left []time.Duration
+	cfg  budget.Config
 }
 
-// request is a Cluster Service request in flight: it ends on its own, or
-// when its deadline passes on its process's monotonic clock.
+// request is a check holding a permit: between calls, or with a Cluster
+// Service call in flight (atCS) that ends on its own or when its deadline
+// passes on its process's monotonic clock, after which Cluster Service
+// works on for up to the grace.
 type request struct {
+	atCS     bool
 	deadline time.Duration
+	calls    int
 	release  func()
 }
+
+// testGrace is the grace of the world's processes: what Cluster Service
+// may work on after its client leaves; E − V covers it at the clock rates
+// of the world (E/1.5 − V of true time).
+const testGrace = 4 * time.Second
 
 var errInjected = errors.New("injected: 503")
 
@@ -86,7 +101,7 @@ func (w *world) join(b int) *proc {
 		clock: budgettesting.NewClock(time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC).Add(time.Duration(w.rng.IntN(3600)) * time.Second))}
 	p.clock.AutoAdvance = true
 	id := 0
-	p.cfg = budget.Config{Store: w.store, Budget: b, Ceiling: b, Floor: 2, Clock: p.clock,
+	p.cfg = budget.Config{Store: w.store, Budget: b, Ceiling: b, Floor: 2, Clock: p.clock, Grace: testGrace,
 		NewID: func() string { id++; return fmt.Sprintf("%s-%d", p.name, id) }}
 	p.g = budget.New(p.cfg)
 	if w.rng.IntN(4) == 0 {
@@ -98,13 +113,18 @@ func (w *world) join(b int) *proc {
 
 // inUse is what a process may have in flight at once now: its usable
 // permits while its own clock says its lease is live, or its requests
-// still in flight, whichever is more. A killed process has only the
-// requests it left at Cluster Service.
+// still at Cluster Service, abandoned ones too, whichever is more. A
+// killed process has only the requests it left at Cluster Service.
 func (p *proc) inUse() int {
 	now := p.clock.Now().Mono
 	live := 0
 	for _, r := range p.reqs {
-		if now < r.deadline {
+		if r.atCS && now < r.deadline {
+			live++
+		}
+	}
+	for _, until := range p.left {
+		if now < until {
 			live++
 		}
 	}
@@ -123,6 +143,7 @@ func (w *world) check(where string) {
 	if sum > w.bound {
 		for _, p := range w.procs {
 			w.t.Logf("%s dead=%v frozen=%v held=%d reqs=%d figures=%+v", p.name, p.dead, p.frozen, p.g.Held(), len(p.reqs), p.g.Figures())
+			w.t.Logf("  in use %d (the gate's %d), abandoned at Cluster Service until %v", p.inUse(), p.g.InFlight(), p.left)
 		}
 		l, _ := w.store.Ledger()
 		w.t.Fatalf("%s: %d permits in use, over the budget %d; ledger %+v", where, sum, w.bound, l)
@@ -132,19 +153,58 @@ func (w *world) check(where string) {
 // advance moves true time by d: every clock runs at its rate, frozen and
 // dead processes' too.
 func (w *world) advance(d time.Duration) {
+	w.now += d
 	for _, p := range w.procs {
 		p.clock.Advance(time.Duration(float64(d) * p.rate))
 	}
 	w.check("after time passed")
 }
 
-// work ends some of a process's requests, those past their deadline
-// first, and starts new ones up to its demand.
+// call starts a Cluster Service call of r, as poll does: through Start,
+// whose context's deadline ends it; false if Start refused.
+func (w *world) call(p *proc, r *request) bool {
+	ctx, cancel, err := p.g.Start(context.Background())
+	if err != nil {
+		return false
+	}
+	defer cancel()
+	deadline, _ := ctx.Deadline() // on the real clock: what is left of it, on the process's
+	r.atCS, r.calls = true, r.calls+1
+	r.deadline = p.clock.Now().Mono + time.Until(deadline)
+	w.check("after a call started")
+	return true
+}
+
+// work moves a process's checks on: calls answered (some made a second
+// call), calls past their deadline abandoned (Cluster Service works on
+// for up to the grace), checks done; and starts new checks up to its
+// demand, each acquiring a permit and then calling through Start.
 func (w *world) work(p *proc) {
 	now := p.clock.Now().Mono
-	kept := p.reqs[:0]
+	left := p.left[:0]
+	for _, until := range p.left {
+		if now < until {
+			left = append(left, until)
+		}
+	}
+	p.left = left
+	// A new slice: checks during the loop count p.reqs as it was.
+	var kept []*request
 	for _, r := range p.reqs {
-		if now >= r.deadline || w.rng.IntN(3) == 0 {
+		switch {
+		case r.atCS && now >= r.deadline: // the client gives up
+			p.g.Abandoned()
+			p.left = append(p.left, r.deadline+time.Duration(w.rng.Int64N(int64(testGrace))))
+			r.release()
+			continue
+		case r.atCS && w.rng.IntN(3) == 0: // answered
+			r.atCS = false
+			if r.calls < 2 && w.rng.IntN(2) == 0 { // a second call to make, at a later step
+				break
+			}
+			r.release()
+			continue
+		case !r.atCS && !w.call(p, r): // refused: the check ends
 			r.release()
 			continue
 		}
@@ -156,13 +216,12 @@ func (w *world) work(p *proc) {
 		if !ok {
 			break
 		}
-		left := p.g.LeaseLeft()
-		if left < budget.DefaultStartMargin {
+		r := &request{release: release}
+		if !w.call(p, r) {
 			release()
 			break
 		}
-		p.reqs = append(p.reqs, &request{deadline: now + left - budget.DefaultDeadlineMargin, release: release})
-		w.check("after a request started")
+		p.reqs = append(p.reqs, r)
 	}
 }
 
@@ -179,9 +238,14 @@ func (w *world) step() {
 	case r < 9 && len(alive) > 1:
 		p := alive[w.rng.IntN(len(alive))]
 		p.dead = true // SIGKILL: it never ticks again
-	case r < 13 && len(alive) > 0:
+	case r < 12 && len(alive) > 0:
 		p := alive[w.rng.IntN(len(alive))]
 		p.frozen = !p.frozen // SIGSTOP, SIGCONT
+		p.thawAt = 0
+	case r < 13 && len(alive) > 0:
+		// SIGSTOP past E, its checks holding permits, SIGCONT after
+		p := alive[w.rng.IntN(len(alive))]
+		p.frozen, p.thawAt = true, w.now+budget.DefaultExpireAfter+time.Duration(w.rng.IntN(15))*time.Second
 	case r < 16 && len(alive) > 0:
 		alive[w.rng.IntN(len(alive))].clock.JumpWall(time.Duration(w.rng.IntN(3)-1) * time.Hour)
 	case r < 30 && len(alive) > 0:
@@ -197,6 +261,9 @@ func (w *world) step() {
 		w.store.Delete()
 	}
 	for _, p := range w.alive() {
+		if p.frozen && p.thawAt > 0 && w.now >= p.thawAt {
+			p.frozen, p.thawAt = false, 0
+		}
 		if p.frozen {
 			continue
 		}

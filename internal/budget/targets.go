@@ -7,7 +7,7 @@ import (
 
 // Targets are the permits each holder of l should have out of budget, as
 // every member computes them alike: the pickup group's floor first (the
-// largest floor its entries carry, at most the budget, shared among them:
+// largest floor its entries carry, at most a quarter of the budget, shared among them:
 // up to its demand to each busy one first, the rest evenly to the idle
 // ones), then the rest water-filled over the holders with demand, each
 // getting at most its demand beyond its floor, ties broken by owner id. A
@@ -34,7 +34,8 @@ func shares(budget int, holders map[string]Entry) (targets, floors map[string]in
 			idle[owner] = e.Floor
 		}
 	}
-	group = min(group, max(budget, 0))
+	// An idle pickup must never hold poll's whole budget, however small.
+	group = min(group, max(budget, 0)/4)
 	floors = waterFill(group, busy)
 	left := group
 	for _, f := range floors {

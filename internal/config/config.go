@@ -86,6 +86,10 @@ type Config struct {
 	// budget ledger in LeasesContainer (internal/budget); zero when not
 	// set: each process has only its ceiling.
 	ClusterServiceBudget int
+	// ClusterServiceAbandonedGrace is how long the permit of a Cluster
+	// Service request the client gave up on stays counted, while Cluster
+	// Service may still work on it (CLUSTER_SERVICE_ABANDONED_GRACE).
+	ClusterServiceAbandonedGrace time.Duration
 
 	// CreateDeadline, UpdateDeadline and DeleteDeadline
 	// (OPERATION_DEADLINE_CREATE, _UPDATE, _DELETE) are how long an
@@ -109,9 +113,20 @@ const (
 	DefaultRevokeCredentialsDeadline = 45 * time.Minute
 	DefaultBillingContainer          = "Billing"
 	DefaultScanSchedule              = "*/10 * * * * *"
-	DefaultClusterServiceMaxInFlight = 64
+	// DefaultClusterServiceMaxInFlight is the template's default budget,
+	// so that a lone busy process may use all of it: one core checks more
+	// at 256 in flight than at 128 for a little more CPU per check
+	// (BenchmarkCeiling in poll).
+	DefaultClusterServiceMaxInFlight = 256
 	maxClusterServiceMaxInFlight     = 4096
 	maxClusterServiceBudget          = 1 << 20
+	// DefaultClusterServiceAbandonedGrace is the budget's E − V, the time
+	// a reclaimed holder's requests have anyway, and 1.5 times the client's
+	// own timeout: how long Cluster Service may work on a request after its
+	// client left is its owners' to say, and none is known yet. A longer
+	// one lengthens E, and so the reclaim of a dead holder's permits.
+	DefaultClusterServiceAbandonedGrace = 15 * time.Second
+	maxClusterServiceAbandonedGrace     = 10 * time.Minute
 )
 
 // ScanInterval is the time between two scans: between the schedule's next
@@ -164,6 +179,8 @@ func Load(getenv func(string) string) (Config, error) {
 		RequestCredentialDeadline:        r.deadline("OPERATION_DEADLINE_REQUESTCREDENTIAL", DefaultRequestCredentialDeadline),
 		RevokeCredentialsDeadline:        r.deadline("OPERATION_DEADLINE_REVOKECREDENTIALS", DefaultRevokeCredentialsDeadline),
 	}
+	c.ClusterServiceAbandonedGrace = r.duration("CLUSTER_SERVICE_ABANDONED_GRACE",
+		DefaultClusterServiceAbandonedGrace, maxClusterServiceAbandonedGrace)
 	if r.err != nil {
 		return Config{}, r.err
 	}
@@ -311,6 +328,19 @@ func (r *reader) deadline(name string, def time.Duration) time.Duration {
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
 		r.fail(name, "%q is not a positive duration (such as 90m or 12h) or none", v)
+	}
+	return d
+}
+
+// duration reads an optional positive Go duration of at most max.
+func (r *reader) duration(name string, def, max time.Duration) time.Duration {
+	v := strings.TrimSpace(r.getenv(name))
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 || d > max {
+		r.fail(name, "%q is not a positive duration (such as 30s) of at most %s", v, max)
 	}
 	return d
 }

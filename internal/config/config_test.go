@@ -85,6 +85,8 @@ func TestLoadValid(t *testing.T) {
 		DeleteDeadline:             DefaultDeleteDeadline,
 		RequestCredentialDeadline:  DefaultRequestCredentialDeadline,
 		RevokeCredentialsDeadline:  DefaultRevokeCredentialsDeadline,
+
+		ClusterServiceAbandonedGrace: DefaultClusterServiceAbandonedGrace,
 	}, c)
 }
 
@@ -145,6 +147,8 @@ func TestLoadOptionalSettings(t *testing.T) {
 				require.Equal(t, "http://127.0.0.1:8081", c.CosmosEndpoint)
 				require.Equal(t, "http://127.0.0.1:8000", c.ClusterServiceURL)
 			}},
+		{"abandoned grace", with("CLUSTER_SERVICE_ABANDONED_GRACE", "45s"),
+			func(t *testing.T, c Config) { require.Equal(t, 45*time.Second, c.ClusterServiceAbandonedGrace) }},
 		{"port bounds", with("FUNCTIONS_CUSTOMHANDLER_PORT", "65535"),
 			func(t *testing.T, c Config) { require.Equal(t, "65535", c.Port) }},
 		{"port with spaces", with("FUNCTIONS_CUSTOMHANDLER_PORT", " 1 "),
@@ -188,6 +192,10 @@ func TestLoadErrors(t *testing.T) {
 		{"location blank", with("AZURE_LOCATION", " "), "AZURE_LOCATION"},
 		{"cluster service URL missing", with("CLUSTER_SERVICE_URL", ""), "CLUSTER_SERVICE_URL"},
 		{"cluster service URL blank", with("CLUSTER_SERVICE_URL", " "), "CLUSTER_SERVICE_URL"},
+
+		{"abandoned grace zero", with("CLUSTER_SERVICE_ABANDONED_GRACE", "0s"), "CLUSTER_SERVICE_ABANDONED_GRACE"},
+		{"abandoned grace not a duration", with("CLUSTER_SERVICE_ABANDONED_GRACE", "30"), "CLUSTER_SERVICE_ABANDONED_GRACE"},
+		{"abandoned grace too long", with("CLUSTER_SERVICE_ABANDONED_GRACE", "1h"), "CLUSTER_SERVICE_ABANDONED_GRACE"},
 
 		// Ports.
 		{"port zero", with("FUNCTIONS_CUSTOMHANDLER_PORT", "0"), "FUNCTIONS_CUSTOMHANDLER_PORT"},

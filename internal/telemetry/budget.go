@@ -26,6 +26,10 @@ const (
 	// MetricLedgerCharge counts the request units the ledger's responses
 	// charged (x-ms-request-charge), by kind.
 	MetricLedgerCharge = "opstatus.budget.ledger.charge"
+	// MetricLedgerReplaced counts the ledgers a process replaced under a
+	// new epoch because they did not decode or could not have come from
+	// the members (negative permits, a sum over every budget).
+	MetricLedgerReplaced = "opstatus.budget.ledger.replaced"
 )
 
 // Attribute keys of the budget's metrics.
@@ -56,11 +60,12 @@ type budgetInstruments struct {
 	permits, target, demand metric.Int64ObservableGauge
 	requests                metric.Int64Counter
 	charge                  metric.Float64Counter
+	replaced                metric.Int64Counter
 }
 
 func newBudgetInstruments(m metric.Meter) (budgetInstruments, error) {
 	var b budgetInstruments
-	var errs [5]error
+	var errs [6]error
 	b.permits, errs[0] = m.Int64ObservableGauge(MetricBudgetPermits, metric.WithUnit("{permit}"),
 		metric.WithDescription("Cluster Service permits the process may use now, by group; 0 once its lease has run out."))
 	b.target, errs[1] = m.Int64ObservableGauge(MetricBudgetTarget, metric.WithUnit("{permit}"),
@@ -71,6 +76,8 @@ func newBudgetInstruments(m metric.Meter) (budgetInstruments, error) {
 		metric.WithDescription("Cosmos DB requests of the budget ledger, by kind and status code."))
 	b.charge, errs[4] = m.Float64Counter(MetricLedgerCharge, metric.WithUnit("{request_unit}"),
 		metric.WithDescription("Request units the budget ledger's responses charged, by kind."))
+	b.replaced, errs[5] = m.Int64Counter(MetricLedgerReplaced, metric.WithUnit("{ledger}"),
+		metric.WithDescription("Budget ledgers replaced under a new epoch because they did not decode or were impossible."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return b, err
 	}
@@ -100,5 +107,12 @@ func LedgerRequest(ctx context.Context, kind string, statusCode int, charge floa
 	m.budget.requests.Add(ctx, 1, metric.WithAttributes(kindAttr, StatusCodeKey.Int(statusCode)))
 	if charge > 0 {
 		m.budget.charge.Add(ctx, charge, metric.WithAttributes(kindAttr))
+	}
+}
+
+// LedgerReplaced counts one ledger replaced under a new epoch.
+func LedgerReplaced(ctx context.Context) {
+	if m := meters(); m != nil {
+		m.budget.replaced.Add(ctx, 1)
 	}
 }

@@ -60,7 +60,7 @@ func (s *Store) Read(ctx context.Context) (budget.Ledger, string, error) {
 	}
 	var l budget.Ledger
 	if err := json.Unmarshal(s.item, &l); err != nil {
-		return budget.Ledger{}, "", err
+		return budget.Ledger{}, s.etag, fmt.Errorf("%w: %w", budget.ErrUnreadable, err)
 	}
 	return l, s.etag, nil
 }
@@ -155,6 +155,17 @@ func (s *Store) Put(l budget.Ledger) {
 	s.mu.Lock()
 	s.put(l)
 	s.mu.Unlock()
+}
+
+// PutRaw writes body unconditionally, as a hand edit might: it need not
+// decode.
+func (s *Store) PutRaw(body []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.item = append([]byte(nil), body...)
+	s.next++
+	s.writes++
+	s.etag = fmt.Sprintf(`"%d"`, s.next)
 }
 
 // Touch rewrites the item as it is under a new etag, as a concurrent
