@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/opstatus/opstatus/deploy/internal/armeval"
 )
 
 // The resource provider's Cosmos DB account is private outside dev
@@ -66,23 +68,23 @@ var hostStorageGroups = []string{"blob", "queue", "table"}
 // privatelink.azurewebsites.net. Every setting that names an endpoint is
 // on a path the deploy guide describes, the storage ones on the host's
 // account.
-func checkNetwork(d *deployment) error {
-	site, err := d.one("Microsoft.Web/sites")
+func checkNetwork(d *armeval.Deployment) error {
+	site, err := d.One("Microsoft.Web/sites")
 	if err != nil {
 		return err
 	}
-	subnet, _ := d.params["subnetId"].(string)
-	got, _ := path(site.Body, "properties", "virtualNetworkSubnetId").(string)
+	subnet, _ := d.Params["subnetId"].(string)
+	got, _ := armeval.Path(site.Body, "properties", "virtualNetworkSubnetId").(string)
 	if v, set := site.Body["properties"].(map[string]any)["vnetRouteAllEnabled"]; set {
 		return fmt.Errorf("vnetRouteAllEnabled is %v: Flex Consumption routes all traffic through the subnet without it and refuses deprecated site properties", v)
 	}
-	storages := d.byType("Microsoft.Storage/storageAccounts")
+	storages := d.ByType("Microsoft.Storage/storageAccounts")
 	if subnet == "" {
 		if got != "" {
 			return fmt.Errorf("the site is integrated with %s, but subnetId is empty", got)
 		}
 		for _, r := range storages {
-			if access := path(r.Body, "properties", "publicNetworkAccess"); access != "Enabled" {
+			if access := armeval.Path(r.Body, "properties", "publicNetworkAccess"); access != "Enabled" {
 				return fmt.Errorf("storage account %s: publicNetworkAccess %v without VNet integration: the host could not reach its storage", r.Name, access)
 			}
 		}
@@ -90,7 +92,7 @@ func checkNetwork(d *deployment) error {
 		if !strings.EqualFold(got, subnet) {
 			return fmt.Errorf("the site's virtualNetworkSubnetId is %q, not subnetId %s: it would reach no private endpoint", got, subnet)
 		}
-		typ, name := resourceType(subnet)
+		typ, name := armeval.ResourceType(subnet)
 		if typ != "Microsoft.Network/virtualNetworks/subnets" {
 			return fmt.Errorf("subnetId %s is not a subnet's resource ID", subnet)
 		}
@@ -99,10 +101,10 @@ func checkNetwork(d *deployment) error {
 		}
 	}
 
-	peSubnet, _ := d.params["privateEndpointSubnetId"].(string)
-	endpoints := d.byType("Microsoft.Network/privateEndpoints")
+	peSubnet, _ := d.Params["privateEndpointSubnetId"].(string)
+	endpoints := d.ByType("Microsoft.Network/privateEndpoints")
 	if len(endpoints) > 0 {
-		if typ, _ := resourceType(peSubnet); typ != "Microsoft.Network/virtualNetworks/subnets" {
+		if typ, _ := armeval.ResourceType(peSubnet); typ != "Microsoft.Network/virtualNetworks/subnets" {
 			return fmt.Errorf("privateEndpointSubnetId %q is not a subnet's resource ID", peSubnet)
 		}
 		if strings.EqualFold(peSubnet, subnet) {
@@ -110,24 +112,24 @@ func checkNetwork(d *deployment) error {
 		}
 	}
 	for _, pe := range endpoints {
-		if in, _ := path(pe.Body, "properties", "subnet", "id").(string); !strings.EqualFold(in, peSubnet) {
+		if in, _ := armeval.Path(pe.Body, "properties", "subnet", "id").(string); !strings.EqualFold(in, peSubnet) {
 			return fmt.Errorf("private endpoint %s is in %q, not privateEndpointSubnetId %s", pe.Name, in, peSubnet)
 		}
 	}
 
 	for _, r := range storages {
-		access := path(r.Body, "properties", "publicNetworkAccess")
+		access := armeval.Path(r.Body, "properties", "publicNetworkAccess")
 		want := map[any]string{"Enabled": "Allow", "Disabled": "Deny"}[access]
 		if want == "" {
 			return fmt.Errorf("storage account %s: publicNetworkAccess %v, want Enabled or Disabled", r.Name, access)
 		}
-		if action := path(r.Body, "properties", "networkAcls", "defaultAction"); action != want {
+		if action := armeval.Path(r.Body, "properties", "networkAcls", "defaultAction"); action != want {
 			return fmt.Errorf("storage account %s: publicNetworkAccess %v with networkAcls.defaultAction %v, want %s", r.Name, access, action, want)
 		}
 		if access != "Disabled" {
 			continue
 		}
-		if bypass := path(r.Body, "properties", "networkAcls", "bypass"); bypass != "None" {
+		if bypass := armeval.Path(r.Body, "properties", "networkAcls", "bypass"); bypass != "None" {
 			return fmt.Errorf("storage account %s: networkAcls.bypass %v, want None: nothing but the private endpoints reaches it", r.Name, bypass)
 		}
 		for _, group := range hostStorageGroups {
@@ -143,16 +145,16 @@ func checkNetwork(d *deployment) error {
 		}
 	}
 
-	if access, want := path(site.Body, "properties", "publicNetworkAccess"), d.params["sitePublicNetworkAccess"]; access != want || (access != "Enabled" && access != "Disabled") {
+	if access, want := armeval.Path(site.Body, "properties", "publicNetworkAccess"), d.Params["sitePublicNetworkAccess"]; access != want || (access != "Enabled" && access != "Disabled") {
 		return fmt.Errorf("the site's publicNetworkAccess is %v, not sitePublicNetworkAccess %v", access, want)
 	}
-	if d.params["sitePrivateEndpoint"] == true {
+	if d.Params["sitePrivateEndpoint"] == true {
 		if _, _, err := privateEndpoint(d, site.ID, "sites"); err != nil {
 			return fmt.Errorf("sitePrivateEndpoint: %w", err)
 		}
 	}
 
-	settings, err := d.appSettings()
+	settings, err := appSettings(d)
 	if err != nil {
 		return err
 	}
@@ -160,7 +162,7 @@ func checkNetwork(d *deployment) error {
 	if err != nil {
 		return err
 	}
-	_, account := resourceType(storage)
+	_, account := armeval.ResourceType(storage)
 	for name, value := range settings {
 		if value == "" || !namesEndpoint(name, value) {
 			continue
@@ -183,13 +185,13 @@ func checkNetwork(d *deployment) error {
 // privateEndpoint returns the private endpoint of the deployment that
 // connects to target's group, and its DNS zone group, which must register
 // it in the group's privatelink zone.
-func privateEndpoint(d *deployment, target, group string) (pe, zones resource, err error) {
-	var found []resource
-	for _, r := range d.byType("Microsoft.Network/privateEndpoints") {
-		conns, _ := path(r.Body, "properties", "privateLinkServiceConnections").([]any)
+func privateEndpoint(d *armeval.Deployment, target, group string) (pe, zones armeval.Resource, err error) {
+	var found []armeval.Resource
+	for _, r := range d.ByType("Microsoft.Network/privateEndpoints") {
+		conns, _ := armeval.Path(r.Body, "properties", "privateLinkServiceConnections").([]any)
 		for _, c := range conns {
-			id, _ := path(c, "properties", "privateLinkServiceId").(string)
-			groups, _ := path(c, "properties", "groupIds").([]any)
+			id, _ := armeval.Path(c, "properties", "privateLinkServiceId").(string)
+			groups, _ := armeval.Path(c, "properties", "groupIds").([]any)
 			if strings.EqualFold(id, target) && len(groups) == 1 && groups[0] == group {
 				found = append(found, r)
 			}
@@ -199,8 +201,8 @@ func privateEndpoint(d *deployment, target, group string) (pe, zones resource, e
 		return pe, zones, fmt.Errorf("%d private endpoints for %s of %s, want 1", len(found), group, target)
 	}
 	pe = found[0]
-	var groups []resource
-	for _, r := range d.byType("Microsoft.Network/privateEndpoints/privateDnsZoneGroups") {
+	var groups []armeval.Resource
+	for _, r := range d.ByType("Microsoft.Network/privateEndpoints/privateDnsZoneGroups") {
 		if strings.HasPrefix(strings.ToLower(r.ID), strings.ToLower(pe.ID+"/privateDnsZoneGroups/")) {
 			groups = append(groups, r)
 		}
@@ -209,19 +211,19 @@ func privateEndpoint(d *deployment, target, group string) (pe, zones resource, e
 		return pe, zones, fmt.Errorf("private endpoint %s has %d DNS zone groups, want 1: its name would not resolve to it", pe.Name, len(groups))
 	}
 	zones = groups[0]
-	configs, _ := path(zones.Body, "properties", "privateDnsZoneConfigs").([]any)
+	configs, _ := armeval.Path(zones.Body, "properties", "privateDnsZoneConfigs").([]any)
 	if len(configs) != 1 {
 		return pe, zones, fmt.Errorf("zone group %s has %d zones, want 1", zones.Name, len(configs))
 	}
-	zone, _ := path(configs[0], "properties", "privateDnsZoneId").(string)
-	if typ, name := resourceType(zone); typ != "Microsoft.Network/privateDnsZones" || name != privatelinkZones[group] {
+	zone, _ := armeval.Path(configs[0], "properties", "privateDnsZoneId").(string)
+	if typ, name := armeval.ResourceType(zone); typ != "Microsoft.Network/privateDnsZones" || name != privatelinkZones[group] {
 		return pe, zones, fmt.Errorf("zone group %s registers %s in %q, not a %s private DNS zone", zones.Name, group, zone, privatelinkZones[group])
 	}
 	return pe, zones, nil
 }
 
 // dependsOn tells whether a resource's dependsOn names id.
-func dependsOn(r resource, id string) bool {
+func dependsOn(r armeval.Resource, id string) bool {
 	list, _ := r.Body["dependsOn"].([]any)
 	for _, x := range list {
 		if s, _ := x.(string); strings.EqualFold(s, id) {

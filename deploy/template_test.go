@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opstatus/opstatus/deploy/internal/armeval"
 	"github.com/opstatus/opstatus/internal/config"
 	"github.com/stretchr/testify/require"
 )
@@ -23,15 +24,15 @@ func load(t *testing.T) fixture {
 	t.Helper()
 	var f fixture
 	var err error
-	f.template, err = readJSON(templateFile)
+	f.template, err = armeval.ReadJSON(templateFile)
 	require.NoError(t, err)
-	f.parameters, err = readJSON(parametersFile)
+	f.parameters, err = armeval.ReadJSON(parametersFile)
 	require.NoError(t, err)
-	f.values, err = parameterValues(f.parameters)
+	f.values, err = armeval.ParameterValues(f.parameters)
 	require.NoError(t, err)
 	f.functions, err = readFunctions()
 	require.NoError(t, err)
-	f.host, err = readJSON(filepath.Join("..", "host.json"))
+	f.host, err = armeval.ReadJSON(filepath.Join("..", "host.json"))
 	require.NoError(t, err)
 	return f
 }
@@ -39,26 +40,26 @@ func load(t *testing.T) fixture {
 // checks are the checks a schema cannot make, run on a resolved template.
 var checks = []struct {
 	name  string
-	check func(d *deployment, f fixture) error
+	check func(d *armeval.Deployment, f fixture) error
 }{
-	{"role GUIDs", func(d *deployment, _ fixture) error { return checkRoleGUIDs(d) }},
-	{"grants", func(d *deployment, _ fixture) error { return checkGrants(d) }},
-	{"identity", func(d *deployment, _ fixture) error { return checkIdentity(d) }},
-	{"settings", func(d *deployment, f fixture) error { return checkSettings(d, f.functions) }},
-	{"bindings", func(d *deployment, f fixture) error { return checkBindings(d, f.functions, f.host) }},
-	{"secrets", func(d *deployment, f fixture) error { return checkNoSecrets(texts(f), d) }},
-	{"budget", func(d *deployment, _ fixture) error { return checkBudget(d) }},
-	{"always ready", func(d *deployment, f fixture) error { return checkAlwaysReady(d, f.functions) }},
-	{"flex", func(d *deployment, _ fixture) error { return checkFlex(d) }},
-	{"instance floor", func(_ *deployment, f fixture) error { return checkInstanceFloor(f.template) }},
+	{"role GUIDs", func(d *armeval.Deployment, _ fixture) error { return checkRoleGUIDs(d) }},
+	{"grants", func(d *armeval.Deployment, _ fixture) error { return checkGrants(d) }},
+	{"identity", func(d *armeval.Deployment, _ fixture) error { return checkIdentity(d) }},
+	{"settings", func(d *armeval.Deployment, f fixture) error { return checkSettings(d, f.functions) }},
+	{"bindings", func(d *armeval.Deployment, f fixture) error { return checkBindings(d, f.functions, f.host) }},
+	{"secrets", func(d *armeval.Deployment, f fixture) error { return checkNoSecrets(texts(f), d) }},
+	{"budget", func(d *armeval.Deployment, _ fixture) error { return checkBudget(d) }},
+	{"always ready", func(d *armeval.Deployment, f fixture) error { return checkAlwaysReady(d, f.functions) }},
+	{"flex", func(d *armeval.Deployment, _ fixture) error { return checkFlex(d) }},
+	{"instance floor", func(_ *armeval.Deployment, f fixture) error { return checkInstanceFloor(f.template) }},
 	{"names", checkNames},
-	{"network", func(d *deployment, _ fixture) error { return checkNetwork(d) }},
-	{"zone redundancy", func(d *deployment, _ fixture) error { return checkZoneRedundancy(d) }},
-	{"leases", func(d *deployment, _ fixture) error { return checkLeases(d) }},
-	{"refusals", func(_ *deployment, f fixture) error { return checkRefusals(f.template, f.parameters) }},
+	{"network", func(d *armeval.Deployment, _ fixture) error { return checkNetwork(d) }},
+	{"zone redundancy", func(d *armeval.Deployment, _ fixture) error { return checkZoneRedundancy(d) }},
+	{"leases", func(d *armeval.Deployment, _ fixture) error { return checkLeases(d) }},
+	{"refusals", func(_ *armeval.Deployment, f fixture) error { return checkRefusals(f.template, f.parameters) }},
 	{"monitoring", checkMonitoring},
-	{"dependencies", func(d *deployment, _ fixture) error { return checkDependencies(d) }},
-	{"sampling", func(_ *deployment, f fixture) error { return checkSampling(f.host) }},
+	{"dependencies", func(d *armeval.Deployment, _ fixture) error { return checkDependencies(d) }},
+	{"sampling", func(_ *armeval.Deployment, f fixture) error { return checkSampling(f.host) }},
 }
 
 // texts are the files the secret check searches, as Azure receives them.
@@ -77,7 +78,7 @@ func texts(f fixture) map[string]string {
 // runChecks resolves a template with the example parameters and runs every
 // check, returning the first failure.
 func runChecks(f fixture) error {
-	d, err := resolve(f.template, f.values, exampleScope)
+	d, err := armeval.Resolve(f.template, f.values, exampleScope)
 	if err != nil {
 		return fmt.Errorf("resolve: %w", err)
 	}
@@ -91,7 +92,7 @@ func runChecks(f fixture) error {
 
 func TestTemplatePassesEveryCheck(t *testing.T) {
 	f := load(t)
-	d, err := resolve(f.template, f.values, exampleScope)
+	d, err := armeval.Resolve(f.template, f.values, exampleScope)
 	require.NoError(t, err)
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
@@ -115,7 +116,7 @@ func TestDefaultsGiveTheStatedBudget(t *testing.T) {
 			for k, v := range extra {
 				values[k] = v
 			}
-			d, err := resolve(f.template, values, exampleScope)
+			d, err := armeval.Resolve(f.template, values, exampleScope)
 			require.NoError(t, err)
 			require.NoError(t, checkBudget(d))
 			b, err := clusterServiceBound(d)
@@ -145,7 +146,7 @@ func TestBudgetHoldsForAnyParameters(t *testing.T) {
 					values["clusterServiceMaxInFlight"] = perProcess
 					values["clusterServiceBudget"] = budget
 					what := fmt.Sprintf("%v", values)
-					d, err := resolve(f.template, values, exampleScope)
+					d, err := armeval.Resolve(f.template, values, exampleScope)
 					require.NoError(t, err, what)
 					require.NoError(t, checkBudget(d), what)
 					b, err := clusterServiceBound(d)
@@ -162,7 +163,7 @@ func TestBudgetHoldsForAnyParameters(t *testing.T) {
 func TestParametersFileDeclaresOnlyTemplateParameters(t *testing.T) {
 	f := load(t)
 	f.values["cosmosContainer"] = "Operations"
-	_, err := resolve(f.template, f.values, exampleScope)
+	_, err := armeval.Resolve(f.template, f.values, exampleScope)
 	require.ErrorContains(t, err, "cosmosContainer is given but the template declares none")
 }
 
@@ -175,7 +176,7 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 		// values are parameter values the case deploys the copy with,
 		// into scope when set.
 		values map[string]any
-		scope  armScope
+		scope  armeval.Scope
 		edit   func(t *testing.T, tmpl map[string]any)
 		want   string
 	}{
@@ -217,7 +218,7 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			name:  "a role more than the identity needs",
 			check: "grants",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				extra := deepCopy(findResource(t, tmpl, "Microsoft.Authorization/roleAssignments", "Queue"))
+				extra := armeval.DeepCopy(findResource(t, tmpl, "Microsoft.Authorization/roleAssignments", "Queue"))
 				extra["name"] = "[guid('extra')]"
 				props(extra)["description"] = "Monitoring Metrics Publisher: one more"
 				props(extra)["roleDefinitionId"] = "[subscriptionResourceId('Microsoft.Authorization/roleDefinitions', variables('roles')['Monitoring Metrics Publisher'])]"
@@ -254,7 +255,7 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			check: "grants",
 			edit: func(t *testing.T, tmpl map[string]any) {
 				dep := findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")
-				path(dep, "properties", "parameters", "dataContainers").(map[string]any)["value"] = []any{"Operations", "Resources", "Locks", "Billing", "Subscriptions"}
+				armeval.Path(dep, "properties", "parameters", "dataContainers").(map[string]any)["value"] = []any{"Operations", "Resources", "Locks", "Billing", "Subscriptions"}
 			},
 			want: "want exactly",
 		},
@@ -263,7 +264,7 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			check: "grants",
 			edit: func(t *testing.T, tmpl map[string]any) {
 				dep := findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")
-				path(dep, "properties", "parameters", "dataContainers").(map[string]any)["value"] = []any{"Operations", "Resources", "Locks"}
+				armeval.Path(dep, "properties", "parameters", "dataContainers").(map[string]any)["value"] = []any{"Operations", "Resources", "Locks"}
 			},
 			want: "want exactly",
 		},
@@ -317,7 +318,7 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			name:  "the deployment package read as another identity",
 			check: "identity",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				auth := path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage", "authentication").(map[string]any)
+				auth := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage", "authentication").(map[string]any)
 				auth["userAssignedIdentityResourceId"] = "[resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', 'other-id')]"
 			},
 			want: "deployment storage authenticates as",
@@ -326,7 +327,7 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			name:  "the deployment package read with a connection string",
 			check: "identity",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				auth := path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage", "authentication").(map[string]any)
+				auth := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage", "authentication").(map[string]any)
 				auth["type"] = "SystemAssignedIdentity"
 			},
 			want: "want UserAssignedIdentity",
@@ -416,7 +417,7 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			name:  "a deployment container the template does not create",
 			check: "bindings",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				storage := path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage").(map[string]any)
+				storage := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage").(map[string]any)
 				storage["value"] = "[format('{0}{1}', reference(variables('storageId'), '2023-05-01').primaryEndpoints.blob, 'packages')]"
 			},
 			want: "deployment container packages is not created",
@@ -534,7 +535,7 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			name:  "no instance limit",
 			check: "budget",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				sc := path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "scaleAndConcurrency").(map[string]any)
+				sc := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "scaleAndConcurrency").(map[string]any)
 				delete(sc, "maximumInstanceCount")
 			},
 			want: "maximumInstanceCount is not set",
@@ -624,7 +625,7 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			name:   "a subnet name with _, the template's own check removed",
 			check:  "network",
 			values: map[string]any{"subnetId": exampleVnet + "/subnets/ops_status"},
-			scope:  exampleScope.withExisting(exampleVnet+"/subnets/ops_status", map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.App/environments")}}),
+			scope:  exampleScope.WithExisting(exampleVnet+"/subnets/ops_status", map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.App/environments")}}),
 			edit: func(t *testing.T, tmpl map[string]any) {
 				editSubnetCheck(t, tmpl, "contains(variables('integrationSubnetName'), '_')", "false()")
 			},
@@ -806,7 +807,7 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			name:  "Leases partitioned by another path than the trigger's",
 			check: "leases",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				path(leasesContainer(t, tmpl), "properties", "resource", "partitionKey").(map[string]any)["paths"] = []any{"/partitionKey"}
+				armeval.Path(leasesContainer(t, tmpl), "properties", "resource", "partitionKey").(map[string]any)["paths"] = []any{"/partitionKey"}
 			},
 			want: "want /id (Hash)",
 		},
@@ -929,7 +930,7 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			name:  "a runtime other than the custom handler",
 			check: "flex",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				rt := path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "runtime").(map[string]any)
+				rt := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "runtime").(map[string]any)
 				rt["name"] = "node"
 			},
 			want: "want custom 1.0",
@@ -947,7 +948,7 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			edited := f
-			edited.template = deepCopy(f.template)
+			edited.template = armeval.DeepCopy(f.template)
 			if tc.check == "budget" {
 				// The example sets the budget's parameters; the edits
 				// change their defaults.
@@ -970,12 +971,12 @@ func TestChecksFailOnEditedTemplate(t *testing.T) {
 			}
 			tc.edit(t, edited.template)
 			scope := exampleScope
-			if tc.scope.subscription != "" {
+			if tc.scope.Subscription != "" {
 				scope = tc.scope
 			}
-			d, err := resolve(edited.template, edited.values, scope)
+			d, err := armeval.Resolve(edited.template, edited.values, scope)
 			require.NoError(t, err)
-			var check func(*deployment, fixture) error
+			var check func(*armeval.Deployment, fixture) error
 			for _, c := range checks {
 				if c.name == tc.check {
 					check = c.check
@@ -1018,7 +1019,7 @@ func TestResolveRefusesWhatTheChecksCannotFollow(t *testing.T) {
 		{
 			name: "a nested template in the parent's scope",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				opts := path(props(findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")), "expressionEvaluationOptions").(map[string]any)
+				opts := armeval.Path(props(findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")), "expressionEvaluationOptions").(map[string]any)
 				opts["scope"] = "outer"
 			},
 			want: "expressionEvaluationOptions.scope inner",
@@ -1055,9 +1056,9 @@ func TestResolveRefusesWhatTheChecksCannotFollow(t *testing.T) {
 	f := load(t)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tmpl := deepCopy(f.template)
+			tmpl := armeval.DeepCopy(f.template)
 			tc.edit(t, tmpl)
-			_, err := resolve(tmpl, f.values, exampleScope)
+			_, err := armeval.Resolve(tmpl, f.values, exampleScope)
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
@@ -1080,7 +1081,7 @@ func findResource(t *testing.T, tmpl map[string]any, typ, hint string) map[strin
 			continue
 		}
 		b, _ := json.Marshal(m["name"])
-		desc, _ := path(m, "properties", "description").(string)
+		desc, _ := armeval.Path(m, "properties", "description").(string)
 		if strings.Contains(string(b), hint) || strings.Contains(desc, hint) {
 			found = append(found, m)
 		}
@@ -1092,13 +1093,13 @@ func findResource(t *testing.T, tmpl map[string]any, typ, hint string) map[strin
 func cosmosRoleAssignment(t *testing.T, tmpl map[string]any) map[string]any {
 	t.Helper()
 	dep := findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")
-	return path(dep, "properties", "template", "resources").([]any)[0].(map[string]any)
+	return armeval.Path(dep, "properties", "template", "resources").([]any)[0].(map[string]any)
 }
 
 func leasesContainer(t *testing.T, tmpl map[string]any) map[string]any {
 	t.Helper()
 	dep := findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")
-	return path(dep, "properties", "template", "resources").([]any)[1].(map[string]any)
+	return armeval.Path(dep, "properties", "template", "resources").([]any)[1].(map[string]any)
 }
 
 // editSubnetCheck replaces part of the site's checks of its subnet.
@@ -1136,7 +1137,7 @@ func editSiteEndpointSubnet(t *testing.T, tmpl map[string]any, old, replacement 
 func keyVaultRoleAssignment(t *testing.T, tmpl map[string]any, hint string) map[string]any {
 	t.Helper()
 	dep := findResource(t, tmpl, "Microsoft.Resources/deployments", hint)
-	return path(dep, "properties", "template", "resources").([]any)[0].(map[string]any)
+	return armeval.Path(dep, "properties", "template", "resources").([]any)[0].(map[string]any)
 }
 
 func removeResource(t *testing.T, tmpl map[string]any, r map[string]any) {
@@ -1153,7 +1154,7 @@ func removeResource(t *testing.T, tmpl map[string]any, r map[string]any) {
 
 func appSettingsOf(t *testing.T, tmpl map[string]any) map[string]any {
 	t.Helper()
-	return path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "siteConfig").(map[string]any)
+	return armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "siteConfig").(map[string]any)
 }
 
 func setSetting(t *testing.T, tmpl map[string]any, name, value string) {
