@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"testing"
 
 	"github.com/opstatus/opstatus/deploy/internal/armeval"
 	"github.com/opstatus/opstatus/internal/config"
@@ -876,4 +877,488 @@ func checkNames(d *armeval.Deployment, f fixture) error {
 		}
 	}
 	return nil
+}
+
+// TestChecksFailOnBrokenCopies edits copies of the template the way a
+// mistake would and sees the check of this file that guards against it
+// fail.
+func TestChecksFailOnBrokenCopies(t *testing.T) {
+	runBrokenCopies(t, []brokenCopy{
+		{
+			name:  "a role GUID that is not the role its name says",
+			check: "role GUIDs",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				// Storage Blob Data Contributor's GUID under Owner's name.
+				variables(tmpl)["roles"].(map[string]any)["Storage Blob Data Owner"] = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+			},
+			want: "Storage Blob Data Owner is ba92f5b4-2d11-453d-a403-e96b0029c9fe, but that role's GUID is b7e6dc6d-f1e8-4753-8033-0f276bb0955b",
+		},
+		{
+			name:  "an assignment of a role the checks do not know",
+			check: "role GUIDs",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				// Storage Blob Data Contributor, written out.
+				props(findResource(t, tmpl, "Microsoft.Authorization/roleAssignments", "Blob"))["roleDefinitionId"] = "[subscriptionResourceId('Microsoft.Authorization/roleDefinitions', 'ba92f5b4-2d11-453d-a403-e96b0029c9fe')]"
+			},
+			want: "ba92f5b4-2d11-453d-a403-e96b0029c9fe is not a built-in Azure role these checks know",
+		},
+		{
+			name:  "an assignment described as another role",
+			check: "role GUIDs",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Authorization/roleAssignments", "Queue"))["description"] = "Storage Blob Data Owner: queues"
+			},
+			want: "does not name its role",
+		},
+		{
+			name:  "the Cosmos DB reader role instead of the contributor",
+			check: "role GUIDs",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["roles"].(map[string]any)["Cosmos DB Built-in Data Contributor"] = "00000000-0000-0000-0000-000000000001"
+			},
+			want: "Cosmos DB Built-in Data Contributor is 00000000-0000-0000-0000-000000000001",
+		},
+		{
+			name:  "a role more than the identity needs",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				extra := armeval.DeepCopy(findResource(t, tmpl, "Microsoft.Authorization/roleAssignments", "Queue"))
+				extra["name"] = "[guid('extra')]"
+				props(extra)["description"] = "Monitoring Metrics Publisher: one more"
+				props(extra)["roleDefinitionId"] = "[subscriptionResourceId('Microsoft.Authorization/roleDefinitions', variables('roles')['Monitoring Metrics Publisher'])]"
+				tmpl["resources"] = append(tmpl["resources"].([]any), extra)
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "a role on the resource group instead of the storage account",
+			check: "role GUIDs",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				delete(findResource(t, tmpl, "Microsoft.Authorization/roleAssignments", "Blob"), "scope")
+			},
+			want: "no scope",
+		},
+		{
+			name:  "the Cosmos DB role on the whole account",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(cosmosRoleAssignment(t, tmpl))["scope"] = "[resourceId('Microsoft.DocumentDB/databaseAccounts', parameters('accountName'))]"
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "the Cosmos DB role on the whole database, the frontend's containers included",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(cosmosRoleAssignment(t, tmpl))["scope"] = "[format('{0}/dbs/{1}', resourceId('Microsoft.DocumentDB/databaseAccounts', parameters('accountName')), parameters('database'))]"
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "the Cosmos DB role on a container opstatus does not use",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				dep := findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")
+				armeval.Path(dep, "properties", "parameters", "dataContainers").(map[string]any)["value"] = []any{"Operations", "Resources", "Locks", "Billing", "Subscriptions"}
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "the Cosmos DB role missing on a container opstatus uses",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				dep := findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")
+				armeval.Path(dep, "properties", "parameters", "dataContainers").(map[string]any)["value"] = []any{"Operations", "Resources", "Locks"}
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "COSMOS_ENDPOINT naming another account than the role's",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "COSMOS_ENDPOINT", "[reference(resourceId(parameters('cosmosResourceGroup'), 'Microsoft.DocumentDB/databaseAccounts', 'other'), '2024-11-15').documentEndpoint]")
+			},
+			want: "is not the endpoint of an account the identity is given a role on",
+		},
+		{
+			name:  "AZURE_CLIENT_ID of another identity",
+			check: "identity",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "AZURE_CLIENT_ID", "[reference(resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', 'other-id'), '2023-01-31').clientId]")
+			},
+			want: "AZURE_CLIENT_ID is",
+		},
+		{
+			name:  "pickup's Cosmos DB connection as another identity",
+			check: "identity",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "COSMOS__clientId", "[reference(resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', 'other-id'), '2023-01-31').clientId]")
+			},
+			want: "COSMOS__clientId is",
+		},
+		{
+			name:  "pickup's Cosmos DB connection with another credential",
+			check: "identity",
+			edit:  func(t *testing.T, tmpl map[string]any) { setSetting(t, tmpl, "COSMOS__credential", "azurecli") },
+			want:  "COSMOS__credential is",
+		},
+		{
+			name:  "pickup's Cosmos DB connection to another account than the role's",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "COSMOS__accountEndpoint", "[reference(resourceId(parameters('cosmosResourceGroup'), 'Microsoft.DocumentDB/databaseAccounts', 'other'), '2024-11-15').documentEndpoint]")
+			},
+			want: "COSMOS__accountEndpoint",
+		},
+		{
+			name:  "a role given to another principal",
+			check: "identity",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Authorization/roleAssignments", "Blob"))["principalId"] = "[reference(resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', 'other-id'), '2023-01-31').principalId]"
+			},
+			want: "not the app's identity",
+		},
+		{
+			name:  "the deployment package read as another identity",
+			check: "identity",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				auth := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage", "authentication").(map[string]any)
+				auth["userAssignedIdentityResourceId"] = "[resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', 'other-id')]"
+			},
+			want: "deployment storage authenticates as",
+		},
+		{
+			name:  "the deployment package read with a connection string",
+			check: "identity",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				auth := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage", "authentication").(map[string]any)
+				auth["type"] = "SystemAssignedIdentity"
+			},
+			want: "want UserAssignedIdentity",
+		},
+		{
+			name:  "SCAN_SCHEDULE missing",
+			check: "settings",
+			edit:  func(t *testing.T, tmpl map[string]any) { removeSetting(t, tmpl, "SCAN_SCHEDULE") },
+			want:  "scan/function.json reads %SCAN_SCHEDULE%",
+		},
+		{
+			name:  "COSMOS_DATABASE missing",
+			check: "settings",
+			edit:  func(t *testing.T, tmpl map[string]any) { removeSetting(t, tmpl, "COSMOS_DATABASE") },
+			want:  "COSMOS_DATABASE: required setting is missing",
+		},
+		{
+			name:  "AZURE_LOCATION a display name",
+			check: "settings",
+			edit:  func(t *testing.T, tmpl map[string]any) { setSetting(t, tmpl, "AZURE_LOCATION", "East US") },
+			want:  "AZURE_LOCATION",
+		},
+		{
+			name:  "AZURE_CLIENT_ID missing",
+			check: "settings",
+			edit:  func(t *testing.T, tmpl map[string]any) { removeSetting(t, tmpl, "AZURE_CLIENT_ID") },
+			want:  "AZURE_CLIENT_ID is not set",
+		},
+		{
+			name:  "the host's storage as a connection string setting",
+			check: "settings",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				addSetting(t, tmpl, "AzureWebJobsStorage", "[parameters('storageAccountName')]")
+			},
+			want: "setting AzureWebJobsStorage is a connection string",
+		},
+		{
+			name:  "COSMOS_LEASES_CONTAINER missing",
+			check: "settings",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				removeSetting(t, tmpl, "COSMOS_LEASES_CONTAINER")
+				removeSetting(t, tmpl, "CLUSTER_SERVICE_BUDGET") // else the handler refuses to start first
+			},
+			want: "pickup/function.json reads %COSMOS_LEASES_CONTAINER%",
+		},
+		{
+			name:  "COSMOS_LEASES_CONTAINER missing with a budget",
+			check: "settings",
+			edit:  func(t *testing.T, tmpl map[string]any) { removeSetting(t, tmpl, "COSMOS_LEASES_CONTAINER") },
+			want:  "CLUSTER_SERVICE_BUDGET: needs COSMOS_LEASES_CONTAINER",
+		},
+		{
+			name:  "pickup's Cosmos DB connection without its endpoint",
+			check: "settings",
+			edit:  func(t *testing.T, tmpl map[string]any) { removeSetting(t, tmpl, "COSMOS__accountEndpoint") },
+			want:  "connection COSMOS needs COSMOS__accountEndpoint",
+		},
+		{
+			name:  "pickup's Cosmos DB connection as a connection string setting",
+			check: "settings",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				addSetting(t, tmpl, "COSMOS", "[parameters('cosmosAccountName')]")
+			},
+			want: "setting COSMOS is a connection string; use COSMOS__accountEndpoint",
+		},
+		{
+			name:  "FUNCTIONS_WORKER_RUNTIME, which Flex replaces",
+			check: "settings",
+			edit:  func(t *testing.T, tmpl map[string]any) { addSetting(t, tmpl, "FUNCTIONS_WORKER_RUNTIME", "custom") },
+			want:  "FUNCTIONS_WORKER_RUNTIME is not used on Flex Consumption",
+		},
+		{
+			name:  "a queue name function.json does not use",
+			check: "bindings",
+			edit:  func(t *testing.T, tmpl map[string]any) { variables(tmpl)["queueName"] = "operation" },
+			want:  "the bindings' queue and its poison queue",
+		},
+		{
+			name:  "the host's storage in another account than the queue's",
+			check: "bindings",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "AzureWebJobsStorage__accountName", "[format('{0}x', parameters('storageAccountName'))]")
+			},
+			want: "is not a storage account of the template",
+		},
+		{
+			name:  "a deployment container the template does not create",
+			check: "bindings",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				storage := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage").(map[string]any)
+				storage["value"] = "[format('{0}{1}', reference(variables('storageId'), '2023-05-01').primaryEndpoints.blob, 'packages')]"
+			},
+			want: "deployment container packages is not created",
+		},
+		{
+			name:  "shared keys on",
+			check: "secrets",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))["allowSharedKeyAccess"] = true
+			},
+			want: "allowSharedKeyAccess true",
+		},
+		{
+			name:  "Application Insights with local auth",
+			check: "secrets",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Insights/components", ""))["DisableLocalAuth"] = false
+			},
+			want: "DisableLocalAuth false",
+		},
+		{
+			name:  "a Cosmos DB key read with listKeys into an output",
+			check: "secrets",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				tmpl["outputs"].(map[string]any)["cosmos"] = map[string]any{
+					"type":  "string",
+					"value": "[listKeys(resourceId(parameters('cosmosResourceGroup'), 'Microsoft.DocumentDB/databaseAccounts', parameters('cosmosAccountName')), '2024-11-15').primaryMasterKey]",
+				}
+			},
+			want: "a list function reads keys",
+		},
+		{
+			name:  "a storage connection string",
+			check: "secrets",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				addSetting(t, tmpl, "STORAGE", "[format('DefaultEndpointsProtocol=https;AccountName={0}', parameters('storageAccountName'))]")
+			},
+			want: "DefaultEndpointsProtocol",
+		},
+		{
+			name:  "a setting that looks like a credential",
+			check: "secrets",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				addSetting(t, tmpl, "CLUSTER_SERVICE_TOKEN", "[parameters('clusterServiceUrl')]")
+			},
+			want: "setting CLUSTER_SERVICE_TOKEN looks like a credential",
+		},
+		{
+			name:  "basic-auth publishing left on",
+			check: "secrets",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Web/sites/basicPublishingCredentialsPolicies", "scm"))["allow"] = true
+			},
+			want: "basic-auth publishing credentials must be off",
+		},
+		{
+			name:  "a setting of the static split left in",
+			check: "budget",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				addSetting(t, tmpl, "MAXIMUM_INSTANCE_COUNT", "[string(parameters('maximumInstanceCount'))]")
+			},
+			want: "MAXIMUM_INSTANCE_COUNT is set, but the handler no longer reads it",
+		},
+		{
+			name:  "the ceiling lowered by the static split",
+			check: "budget",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "CLUSTER_SERVICE_MAX_IN_FLIGHT", "[string(min(parameters('clusterServiceMaxInFlight'), div(parameters('clusterServiceBudget'), mul(2, parameters('maximumInstanceCount')))))]")
+			},
+			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 3, not clusterServiceMaxInFlight 256",
+		},
+		{
+			name:  "the budget without the ledger's container",
+			check: "budget",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "COSMOS_LEASES_CONTAINER", "")
+			},
+			want: "CLUSTER_SERVICE_BUDGET: needs COSMOS_LEASES_CONTAINER",
+		},
+		{
+			name:  "more always-ready instances than the instance limit",
+			check: "always ready",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["alwaysReady"] = "[createArray(createObject('name', 'function:poll', 'instanceCount', add(parameters('maximumInstanceCount'), 1)))]"
+			},
+			want: "alwaysReady entry function:poll has 41 instances, over maximumInstanceCount 40",
+		},
+		{
+			name:   "an always-ready instance billed for pickup when the host does not run it",
+			check:  "always ready",
+			values: map[string]any{"pickupEnabled": false},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["alwaysReady"] = "[createArray(createObject('name', 'function:pickup', 'instanceCount', parameters('alwaysReadyPickup')))]"
+			},
+			want: "alwaysReady entry function:pickup bills 1 instances of a function the host does not run",
+		},
+		{
+			name:   "an always-ready entry of 0 instances",
+			check:  "always ready",
+			values: map[string]any{"alwaysReadyPoll": 0},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["alwaysReady"] = "[createArray(createObject('name', 'function:poll', 'instanceCount', parameters('alwaysReadyPoll')))]"
+			},
+			want: "alwaysReady entry function:poll has 0 instances: leave it out",
+		},
+		{
+			name:  "an always-ready entry named as a group Flex does not have",
+			check: "always ready",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["alwaysReady"] = strings.Replace(variables(tmpl)["alwaysReady"].(string), "'function:poll'", "'poll'", 1)
+			},
+			want: "alwaysReady entry \"poll\" is not function:<name> of a function of the app",
+		},
+		{
+			name:  "no instance limit",
+			check: "budget",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				sc := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "scaleAndConcurrency").(map[string]any)
+				delete(sc, "maximumInstanceCount")
+			},
+			want: "maximumInstanceCount is not set",
+		},
+		{
+			name:  "no principal ID for the resource provider's IaC",
+			check: "identity",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				delete(tmpl["outputs"].(map[string]any), "identityPrincipalId")
+			},
+			want: "output identityPrincipalId",
+		},
+		{
+			name:   "the Cosmos DB role assigned though left to the resource provider",
+			check:  "grants",
+			values: map[string]any{"assignCosmosRole": false},
+			edit:   func(t *testing.T, tmpl map[string]any) { delete(cosmosRoleAssignment(t, tmpl), "condition") },
+			want:   "want exactly",
+		},
+		{
+			name:   "the Key Vault role assigned though left to the resource provider",
+			check:  "grants",
+			values: withValues(clientCredentials, map[string]any{"assignKeyVaultRole": false}),
+			edit: func(t *testing.T, tmpl map[string]any) {
+				findResource(t, tmpl, "Microsoft.Resources/deployments", "keyvault-role")["condition"] = "[variables('clusterServiceCredentials')]"
+			},
+			want: "want exactly",
+		},
+		{
+			name:   "the CA bundle's Key Vault role assigned though left to the resource provider",
+			check:  "grants",
+			values: map[string]any{"assignKeyVaultRole": false},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				findResource(t, tmpl, "Microsoft.Resources/deployments", "cabundle-role")["condition"] = "[variables('clusterServiceCaBundle')]"
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "no role on the host's diagnostic events table",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				removeResource(t, tmpl, findResource(t, tmpl, "Microsoft.Authorization/roleAssignments", "Table"))
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "tableServiceUri missing",
+			check: "settings",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				removeSetting(t, tmpl, "AzureWebJobsStorage__tableServiceUri")
+			},
+			want: "AzureWebJobsStorage__tableServiceUri is not set",
+		},
+		{
+			name:   "the client secret as a plain setting",
+			check:  "secrets",
+			values: clientCredentials,
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "CLUSTER_SERVICE_CLIENT_SECRET", "[parameters('clusterServiceSecretName')]")
+			},
+			want: "setting CLUSTER_SERVICE_CLIENT_SECRET looks like a credential and is not a Key Vault reference",
+		},
+		{
+			name:   "Key Vault Secrets User on the whole vault",
+			check:  "grants",
+			values: clientCredentials,
+			edit: func(t *testing.T, tmpl map[string]any) {
+				keyVaultRoleAssignment(t, tmpl, "keyvault-role")["scope"] = "[format('Microsoft.KeyVault/vaults/{0}', parameters('vaultName'))]"
+			},
+			want: "CLUSTER_SERVICE_CLIENT_SECRET refers to Key Vault secret vaults/arohcp-int-eastus-svc/secrets/opstatus-cluster-service, on which the identity is given no Key Vault Secrets User",
+		},
+		{
+			name:  "Key Vault Secrets User on the CA bundle's whole vault",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				keyVaultRoleAssignment(t, tmpl, "cabundle-role")["scope"] = "[format('Microsoft.KeyVault/vaults/{0}', parameters('vaultName'))]"
+			},
+			want: "CLUSTER_SERVICE_CA_BUNDLE refers to Key Vault secret vaults/arohcp-int-eastus-svc/secrets/opstatus-clusters-service-ca, on which the identity is given no Key Vault Secrets User",
+		},
+		{
+			name:  "Key Vault references resolved as another identity",
+			check: "identity",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				delete(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "keyVaultReferenceIdentity")
+			},
+			want: "keyVaultReferenceIdentity is <nil>",
+		},
+		{
+			name:  "an instance limit under the platform's floor by default",
+			check: "instance floor",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				parameters(tmpl)["maximumInstanceCount"].(map[string]any)["defaultValue"] = 4
+			},
+			want: "maximumInstanceCount defaults to 4, under 40",
+		},
+		{
+			name:  "an appName too long for the plan's name",
+			check: "names",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				parameters(tmpl)["appName"].(map[string]any)["maxLength"] = 56
+			},
+			want: "an appName of 56 characters names Microsoft.Web/serverfarms",
+		},
+		{
+			name:  "a runtime other than the custom handler",
+			check: "flex",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				rt := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "runtime").(map[string]any)
+				rt["name"] = "node"
+			},
+			want: "want custom 1.0",
+		},
+		{
+			name:  "the Go runtime's threads not held to the instance's cores",
+			check: "flex",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "GOMAXPROCS", "2")
+			},
+			want: `GOMAXPROCS is "2", want 1: the cores of a 2048 MB instance`,
+		},
+	})
 }

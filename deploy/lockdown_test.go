@@ -318,3 +318,172 @@ func TestSwitchesLeaveRolesAndLeasesToTheResourceProvider(t *testing.T) {
 	}
 	require.Equal(t, 64, n)
 }
+
+// TestLockdownChecksFailOnBrokenCopies edits copies of the template the way a
+// mistake would and sees the check of this file that guards against it
+// fail.
+func TestLockdownChecksFailOnBrokenCopies(t *testing.T) {
+	runBrokenCopies(t, []brokenCopy{
+		{
+			name:  "the template accepting a subnet name with _",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "contains(variables('integrationSubnetName'), '_')", "false()")
+			},
+			want: "the template accepts a subnet name with _",
+		},
+		{
+			name:  "the template accepting a subnet under /27",
+			check: "refusals",
+			edit:  func(t *testing.T, tmpl map[string]any) { editSubnetCheck(t, tmpl, ".cidr, 27)", ".cidr, 32)") },
+			want:  "the template accepts a /28 subnet",
+		},
+		{
+			name:  "the template accepting a subnet delegated as other plans want it",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "not(equals(first(reference(parameters('subnetId'), '2024-05-01').delegations).properties.serviceName, 'Microsoft.App/environments'))", "false()")
+			},
+			want: "the template accepts a subnet delegated as other plans want it",
+		},
+		{
+			name:  "the template accepting a subnet that holds private endpoints",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "not(empty(reference(parameters('subnetId'), '2024-05-01').privateEndpoints))", "false()")
+			},
+			want: "the template accepts a subnet holding a private endpoint",
+		},
+		{
+			name:  "the template accepting a subnet in another region",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "not(equals(toLower(reference(variables('integrationVnetId'), '2024-05-01', 'Full').location), toLower(parameters('location'))))", "false()")
+			},
+			want: "the template accepts a subnet in another region",
+		},
+		{
+			name:  "the template accepting private storage without its zones",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				p := props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))
+				p["publicNetworkAccess"] = strings.Replace(p["publicNetworkAccess"].(string), "empty(parameters('storageQueueDnsZoneId'))", "false()", 1)
+			},
+			want: "the template accepts private storage without its zones",
+		},
+		{
+			name:  "the template accepting a subnetId that is not a subnet's",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "empty(variables('integrationVnetId'))", "false()")
+			},
+			want: "the template accepts a subnet ID that names a virtual network",
+		},
+		{
+			name:  "the template accepting private storage without VNet integration",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editStorageAccess(t, tmpl, "empty(parameters('subnetId'))", "false()")
+			},
+			want: "the template accepts private storage without VNet integration",
+		},
+		{
+			name:  "the template accepting storage endpoints in the integration subnet",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editStorageAccess(t, tmpl, "equals(toLower(parameters('privateEndpointSubnetId')), toLower(parameters('subnetId')))", "false()")
+			},
+			want: "the template accepts storage endpoints in the integration subnet",
+		},
+		{
+			name:  "the template accepting the app's endpoint in the integration subnet",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSiteEndpointSubnet(t, tmpl, "equals(toLower(parameters('privateEndpointSubnetId')), toLower(parameters('subnetId')))", "false()")
+			},
+			want: "the template accepts the app's endpoint in the integration subnet",
+		},
+		{
+			name:  "the template accepting the app's endpoint without its zone",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSiteEndpointSubnet(t, tmpl, "empty(parameters('siteDnsZoneId'))", "false()")
+			},
+			want: "the template accepts the app's private endpoint without its zone",
+		},
+		{
+			name:  "Leases under another name than the handler's setting",
+			check: "leases",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")["properties"].(map[string]any)["parameters"].(map[string]any)["leasesContainer"] = map[string]any{"value": "leases"}
+			},
+			want: "/containers/Leases: pickup's trigger would find no leases container",
+		},
+		{
+			name:   "Leases declared though the resource provider declares it",
+			check:  "leases",
+			values: map[string]any{"createLeasesContainer": false},
+			edit:   func(t *testing.T, tmpl map[string]any) { delete(leasesContainer(t, tmpl), "condition") },
+			want:   "createLeasesContainer is false, but the template declares 1 containers",
+		},
+		{
+			name:  "the template accepting zone redundancy with one always-ready instance",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Web/serverfarms", ""))["zoneRedundant"] = "[parameters('zoneRedundant')]"
+			},
+			want: "the template accepts zone redundancy with one always-ready poll instance",
+		},
+		{
+			name:   "zone redundancy with one always-ready instance, the template's own check removed",
+			check:  "zone redundancy",
+			values: map[string]any{"zoneRedundant": true},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Web/serverfarms", ""))["zoneRedundant"] = "[parameters('zoneRedundant')]"
+			},
+			want: "zone redundant with 1 always-ready instances of function:poll",
+		},
+		{
+			name:   "zone redundancy asked for and not set",
+			check:  "zone redundancy",
+			values: map[string]any{"zoneRedundant": true, "alwaysReadyPoll": 2, "alwaysReadyPickup": 2},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				delete(props(findResource(t, tmpl, "Microsoft.Web/serverfarms", "")), "zoneRedundant")
+			},
+			want: "the plan's zoneRedundant is <nil>, not the zoneRedundant parameter true",
+		},
+		{
+			name:  "Leases partitioned by another path than the trigger's",
+			check: "leases",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				armeval.Path(leasesContainer(t, tmpl), "properties", "resource", "partitionKey").(map[string]any)["paths"] = []any{"/partitionKey"}
+			},
+			want: "want /id (Hash)",
+		},
+		{
+			name:   "the Leases throughput parameter ignored",
+			check:  "leases",
+			values: map[string]any{"leasesMaxThroughput": 4000},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(leasesContainer(t, tmpl))["options"] = "[createObject()]"
+			},
+			want: "want autoscale to leasesMaxThroughput 4000",
+		},
+		{
+			name:  "the site not waiting for the Cosmos DB deployment",
+			check: "leases",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				site := findResource(t, tmpl, "Microsoft.Web/sites", "")
+				var kept []any
+				for _, d := range site["dependsOn"].([]any) {
+					if !strings.Contains(d.(string), "-cosmos'") {
+						kept = append(kept, d)
+					}
+				}
+				require.Len(t, kept, len(site["dependsOn"].([]any))-1)
+				site["dependsOn"] = kept
+			},
+			want: "the site does not depend on nested deployment",
+		},
+	})
+}

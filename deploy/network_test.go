@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"testing"
 
 	"github.com/opstatus/opstatus/deploy/internal/armeval"
+	"github.com/stretchr/testify/require"
 )
 
 // The resource provider's Cosmos DB account is private outside dev
@@ -231,4 +233,137 @@ func dependsOn(r armeval.Resource, id string) bool {
 		}
 	}
 	return false
+}
+
+// TestNetworkChecksFailOnBrokenCopies edits copies of the template the way a
+// mistake would and sees checkNetwork fail.
+func TestNetworkChecksFailOnBrokenCopies(t *testing.T) {
+	runBrokenCopies(t, []brokenCopy{
+		{
+			name:  "the site left out of the subnet",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				delete(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "virtualNetworkSubnetId")
+			},
+			want: "the site's virtualNetworkSubnetId is \"\", not subnetId",
+		},
+		{
+			name:  "vnetRouteAllEnabled, which Flex deprecates",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Web/sites", ""))["vnetRouteAllEnabled"] = true
+			},
+			want: "vnetRouteAllEnabled is true: Flex Consumption routes all traffic through the subnet without it",
+		},
+		{
+			name:  "private storage letting trusted Azure services in",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))["networkAcls"].(map[string]any)["bypass"] = "AzureServices"
+			},
+			want: "networkAcls.bypass AzureServices, want None",
+		},
+		{
+			name:  "no private endpoint for the host's queues",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				removeResource(t, tmpl, findResource(t, tmpl, "Microsoft.Network/privateEndpoints", "-queue-pe"))
+			},
+			want: "0 private endpoints for queue of",
+		},
+		{
+			name:  "the table endpoint registered in the blob zone",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["storageDnsZones"].(map[string]any)["table"] = "[parameters('storageBlobDnsZoneId')]"
+			},
+			want: "not a privatelink.table.core.windows.net private DNS zone",
+		},
+		{
+			name:  "the site made before its storage's blob endpoint resolves",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				site := findResource(t, tmpl, "Microsoft.Web/sites", "")
+				var kept []any
+				for _, d := range site["dependsOn"].([]any) {
+					if !strings.Contains(d.(string), "privateDnsZoneGroups', format('{0}-blob-pe'") {
+						kept = append(kept, d)
+					}
+				}
+				require.Len(t, kept, len(site["dependsOn"].([]any))-1)
+				site["dependsOn"] = kept
+			},
+			want: "the site does not depend on",
+		},
+		{
+			name:  "a storage private endpoint in the integration subnet",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Network/privateEndpoints", "-blob-pe"))["subnet"] = map[string]any{"id": "[parameters('subnetId')]"}
+			},
+			want: "not privateEndpointSubnetId",
+		},
+		{
+			name:  "the site open to public traffic whatever its parameter",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Web/sites", ""))["publicNetworkAccess"] = "Enabled"
+			},
+			want: "the site's publicNetworkAccess is Enabled, not sitePublicNetworkAccess Disabled",
+		},
+		{
+			name:  "the app's private endpoint to another group than sites",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				conn := props(findResource(t, tmpl, "Microsoft.Network/privateEndpoints", "sitePrivateEndpointName"))["privateLinkServiceConnections"].([]any)[0]
+				props(conn.(map[string]any))["groupIds"] = []any{"scm"}
+			},
+			want: "sitePrivateEndpoint: 0 private endpoints for sites",
+		},
+		{
+			name:   "a subnet name with _, the template's own check removed",
+			check:  "network",
+			values: map[string]any{"subnetId": exampleVnet + "/subnets/ops_status"},
+			scope:  exampleScope.WithExisting(exampleVnet+"/subnets/ops_status", map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.App/environments")}}),
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "contains(variables('integrationSubnetName'), '_')", "false()")
+			},
+			want: "subnet ops_status: Flex Consumption refuses a subnet name with _",
+		},
+		{
+			name:   "private endpoints in the integration subnet, the template's own checks removed",
+			check:  "network",
+			values: map[string]any{"privateEndpointSubnetId": exampleVnet + "/subnets/opstatus"},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				same := "equals(toLower(parameters('privateEndpointSubnetId')), toLower(parameters('subnetId')))"
+				editStorageAccess(t, tmpl, same, "false()")
+				editSiteEndpointSubnet(t, tmpl, same, "false()")
+			},
+			want: "privateEndpointSubnetId is subnetId",
+		},
+		{
+			name:  "an endpoint on no network path the guide describes",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				addSetting(t, tmpl, "BILLING_EXPORT_URL", "https://billing.example.com")
+			},
+			want: "setting BILLING_EXPORT_URL names an endpoint on no network path",
+		},
+		{
+			name:  "the table endpoint of another account",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "AzureWebJobsStorage__tableServiceUri", "https://other.table.core.windows.net/")
+			},
+			want: "not an endpoint of the host's storage account",
+		},
+		{
+			name:  "storage closed to public traffic but its network rules open",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))["networkAcls"].(map[string]any)["defaultAction"] = "Allow"
+			},
+			want: "publicNetworkAccess Disabled with networkAcls.defaultAction Allow",
+		},
+	})
 }
