@@ -10,7 +10,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"testing"
 
+	"github.com/opstatus/opstatus/deploy/internal/armeval"
 	"github.com/opstatus/opstatus/internal/config"
 )
 
@@ -50,11 +52,11 @@ type grant struct {
 // grants lists every role assignment of a deployment, Azure RBAC and Cosmos
 // DB data plane alike, checking that each names a built-in role by the GUID
 // Microsoft gives it.
-func grants(d *deployment) ([]grant, error) {
+func grants(d *armeval.Deployment) ([]grant, error) {
 	var out []grant
-	for _, r := range d.byType("Microsoft.Authorization/roleAssignments") {
-		def, _ := path(r.Body, "properties", "roleDefinitionId").(string)
-		prefix := "/subscriptions/" + d.scope.subscription + "/providers/Microsoft.Authorization/roleDefinitions/"
+	for _, r := range d.ByType("Microsoft.Authorization/roleAssignments") {
+		def, _ := armeval.Path(r.Body, "properties", "roleDefinitionId").(string)
+		prefix := "/subscriptions/" + d.Scope.Subscription + "/providers/Microsoft.Authorization/roleDefinitions/"
 		if !strings.HasPrefix(def, prefix) {
 			return nil, fmt.Errorf("role assignment %s: roleDefinitionId %q is not a built-in role definition of the subscription", r.Name, def)
 		}
@@ -62,12 +64,12 @@ func grants(d *deployment) ([]grant, error) {
 		if !ok || cosmosRoles[name] {
 			return nil, fmt.Errorf("role assignment %s: %s is not a built-in Azure role these checks know", r.Name, strings.TrimPrefix(def, prefix))
 		}
-		desc, _ := path(r.Body, "properties", "description").(string)
+		desc, _ := armeval.Path(r.Body, "properties", "description").(string)
 		if !strings.HasPrefix(desc, name+":") {
 			return nil, fmt.Errorf("role assignment %s: its description %q does not name its role, %s (%s)", r.Name, desc, name, builtInRoles[name])
 		}
-		principal, _ := path(r.Body, "properties", "principalId").(string)
-		if t := path(r.Body, "properties", "principalType"); t != "ServicePrincipal" {
+		principal, _ := armeval.Path(r.Body, "properties", "principalId").(string)
+		if t := armeval.Path(r.Body, "properties", "principalType"); t != "ServicePrincipal" {
 			return nil, fmt.Errorf("role assignment %s: principalType %v, want ServicePrincipal (a managed identity)", r.Name, t)
 		}
 		if r.Scope == "" {
@@ -75,9 +77,9 @@ func grants(d *deployment) ([]grant, error) {
 		}
 		out = append(out, grant{role: name, scope: r.Scope, principal: principal})
 	}
-	for _, r := range d.byType("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments") {
+	for _, r := range d.ByType("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments") {
 		account := strings.TrimSuffix(r.ID, "/sqlRoleAssignments/"+r.Name[strings.LastIndex(r.Name, "/")+1:])
-		def, _ := path(r.Body, "properties", "roleDefinitionId").(string)
+		def, _ := armeval.Path(r.Body, "properties", "roleDefinitionId").(string)
 		guid, ok := strings.CutPrefix(def, account+"/sqlRoleDefinitions/")
 		if !ok {
 			return nil, fmt.Errorf("sql role assignment %s: roleDefinitionId %q is not a role of its own account %s", r.Name, def, account)
@@ -86,8 +88,8 @@ func grants(d *deployment) ([]grant, error) {
 		if !ok || !cosmosRoles[name] {
 			return nil, fmt.Errorf("sql role assignment %s: %s is not a Cosmos DB built-in data-plane role these checks know", r.Name, guid)
 		}
-		scope, _ := path(r.Body, "properties", "scope").(string)
-		principal, _ := path(r.Body, "properties", "principalId").(string)
+		scope, _ := armeval.Path(r.Body, "properties", "scope").(string)
+		principal, _ := armeval.Path(r.Body, "properties", "principalId").(string)
 		out = append(out, grant{role: name, scope: scope, principal: principal})
 	}
 	return out, nil
@@ -96,8 +98,8 @@ func grants(d *deployment) ([]grant, error) {
 // checkRoleGUIDs checks that every role GUID the template holds is the
 // built-in role its name says: the roles variable's names and every
 // assignment's role definition and description.
-func checkRoleGUIDs(d *deployment) error {
-	roles, ok := d.variables["roles"].(map[string]any)
+func checkRoleGUIDs(d *armeval.Deployment) error {
+	roles, ok := d.Variables["roles"].(map[string]any)
 	if !ok {
 		return fmt.Errorf("variable roles: not an object of role names to GUIDs")
 	}
@@ -116,15 +118,15 @@ func checkRoleGUIDs(d *deployment) error {
 
 // identity returns the ID of the app's user-assigned identity: the one the
 // site runs as.
-func identity(d *deployment) (string, error) {
-	site, err := d.one("Microsoft.Web/sites")
+func identity(d *armeval.Deployment) (string, error) {
+	site, err := d.One("Microsoft.Web/sites")
 	if err != nil {
 		return "", err
 	}
-	if t := path(site.Body, "identity", "type"); t != "UserAssigned" {
+	if t := armeval.Path(site.Body, "identity", "type"); t != "UserAssigned" {
 		return "", fmt.Errorf("site identity type %v, want UserAssigned alone", t)
 	}
-	ids, _ := path(site.Body, "identity", "userAssignedIdentities").(map[string]any)
+	ids, _ := armeval.Path(site.Body, "identity", "userAssignedIdentities").(map[string]any)
 	if len(ids) != 1 {
 		return "", fmt.Errorf("site has %d user-assigned identities, want 1", len(ids))
 	}
@@ -132,10 +134,10 @@ func identity(d *deployment) (string, error) {
 	for k := range ids {
 		id = k
 	}
-	if t, _ := resourceType(id); t != "Microsoft.ManagedIdentity/userAssignedIdentities" {
+	if t, _ := armeval.ResourceType(id); t != "Microsoft.ManagedIdentity/userAssignedIdentities" {
 		return "", fmt.Errorf("site identity %s is not a user-assigned identity", id)
 	}
-	created := d.byType("Microsoft.ManagedIdentity/userAssignedIdentities")
+	created := d.ByType("Microsoft.ManagedIdentity/userAssignedIdentities")
 	if len(created) != 1 || !strings.EqualFold(created[0].ID, id) {
 		return "", fmt.Errorf("site identity %s is not the one identity the template creates", id)
 	}
@@ -144,9 +146,9 @@ func identity(d *deployment) (string, error) {
 
 // hostStorage returns the ID of the storage account the host's connection
 // names.
-func hostStorage(d *deployment, settings map[string]string, connection string) (string, error) {
+func hostStorage(d *armeval.Deployment, settings map[string]string, connection string) (string, error) {
 	name := settings[connection+"__accountName"]
-	for _, r := range d.byType("Microsoft.Storage/storageAccounts") {
+	for _, r := range d.ByType("Microsoft.Storage/storageAccounts") {
 		if r.Name == name {
 			return r.ID, nil
 		}
@@ -176,12 +178,12 @@ func keyVaultSecrets(settings map[string]string) map[string]string {
 // table), the Application Insights component its telemetry goes to, the
 // Cosmos DB database of COSMOS_ENDPOINT and COSMOS_DATABASE, and each Key
 // Vault secret a setting refers to.
-func checkGrants(d *deployment) error {
+func checkGrants(d *armeval.Deployment) error {
 	id, err := identity(d)
 	if err != nil {
 		return err
 	}
-	settings, err := d.appSettings()
+	settings, err := appSettings(d)
 	if err != nil {
 		return err
 	}
@@ -223,7 +225,7 @@ func checkGrants(d *deployment) error {
 	// IaC, which then gives them to the identityPrincipalId output.
 	// Cosmos DB's data role is on the containers opstatus uses, not on the
 	// database, which holds the frontend's own too.
-	if d.params["assignCosmosRole"] != false {
+	if d.Params["assignCosmosRole"] != false {
 		for _, name := range []string{"COSMOS_OPERATIONS_CONTAINER", "COSMOS_RESOURCES_CONTAINER", "COSMOS_LOCKS_CONTAINER", "COSMOS_BILLING_CONTAINER", "COSMOS_LEASES_CONTAINER"} {
 			if settings[name] == "" {
 				return fmt.Errorf("%s is not set: the Cosmos DB role's containers are the ones the settings name", name)
@@ -247,7 +249,7 @@ func checkGrants(d *deployment) error {
 	// A vault's resource group is not in its reference: the grant is the
 	// one on a secret of that vault and name.
 	for name, secret := range keyVaultSecrets(settings) {
-		if d.params["assignKeyVaultRole"] == false {
+		if d.Params["assignKeyVaultRole"] == false {
 			break
 		}
 		found := false
@@ -298,19 +300,19 @@ func remoteWriteRule(rw string) (string, bool) {
 // setting name holds: the account the data-plane role is on, or the
 // Leases container when the role is left to the resource provider's IaC,
 // or, with neither in the deployment, the account the parameters name.
-func cosmosAccount(d *deployment, name, endpoint string) (string, error) {
+func cosmosAccount(d *armeval.Deployment, name, endpoint string) (string, error) {
 	var accounts []string
-	for _, r := range d.byType("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments") {
+	for _, r := range d.ByType("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments") {
 		accounts = append(accounts, r.ID[:strings.Index(r.ID, "/sqlRoleAssignments/")])
 	}
-	for _, r := range d.byType("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers") {
+	for _, r := range d.ByType("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers") {
 		accounts = append(accounts, r.ID[:strings.Index(r.ID, "/sqlDatabases/")])
 	}
-	if len(accounts) == 0 && d.params["assignCosmosRole"] == false {
-		accounts = append(accounts, fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.DocumentDB/databaseAccounts/%s", d.scope.subscription, d.params["cosmosResourceGroup"], d.params["cosmosAccountName"]))
+	if len(accounts) == 0 && d.Params["assignCosmosRole"] == false {
+		accounts = append(accounts, fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.DocumentDB/databaseAccounts/%s", d.Scope.Subscription, d.Params["cosmosResourceGroup"], d.Params["cosmosAccountName"]))
 	}
 	for _, account := range accounts {
-		_, name := resourceType(account)
+		_, name := armeval.ResourceType(account)
 		if endpoint == "https://"+name+".documents.azure.com:443/" {
 			return account, nil
 		}
@@ -323,12 +325,12 @@ func cosmosAccount(d *deployment, name, endpoint string) (string, error) {
 // (<name>__credential, <name>__clientId), the deployment package,
 // Application Insights, and the handler's own Azure SDK credential
 // (AZURE_CLIENT_ID).
-func checkIdentity(d *deployment) error {
+func checkIdentity(d *armeval.Deployment) error {
 	id, err := identity(d)
 	if err != nil {
 		return err
 	}
-	settings, err := d.appSettings()
+	settings, err := appSettings(d)
 	if err != nil {
 		return err
 	}
@@ -352,18 +354,18 @@ func checkIdentity(d *deployment) error {
 			return fmt.Errorf("%s is %q, want %q: the identity the roles are given to", name, got, want)
 		}
 	}
-	site, _ := d.one("Microsoft.Web/sites")
-	if got := path(site.Body, "properties", "keyVaultReferenceIdentity"); !strings.EqualFold(fmt.Sprint(got), id) {
+	site, _ := d.One("Microsoft.Web/sites")
+	if got := armeval.Path(site.Body, "properties", "keyVaultReferenceIdentity"); !strings.EqualFold(fmt.Sprint(got), id) {
 		return fmt.Errorf("keyVaultReferenceIdentity is %v, not the app's identity %s: Key Vault references would resolve as another identity", got, id)
 	}
-	auth := path(site.Body, "properties", "functionAppConfig", "deployment", "storage", "authentication")
-	if t := path(auth, "type"); t != "UserAssignedIdentity" {
+	auth := armeval.Path(site.Body, "properties", "functionAppConfig", "deployment", "storage", "authentication")
+	if t := armeval.Path(auth, "type"); t != "UserAssignedIdentity" {
 		return fmt.Errorf("deployment storage authentication %v, want UserAssignedIdentity", t)
 	}
-	if got := path(auth, "userAssignedIdentityResourceId"); !strings.EqualFold(fmt.Sprint(got), id) {
+	if got := armeval.Path(auth, "userAssignedIdentityResourceId"); !strings.EqualFold(fmt.Sprint(got), id) {
 		return fmt.Errorf("deployment storage authenticates as %v, not the app's identity %s", got, id)
 	}
-	if path(auth, "storageAccountConnectionStringName") != nil {
+	if armeval.Path(auth, "storageAccountConnectionStringName") != nil {
 		return fmt.Errorf("deployment storage names a connection string setting")
 	}
 	gs, err := grants(d)
@@ -376,7 +378,7 @@ func checkIdentity(d *deployment) error {
 		}
 	}
 	// The resource provider's IaC gives the roles left to it to this.
-	if out, err := d.output("identityPrincipalId"); err != nil || out != "principalId("+id+")" {
+	if out, err := d.Output("identityPrincipalId"); err != nil || out != "principalId("+id+")" {
 		return fmt.Errorf("output identityPrincipalId is %v (%v), not the principal of the app's identity %s: the resource provider's IaC could not grant it the roles left to it", out, err, id)
 	}
 	return nil
@@ -401,7 +403,7 @@ func readFunctions() ([]function, error) {
 		if err != nil {
 			return nil, err
 		}
-		doc, err := decodeJSON(b)
+		doc, err := armeval.DecodeJSON(b)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
@@ -435,8 +437,8 @@ var settingRef = regexp.MustCompile(`%([A-Za-z0-9_]+)%`)
 // binding's connection is identity-based (a storage account by
 // __accountName, a Cosmos DB account by __accountEndpoint); nothing the
 // Flex plan replaces is set.
-func checkSettings(d *deployment, fns []function) error {
-	settings, err := d.appSettings()
+func checkSettings(d *armeval.Deployment, fns []function) error {
+	settings, err := appSettings(d)
 	if err != nil {
 		return err
 	}
@@ -485,8 +487,8 @@ func checkSettings(d *deployment, fns []function) error {
 // its poison queue, in the host's storage account; the deployment container
 // the package is read from; and the custom handler and extension bundle
 // that Flex Consumption runs.
-func checkBindings(d *deployment, fns []function, hostJSON map[string]any) error {
-	settings, err := d.appSettings()
+func checkBindings(d *armeval.Deployment, fns []function, hostJSON map[string]any) error {
+	settings, err := appSettings(d)
 	if err != nil {
 		return err
 	}
@@ -517,7 +519,7 @@ func checkBindings(d *deployment, fns []function, hostJSON map[string]any) error
 		want = append(want, storage+"/queueServices/default/queues/"+q, storage+"/queueServices/default/queues/"+q+"-poison")
 	}
 	var got []string
-	for _, r := range d.byType("Microsoft.Storage/storageAccounts/queueServices/queues") {
+	for _, r := range d.ByType("Microsoft.Storage/storageAccounts/queueServices/queues") {
 		got = append(got, r.ID)
 	}
 	sort.Strings(want)
@@ -526,29 +528,29 @@ func checkBindings(d *deployment, fns []function, hostJSON map[string]any) error
 		return fmt.Errorf("queues created %v, want %v (the bindings' queue and its poison queue)", got, want)
 	}
 
-	site, _ := d.one("Microsoft.Web/sites")
-	pkg, _ := path(site.Body, "properties", "functionAppConfig", "deployment", "storage", "value").(string)
+	site, _ := d.One("Microsoft.Web/sites")
+	pkg, _ := armeval.Path(site.Body, "properties", "functionAppConfig", "deployment", "storage", "value").(string)
 	u, err := url.Parse(pkg)
 	if err != nil || u.Scheme != "https" {
 		return fmt.Errorf("deployment storage %q is not an https URL", pkg)
 	}
-	_, account := resourceType(storage)
+	_, account := armeval.ResourceType(storage)
 	container := strings.Trim(u.Path, "/")
 	if u.Host != account+".blob.core.windows.net" || strings.Contains(container, "/") {
 		return fmt.Errorf("deployment storage %q is not a container of the host's storage account %s", pkg, account)
 	}
 	found := false
-	for _, r := range d.byType("Microsoft.Storage/storageAccounts/blobServices/containers") {
+	for _, r := range d.ByType("Microsoft.Storage/storageAccounts/blobServices/containers") {
 		found = found || strings.EqualFold(r.ID, storage+"/blobServices/default/containers/"+container)
 	}
 	if !found {
 		return fmt.Errorf("deployment container %s is not created in %s", container, account)
 	}
 
-	if exe := path(hostJSON, "customHandler", "description", "defaultExecutablePath"); exe != "handler" {
+	if exe := armeval.Path(hostJSON, "customHandler", "description", "defaultExecutablePath"); exe != "handler" {
 		return fmt.Errorf("host.json runs %v, not the custom handler binary", exe)
 	}
-	if v := path(hostJSON, "extensionBundle", "version"); v != "[4.*, 5.0.0)" {
+	if v := armeval.Path(hostJSON, "extensionBundle", "version"); v != "[4.*, 5.0.0)" {
 		return fmt.Errorf("host.json extension bundle %v; Flex Consumption needs [4.0.0, 5.0.0) or later", v)
 	}
 	return nil
@@ -577,7 +579,7 @@ var secretName = regexp.MustCompile(`(?i)key|secret|password|token|connection_?s
 // created, read or set anywhere, and that the services accept nothing but
 // Microsoft Entra identities: Storage without shared keys, Application
 // Insights and its workspace without local auth, no basic-auth publishing.
-func checkNoSecrets(texts map[string]string, d *deployment) error {
+func checkNoSecrets(texts map[string]string, d *armeval.Deployment) error {
 	for file, text := range texts {
 		lower := strings.ToLower(text)
 		for _, s := range secretText {
@@ -589,7 +591,7 @@ func checkNoSecrets(texts map[string]string, d *deployment) error {
 			return fmt.Errorf("%s calls %s...): a list function reads keys", file, m)
 		}
 	}
-	settings, err := d.appSettings()
+	settings, err := appSettings(d)
 	if err != nil {
 		return err
 	}
@@ -609,28 +611,28 @@ func checkNoSecrets(texts map[string]string, d *deployment) error {
 			return fmt.Errorf("setting %s looks like a credential and is not a Key Vault reference", name)
 		}
 	}
-	for _, r := range d.byType("Microsoft.Storage/storageAccounts") {
-		if v := path(r.Body, "properties", "allowSharedKeyAccess"); v != false {
+	for _, r := range d.ByType("Microsoft.Storage/storageAccounts") {
+		if v := armeval.Path(r.Body, "properties", "allowSharedKeyAccess"); v != false {
 			return fmt.Errorf("storage account %s: allowSharedKeyAccess %v, want false", r.Name, v)
 		}
 	}
-	for _, r := range d.byType("Microsoft.Insights/components") {
-		if v := path(r.Body, "properties", "DisableLocalAuth"); v != true {
+	for _, r := range d.ByType("Microsoft.Insights/components") {
+		if v := armeval.Path(r.Body, "properties", "DisableLocalAuth"); v != true {
 			return fmt.Errorf("Application Insights %s: DisableLocalAuth %v, want true", r.Name, v)
 		}
 	}
-	for _, r := range d.byType("Microsoft.OperationalInsights/workspaces") {
-		if v := path(r.Body, "properties", "features", "disableLocalAuth"); v != true {
+	for _, r := range d.ByType("Microsoft.OperationalInsights/workspaces") {
+		if v := armeval.Path(r.Body, "properties", "features", "disableLocalAuth"); v != true {
 			return fmt.Errorf("workspace %s: features.disableLocalAuth %v, want true", r.Name, v)
 		}
 	}
-	site, err := d.one("Microsoft.Web/sites")
+	site, err := d.One("Microsoft.Web/sites")
 	if err != nil {
 		return err
 	}
 	off := map[string]bool{}
-	for _, r := range d.byType("Microsoft.Web/sites/basicPublishingCredentialsPolicies") {
-		if path(r.Body, "properties", "allow") == false && strings.HasPrefix(r.Name, site.Name+"/") {
+	for _, r := range d.ByType("Microsoft.Web/sites/basicPublishingCredentialsPolicies") {
+		if armeval.Path(r.Body, "properties", "allow") == false && strings.HasPrefix(r.Name, site.Name+"/") {
 			off[strings.TrimPrefix(r.Name, site.Name+"/")] = true
 		}
 	}
@@ -654,9 +656,9 @@ var removedSettings = []string{"MAXIMUM_INSTANCE_COUNT", "PICKUP_MAXIMUM_INSTANC
 
 // clusterServiceBound reads the bound from a deployment: the ceiling and
 // the budget as the parameters state them.
-func clusterServiceBound(d *deployment) (bound, error) {
+func clusterServiceBound(d *armeval.Deployment) (bound, error) {
 	var b bound
-	settings, err := d.appSettings()
+	settings, err := appSettings(d)
 	if err != nil {
 		return b, err
 	}
@@ -684,26 +686,26 @@ func pickupRuns(settings map[string]string) (bool, error) {
 // each process's ceiling are the parameters' values, the ledger's container
 // is named (the handler refuses a budget without it), no setting of the
 // old static split is left, and the handler starts with these settings.
-func checkBudget(d *deployment) error {
-	site, err := d.one("Microsoft.Web/sites")
+func checkBudget(d *armeval.Deployment) error {
+	site, err := d.One("Microsoft.Web/sites")
 	if err != nil {
 		return err
 	}
 	// No longer the budget's bound, but still the bill's.
-	if _, ok := path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency", "maximumInstanceCount").(int64); !ok {
+	if _, ok := armeval.Path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency", "maximumInstanceCount").(int64); !ok {
 		return fmt.Errorf("functionAppConfig.scaleAndConcurrency.maximumInstanceCount is not set: Flex Consumption would allow 100 instances")
 	}
 	b, err := clusterServiceBound(d)
 	if err != nil {
 		return err
 	}
-	if want, ok := d.params["clusterServiceBudget"].(int64); !ok || b.budget != want {
-		return fmt.Errorf("CLUSTER_SERVICE_BUDGET is %d, not clusterServiceBudget %v", b.budget, d.params["clusterServiceBudget"])
+	if want, ok := d.Params["clusterServiceBudget"].(int64); !ok || b.budget != want {
+		return fmt.Errorf("CLUSTER_SERVICE_BUDGET is %d, not clusterServiceBudget %v", b.budget, d.Params["clusterServiceBudget"])
 	}
-	if want, ok := d.params["clusterServiceMaxInFlight"].(int64); !ok || b.perProcess != want {
-		return fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT is %d, not clusterServiceMaxInFlight %v", b.perProcess, d.params["clusterServiceMaxInFlight"])
+	if want, ok := d.Params["clusterServiceMaxInFlight"].(int64); !ok || b.perProcess != want {
+		return fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT is %d, not clusterServiceMaxInFlight %v", b.perProcess, d.Params["clusterServiceMaxInFlight"])
 	}
-	settings, err := d.appSettings()
+	settings, err := appSettings(d)
 	if err != nil {
 		return err
 	}
@@ -724,14 +726,14 @@ func checkBudget(d *deployment) error {
 // http, blob and durable groups (function:<name>), at least 1 and at most
 // maximumInstanceCount instances, none for a function the host does not
 // run, and each function at most once.
-func checkAlwaysReady(d *deployment, fns []function) error {
-	site, err := d.one("Microsoft.Web/sites")
+func checkAlwaysReady(d *armeval.Deployment, fns []function) error {
+	site, err := d.One("Microsoft.Web/sites")
 	if err != nil {
 		return err
 	}
-	sc := path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency")
-	limit, _ := path(sc, "maximumInstanceCount").(int64)
-	raw := path(sc, "alwaysReady")
+	sc := armeval.Path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency")
+	limit, _ := armeval.Path(sc, "maximumInstanceCount").(int64)
+	raw := armeval.Path(sc, "alwaysReady")
 	if raw == nil {
 		return nil
 	}
@@ -739,13 +741,13 @@ func checkAlwaysReady(d *deployment, fns []function) error {
 	if !ok {
 		return fmt.Errorf("alwaysReady is %v, not a list", raw)
 	}
-	settings, err := d.appSettings()
+	settings, err := appSettings(d)
 	if err != nil {
 		return err
 	}
 	seen := map[string]bool{}
 	for _, e := range entries {
-		name, _ := path(e, "name").(string)
+		name, _ := armeval.Path(e, "name").(string)
 		fn, ok := strings.CutPrefix(name, "function:")
 		if !ok || !slices.ContainsFunc(fns, func(f function) bool { return f.name == fn }) {
 			return fmt.Errorf("alwaysReady entry %q is not function:<name> of a function of the app", name)
@@ -754,7 +756,7 @@ func checkAlwaysReady(d *deployment, fns []function) error {
 			return fmt.Errorf("alwaysReady names %s twice", name)
 		}
 		seen[fn] = true
-		n, _ := path(e, "instanceCount").(int64)
+		n, _ := armeval.Path(e, "instanceCount").(int64)
 		switch {
 		case n < 1:
 			return fmt.Errorf("alwaysReady entry %s has %d instances: leave it out", name, n)
@@ -777,36 +779,36 @@ func checkAlwaysReady(d *deployment, fns []function) error {
 
 // checkFlex checks that the app is a custom handler on Flex Consumption:
 // the plan's SKU, the site's kind and plan, and functionAppConfig's runtime.
-func checkFlex(d *deployment) error {
-	plan, err := d.one("Microsoft.Web/serverfarms")
+func checkFlex(d *armeval.Deployment) error {
+	plan, err := d.One("Microsoft.Web/serverfarms")
 	if err != nil {
 		return err
 	}
-	if path(plan.Body, "sku", "name") != "FC1" || path(plan.Body, "sku", "tier") != "FlexConsumption" || path(plan.Body, "properties", "reserved") != true {
+	if armeval.Path(plan.Body, "sku", "name") != "FC1" || armeval.Path(plan.Body, "sku", "tier") != "FlexConsumption" || armeval.Path(plan.Body, "properties", "reserved") != true {
 		return fmt.Errorf("plan %s is not a Linux Flex Consumption plan (sku FC1, tier FlexConsumption, reserved)", plan.Name)
 	}
-	site, err := d.one("Microsoft.Web/sites")
+	site, err := d.One("Microsoft.Web/sites")
 	if err != nil {
 		return err
 	}
 	if site.Body["kind"] != "functionapp,linux" {
 		return fmt.Errorf("site kind %v, want functionapp,linux", site.Body["kind"])
 	}
-	if !strings.EqualFold(fmt.Sprint(path(site.Body, "properties", "serverFarmId")), plan.ID) {
-		return fmt.Errorf("site runs on %v, not the plan %s", path(site.Body, "properties", "serverFarmId"), plan.ID)
+	if !strings.EqualFold(fmt.Sprint(armeval.Path(site.Body, "properties", "serverFarmId")), plan.ID) {
+		return fmt.Errorf("site runs on %v, not the plan %s", armeval.Path(site.Body, "properties", "serverFarmId"), plan.ID)
 	}
-	rt := path(site.Body, "properties", "functionAppConfig", "runtime")
-	if path(rt, "name") != "custom" || path(rt, "version") != "1.0" {
+	rt := armeval.Path(site.Body, "properties", "functionAppConfig", "runtime")
+	if armeval.Path(rt, "name") != "custom" || armeval.Path(rt, "version") != "1.0" {
 		return fmt.Errorf("functionAppConfig.runtime %v, want custom 1.0", rt)
 	}
-	if path(site.Body, "properties", "httpsOnly") != true {
+	if armeval.Path(site.Body, "properties", "httpsOnly") != true {
 		return fmt.Errorf("site must be httpsOnly")
 	}
 	// Go rounds a cgroup CPU limit under 2 cores up to 2 threads of Go
 	// code, and on an instance of one core or less the spare one costs
 	// CPU on every network hand-off: GOMAXPROCS is the instance's cores.
-	memory, _ := normalize(path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency", "instanceMemoryMB")).(int64)
-	settings, err := d.appSettings()
+	memory, _ := armeval.Normalize(armeval.Path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency", "instanceMemoryMB")).(int64)
+	settings, err := appSettings(d)
 	if err != nil {
 		return err
 	}
@@ -825,7 +827,7 @@ const flexInstanceFloor = 40
 // checkInstanceFloor checks that the template's default instance limit is
 // one every region accepts.
 func checkInstanceFloor(tmpl map[string]any) error {
-	def, _ := normalize(path(tmpl, "parameters", "maximumInstanceCount", "defaultValue")).(int64)
+	def, _ := armeval.Normalize(armeval.Path(tmpl, "parameters", "maximumInstanceCount", "defaultValue")).(int64)
 	if def < flexInstanceFloor {
 		return fmt.Errorf("maximumInstanceCount defaults to %d, under %d, the lowest most regions accept", def, flexInstanceFloor)
 	}
@@ -848,13 +850,13 @@ var storageAccountName = regexp.MustCompile(`^[a-z0-9]{3,24}$`)
 // checkNames checks that an appName of the longest length the template
 // accepts gives every resource named after it a name Azure accepts, and
 // that the storage account's name has the form Azure requires.
-func checkNames(d *deployment, f fixture) error {
-	for _, r := range d.byType("Microsoft.Storage/storageAccounts") {
+func checkNames(d *armeval.Deployment, f fixture) error {
+	for _, r := range d.ByType("Microsoft.Storage/storageAccounts") {
 		if !storageAccountName.MatchString(r.Name) {
 			return fmt.Errorf("storage account name %q is not 3 to 24 lowercase letters and digits", r.Name)
 		}
 	}
-	longest, ok := normalize(path(f.template, "parameters", "appName", "maxLength")).(int64)
+	longest, ok := armeval.Normalize(armeval.Path(f.template, "parameters", "appName", "maxLength")).(int64)
 	if !ok {
 		return fmt.Errorf("appName has no maxLength")
 	}
@@ -864,15 +866,499 @@ func checkNames(d *deployment, f fixture) error {
 	}
 	values["appName"] = strings.Repeat("a", int(longest))
 	delete(values, "identityName")
-	long, err := resolve(f.template, values, exampleScope)
+	long, err := armeval.Resolve(f.template, values, exampleScope)
 	if err != nil {
 		return err
 	}
-	for _, r := range long.resources {
+	for _, r := range long.Resources {
 		limit, ok := nameLimits[r.Type]
 		if ok && len(r.Name) > limit {
 			return fmt.Errorf("an appName of %d characters names %s %q, over its %d", longest, r.Type, r.Name, limit)
 		}
 	}
 	return nil
+}
+
+// TestChecksFailOnBrokenCopies edits copies of the template the way a
+// mistake would and sees the check of this file that guards against it
+// fail.
+func TestChecksFailOnBrokenCopies(t *testing.T) {
+	runBrokenCopies(t, []brokenCopy{
+		{
+			name:  "a role GUID that is not the role its name says",
+			check: "role GUIDs",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				// Storage Blob Data Contributor's GUID under Owner's name.
+				variables(tmpl)["roles"].(map[string]any)["Storage Blob Data Owner"] = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+			},
+			want: "Storage Blob Data Owner is ba92f5b4-2d11-453d-a403-e96b0029c9fe, but that role's GUID is b7e6dc6d-f1e8-4753-8033-0f276bb0955b",
+		},
+		{
+			name:  "an assignment of a role the checks do not know",
+			check: "role GUIDs",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				// Storage Blob Data Contributor, written out.
+				props(findResource(t, tmpl, "Microsoft.Authorization/roleAssignments", "Blob"))["roleDefinitionId"] = "[subscriptionResourceId('Microsoft.Authorization/roleDefinitions', 'ba92f5b4-2d11-453d-a403-e96b0029c9fe')]"
+			},
+			want: "ba92f5b4-2d11-453d-a403-e96b0029c9fe is not a built-in Azure role these checks know",
+		},
+		{
+			name:  "an assignment described as another role",
+			check: "role GUIDs",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Authorization/roleAssignments", "Queue"))["description"] = "Storage Blob Data Owner: queues"
+			},
+			want: "does not name its role",
+		},
+		{
+			name:  "the Cosmos DB reader role instead of the contributor",
+			check: "role GUIDs",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["roles"].(map[string]any)["Cosmos DB Built-in Data Contributor"] = "00000000-0000-0000-0000-000000000001"
+			},
+			want: "Cosmos DB Built-in Data Contributor is 00000000-0000-0000-0000-000000000001",
+		},
+		{
+			name:  "a role more than the identity needs",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				extra := armeval.DeepCopy(findResource(t, tmpl, "Microsoft.Authorization/roleAssignments", "Queue"))
+				extra["name"] = "[guid('extra')]"
+				props(extra)["description"] = "Monitoring Metrics Publisher: one more"
+				props(extra)["roleDefinitionId"] = "[subscriptionResourceId('Microsoft.Authorization/roleDefinitions', variables('roles')['Monitoring Metrics Publisher'])]"
+				tmpl["resources"] = append(tmpl["resources"].([]any), extra)
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "a role on the resource group instead of the storage account",
+			check: "role GUIDs",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				delete(findResource(t, tmpl, "Microsoft.Authorization/roleAssignments", "Blob"), "scope")
+			},
+			want: "no scope",
+		},
+		{
+			name:  "the Cosmos DB role on the whole account",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(cosmosRoleAssignment(t, tmpl))["scope"] = "[resourceId('Microsoft.DocumentDB/databaseAccounts', parameters('accountName'))]"
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "the Cosmos DB role on the whole database, the frontend's containers included",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(cosmosRoleAssignment(t, tmpl))["scope"] = "[format('{0}/dbs/{1}', resourceId('Microsoft.DocumentDB/databaseAccounts', parameters('accountName')), parameters('database'))]"
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "the Cosmos DB role on a container opstatus does not use",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				dep := findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")
+				armeval.Path(dep, "properties", "parameters", "dataContainers").(map[string]any)["value"] = []any{"Operations", "Resources", "Locks", "Billing", "Subscriptions"}
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "the Cosmos DB role missing on a container opstatus uses",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				dep := findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")
+				armeval.Path(dep, "properties", "parameters", "dataContainers").(map[string]any)["value"] = []any{"Operations", "Resources", "Locks"}
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "COSMOS_ENDPOINT naming another account than the role's",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "COSMOS_ENDPOINT", "[reference(resourceId(parameters('cosmosResourceGroup'), 'Microsoft.DocumentDB/databaseAccounts', 'other'), '2024-11-15').documentEndpoint]")
+			},
+			want: "is not the endpoint of an account the identity is given a role on",
+		},
+		{
+			name:  "AZURE_CLIENT_ID of another identity",
+			check: "identity",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "AZURE_CLIENT_ID", "[reference(resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', 'other-id'), '2023-01-31').clientId]")
+			},
+			want: "AZURE_CLIENT_ID is",
+		},
+		{
+			name:  "pickup's Cosmos DB connection as another identity",
+			check: "identity",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "COSMOS__clientId", "[reference(resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', 'other-id'), '2023-01-31').clientId]")
+			},
+			want: "COSMOS__clientId is",
+		},
+		{
+			name:  "pickup's Cosmos DB connection with another credential",
+			check: "identity",
+			edit:  func(t *testing.T, tmpl map[string]any) { setSetting(t, tmpl, "COSMOS__credential", "azurecli") },
+			want:  "COSMOS__credential is",
+		},
+		{
+			name:  "pickup's Cosmos DB connection to another account than the role's",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "COSMOS__accountEndpoint", "[reference(resourceId(parameters('cosmosResourceGroup'), 'Microsoft.DocumentDB/databaseAccounts', 'other'), '2024-11-15').documentEndpoint]")
+			},
+			want: "COSMOS__accountEndpoint",
+		},
+		{
+			name:  "a role given to another principal",
+			check: "identity",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Authorization/roleAssignments", "Blob"))["principalId"] = "[reference(resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', 'other-id'), '2023-01-31').principalId]"
+			},
+			want: "not the app's identity",
+		},
+		{
+			name:  "the deployment package read as another identity",
+			check: "identity",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				auth := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage", "authentication").(map[string]any)
+				auth["userAssignedIdentityResourceId"] = "[resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', 'other-id')]"
+			},
+			want: "deployment storage authenticates as",
+		},
+		{
+			name:  "the deployment package read with a connection string",
+			check: "identity",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				auth := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage", "authentication").(map[string]any)
+				auth["type"] = "SystemAssignedIdentity"
+			},
+			want: "want UserAssignedIdentity",
+		},
+		{
+			name:  "SCAN_SCHEDULE missing",
+			check: "settings",
+			edit:  func(t *testing.T, tmpl map[string]any) { removeSetting(t, tmpl, "SCAN_SCHEDULE") },
+			want:  "scan/function.json reads %SCAN_SCHEDULE%",
+		},
+		{
+			name:  "COSMOS_DATABASE missing",
+			check: "settings",
+			edit:  func(t *testing.T, tmpl map[string]any) { removeSetting(t, tmpl, "COSMOS_DATABASE") },
+			want:  "COSMOS_DATABASE: required setting is missing",
+		},
+		{
+			name:  "AZURE_LOCATION a display name",
+			check: "settings",
+			edit:  func(t *testing.T, tmpl map[string]any) { setSetting(t, tmpl, "AZURE_LOCATION", "East US") },
+			want:  "AZURE_LOCATION",
+		},
+		{
+			name:  "AZURE_CLIENT_ID missing",
+			check: "settings",
+			edit:  func(t *testing.T, tmpl map[string]any) { removeSetting(t, tmpl, "AZURE_CLIENT_ID") },
+			want:  "AZURE_CLIENT_ID is not set",
+		},
+		{
+			name:  "the host's storage as a connection string setting",
+			check: "settings",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				addSetting(t, tmpl, "AzureWebJobsStorage", "[parameters('storageAccountName')]")
+			},
+			want: "setting AzureWebJobsStorage is a connection string",
+		},
+		{
+			name:  "COSMOS_LEASES_CONTAINER missing",
+			check: "settings",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				removeSetting(t, tmpl, "COSMOS_LEASES_CONTAINER")
+				removeSetting(t, tmpl, "CLUSTER_SERVICE_BUDGET") // else the handler refuses to start first
+			},
+			want: "pickup/function.json reads %COSMOS_LEASES_CONTAINER%",
+		},
+		{
+			name:  "COSMOS_LEASES_CONTAINER missing with a budget",
+			check: "settings",
+			edit:  func(t *testing.T, tmpl map[string]any) { removeSetting(t, tmpl, "COSMOS_LEASES_CONTAINER") },
+			want:  "CLUSTER_SERVICE_BUDGET: needs COSMOS_LEASES_CONTAINER",
+		},
+		{
+			name:  "pickup's Cosmos DB connection without its endpoint",
+			check: "settings",
+			edit:  func(t *testing.T, tmpl map[string]any) { removeSetting(t, tmpl, "COSMOS__accountEndpoint") },
+			want:  "connection COSMOS needs COSMOS__accountEndpoint",
+		},
+		{
+			name:  "pickup's Cosmos DB connection as a connection string setting",
+			check: "settings",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				addSetting(t, tmpl, "COSMOS", "[parameters('cosmosAccountName')]")
+			},
+			want: "setting COSMOS is a connection string; use COSMOS__accountEndpoint",
+		},
+		{
+			name:  "FUNCTIONS_WORKER_RUNTIME, which Flex replaces",
+			check: "settings",
+			edit:  func(t *testing.T, tmpl map[string]any) { addSetting(t, tmpl, "FUNCTIONS_WORKER_RUNTIME", "custom") },
+			want:  "FUNCTIONS_WORKER_RUNTIME is not used on Flex Consumption",
+		},
+		{
+			name:  "a queue name function.json does not use",
+			check: "bindings",
+			edit:  func(t *testing.T, tmpl map[string]any) { variables(tmpl)["queueName"] = "operation" },
+			want:  "the bindings' queue and its poison queue",
+		},
+		{
+			name:  "the host's storage in another account than the queue's",
+			check: "bindings",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "AzureWebJobsStorage__accountName", "[format('{0}x', parameters('storageAccountName'))]")
+			},
+			want: "is not a storage account of the template",
+		},
+		{
+			name:  "a deployment container the template does not create",
+			check: "bindings",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				storage := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage").(map[string]any)
+				storage["value"] = "[format('{0}{1}', reference(variables('storageId'), '2023-05-01').primaryEndpoints.blob, 'packages')]"
+			},
+			want: "deployment container packages is not created",
+		},
+		{
+			name:  "shared keys on",
+			check: "secrets",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))["allowSharedKeyAccess"] = true
+			},
+			want: "allowSharedKeyAccess true",
+		},
+		{
+			name:  "Application Insights with local auth",
+			check: "secrets",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Insights/components", ""))["DisableLocalAuth"] = false
+			},
+			want: "DisableLocalAuth false",
+		},
+		{
+			name:  "a Cosmos DB key read with listKeys into an output",
+			check: "secrets",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				tmpl["outputs"].(map[string]any)["cosmos"] = map[string]any{
+					"type":  "string",
+					"value": "[listKeys(resourceId(parameters('cosmosResourceGroup'), 'Microsoft.DocumentDB/databaseAccounts', parameters('cosmosAccountName')), '2024-11-15').primaryMasterKey]",
+				}
+			},
+			want: "a list function reads keys",
+		},
+		{
+			name:  "a storage connection string",
+			check: "secrets",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				addSetting(t, tmpl, "STORAGE", "[format('DefaultEndpointsProtocol=https;AccountName={0}', parameters('storageAccountName'))]")
+			},
+			want: "DefaultEndpointsProtocol",
+		},
+		{
+			name:  "a setting that looks like a credential",
+			check: "secrets",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				addSetting(t, tmpl, "CLUSTER_SERVICE_TOKEN", "[parameters('clusterServiceUrl')]")
+			},
+			want: "setting CLUSTER_SERVICE_TOKEN looks like a credential",
+		},
+		{
+			name:  "basic-auth publishing left on",
+			check: "secrets",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Web/sites/basicPublishingCredentialsPolicies", "scm"))["allow"] = true
+			},
+			want: "basic-auth publishing credentials must be off",
+		},
+		{
+			name:  "a setting of the static split left in",
+			check: "budget",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				addSetting(t, tmpl, "MAXIMUM_INSTANCE_COUNT", "[string(parameters('maximumInstanceCount'))]")
+			},
+			want: "MAXIMUM_INSTANCE_COUNT is set, but the handler no longer reads it",
+		},
+		{
+			name:  "the ceiling lowered by the static split",
+			check: "budget",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "CLUSTER_SERVICE_MAX_IN_FLIGHT", "[string(min(parameters('clusterServiceMaxInFlight'), div(parameters('clusterServiceBudget'), mul(2, parameters('maximumInstanceCount')))))]")
+			},
+			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 3, not clusterServiceMaxInFlight 256",
+		},
+		{
+			name:  "the budget without the ledger's container",
+			check: "budget",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "COSMOS_LEASES_CONTAINER", "")
+			},
+			want: "CLUSTER_SERVICE_BUDGET: needs COSMOS_LEASES_CONTAINER",
+		},
+		{
+			name:  "more always-ready instances than the instance limit",
+			check: "always ready",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["alwaysReady"] = "[createArray(createObject('name', 'function:poll', 'instanceCount', add(parameters('maximumInstanceCount'), 1)))]"
+			},
+			want: "alwaysReady entry function:poll has 41 instances, over maximumInstanceCount 40",
+		},
+		{
+			name:   "an always-ready instance billed for pickup when the host does not run it",
+			check:  "always ready",
+			values: map[string]any{"pickupEnabled": false},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["alwaysReady"] = "[createArray(createObject('name', 'function:pickup', 'instanceCount', parameters('alwaysReadyPickup')))]"
+			},
+			want: "alwaysReady entry function:pickup bills 1 instances of a function the host does not run",
+		},
+		{
+			name:   "an always-ready entry of 0 instances",
+			check:  "always ready",
+			values: map[string]any{"alwaysReadyPoll": 0},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["alwaysReady"] = "[createArray(createObject('name', 'function:poll', 'instanceCount', parameters('alwaysReadyPoll')))]"
+			},
+			want: "alwaysReady entry function:poll has 0 instances: leave it out",
+		},
+		{
+			name:  "an always-ready entry named as a group Flex does not have",
+			check: "always ready",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["alwaysReady"] = strings.Replace(variables(tmpl)["alwaysReady"].(string), "'function:poll'", "'poll'", 1)
+			},
+			want: "alwaysReady entry \"poll\" is not function:<name> of a function of the app",
+		},
+		{
+			name:  "no instance limit",
+			check: "budget",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				sc := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "scaleAndConcurrency").(map[string]any)
+				delete(sc, "maximumInstanceCount")
+			},
+			want: "maximumInstanceCount is not set",
+		},
+		{
+			name:  "no principal ID for the resource provider's IaC",
+			check: "identity",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				delete(tmpl["outputs"].(map[string]any), "identityPrincipalId")
+			},
+			want: "output identityPrincipalId",
+		},
+		{
+			name:   "the Cosmos DB role assigned though left to the resource provider",
+			check:  "grants",
+			values: map[string]any{"assignCosmosRole": false},
+			edit:   func(t *testing.T, tmpl map[string]any) { delete(cosmosRoleAssignment(t, tmpl), "condition") },
+			want:   "want exactly",
+		},
+		{
+			name:   "the Key Vault role assigned though left to the resource provider",
+			check:  "grants",
+			values: withValues(clientCredentials, map[string]any{"assignKeyVaultRole": false}),
+			edit: func(t *testing.T, tmpl map[string]any) {
+				findResource(t, tmpl, "Microsoft.Resources/deployments", "keyvault-role")["condition"] = "[variables('clusterServiceCredentials')]"
+			},
+			want: "want exactly",
+		},
+		{
+			name:   "the CA bundle's Key Vault role assigned though left to the resource provider",
+			check:  "grants",
+			values: map[string]any{"assignKeyVaultRole": false},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				findResource(t, tmpl, "Microsoft.Resources/deployments", "cabundle-role")["condition"] = "[variables('clusterServiceCaBundle')]"
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "no role on the host's diagnostic events table",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				removeResource(t, tmpl, findResource(t, tmpl, "Microsoft.Authorization/roleAssignments", "Table"))
+			},
+			want: "want exactly",
+		},
+		{
+			name:  "tableServiceUri missing",
+			check: "settings",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				removeSetting(t, tmpl, "AzureWebJobsStorage__tableServiceUri")
+			},
+			want: "AzureWebJobsStorage__tableServiceUri is not set",
+		},
+		{
+			name:   "the client secret as a plain setting",
+			check:  "secrets",
+			values: clientCredentials,
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "CLUSTER_SERVICE_CLIENT_SECRET", "[parameters('clusterServiceSecretName')]")
+			},
+			want: "setting CLUSTER_SERVICE_CLIENT_SECRET looks like a credential and is not a Key Vault reference",
+		},
+		{
+			name:   "Key Vault Secrets User on the whole vault",
+			check:  "grants",
+			values: clientCredentials,
+			edit: func(t *testing.T, tmpl map[string]any) {
+				keyVaultRoleAssignment(t, tmpl, "keyvault-role")["scope"] = "[format('Microsoft.KeyVault/vaults/{0}', parameters('vaultName'))]"
+			},
+			want: "CLUSTER_SERVICE_CLIENT_SECRET refers to Key Vault secret vaults/arohcp-int-eastus-svc/secrets/opstatus-cluster-service, on which the identity is given no Key Vault Secrets User",
+		},
+		{
+			name:  "Key Vault Secrets User on the CA bundle's whole vault",
+			check: "grants",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				keyVaultRoleAssignment(t, tmpl, "cabundle-role")["scope"] = "[format('Microsoft.KeyVault/vaults/{0}', parameters('vaultName'))]"
+			},
+			want: "CLUSTER_SERVICE_CA_BUNDLE refers to Key Vault secret vaults/arohcp-int-eastus-svc/secrets/opstatus-clusters-service-ca, on which the identity is given no Key Vault Secrets User",
+		},
+		{
+			name:  "Key Vault references resolved as another identity",
+			check: "identity",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				delete(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "keyVaultReferenceIdentity")
+			},
+			want: "keyVaultReferenceIdentity is <nil>",
+		},
+		{
+			name:  "an instance limit under the platform's floor by default",
+			check: "instance floor",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				parameters(tmpl)["maximumInstanceCount"].(map[string]any)["defaultValue"] = 4
+			},
+			want: "maximumInstanceCount defaults to 4, under 40",
+		},
+		{
+			name:  "an appName too long for the plan's name",
+			check: "names",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				parameters(tmpl)["appName"].(map[string]any)["maxLength"] = 56
+			},
+			want: "an appName of 56 characters names Microsoft.Web/serverfarms",
+		},
+		{
+			name:  "a runtime other than the custom handler",
+			check: "flex",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				rt := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "runtime").(map[string]any)
+				rt["name"] = "node"
+			},
+			want: "want custom 1.0",
+		},
+		{
+			name:  "the Go runtime's threads not held to the instance's cores",
+			check: "flex",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "GOMAXPROCS", "2")
+			},
+			want: `GOMAXPROCS is "2", want 1: the cores of a 2048 MB instance`,
+		},
+	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/opstatus/opstatus/deploy/internal/armeval"
 	"github.com/opstatus/opstatus/dev/testca"
 	"github.com/opstatus/opstatus/internal/config"
 )
@@ -122,9 +123,9 @@ func TestClusterServiceManagedIdentity(t *testing.T) {
 			edited := f
 			edited.values = tc.values
 			require.NoError(t, runChecks(edited))
-			d, err := resolve(edited.template, edited.values, exampleScope)
+			d, err := armeval.Resolve(edited.template, edited.values, exampleScope)
 			require.NoError(t, err)
-			settings, err := d.appSettings()
+			settings, err := appSettings(d)
 			require.NoError(t, err)
 			cfg, err := config.Load(func(k string) string { return handlerEnv(settings)[k] })
 			require.NoError(t, err)
@@ -171,7 +172,7 @@ func TestClusterServiceAuthChecksFail(t *testing.T) {
 	t.Run("no role on the CA bundle", func(t *testing.T) {
 		edited := f
 		edited.values = managedIdentityValues(f.values, true)
-		edited.template = deepCopy(f.template)
+		edited.template = armeval.DeepCopy(f.template)
 		dep := findResource(t, edited.template, "Microsoft.Resources/deployments", "cabundle-role")
 		dep["condition"] = false
 		require.ErrorContains(t, runChecks(edited), "CLUSTER_SERVICE_CA_BUNDLE refers to Key Vault secret vaults/arohcp-int-eastus-svc/secrets/opstatus-cluster-service-ca, on which the identity is given no Key Vault Secrets User")
@@ -179,7 +180,7 @@ func TestClusterServiceAuthChecksFail(t *testing.T) {
 	t.Run("the CA bundle not PEM", func(t *testing.T) {
 		edited := f
 		edited.values = managedIdentityValues(f.values, false)
-		edited.template = deepCopy(f.template)
+		edited.template = armeval.DeepCopy(f.template)
 		setSetting(t, edited.template, "CLUSTER_SERVICE_CA_BUNDLE", "[parameters('clusterServiceAudience')]")
 		require.ErrorContains(t, runChecks(edited), "CLUSTER_SERVICE_CA_BUNDLE: holds no PEM certificate")
 	})

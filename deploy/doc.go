@@ -10,8 +10,12 @@
 // combination of the parameters, the bindings' names, secrets, identities,
 // the network path and private endpoints, the Cluster Service budget, the
 // always-ready instances and zone redundancy, and what the template itself
-// refuses). mesh/ is the Helm chart ARO-HCP applies in its service
-// cluster so that opstatus reaches Cluster Service through the mesh; its
+// refuses). Two packages under internal/ are the tests' machinery:
+// armeval resolves the template as ARM would for one deployment, armschema
+// checks it against the schemas; each check file holds its checks and the
+// broken copies of the template they must refuse. mesh/ is the Helm chart
+// ARO-HCP applies in its service cluster so that opstatus reaches Cluster
+// Service through the mesh (mesh/README.md is its owners' guide); its
 // tests decode it into the Kubernetes and Istio API types and hold its
 // policies to the requests opstatus's client sends.
 package deploy

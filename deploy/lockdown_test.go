@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opstatus/opstatus/deploy/internal/armeval"
 	"github.com/stretchr/testify/require"
 )
 
@@ -13,32 +14,32 @@ import (
 // pickup each have at least two always-ready instances, since the platform
 // keeps two of every group then and bills them as always-ready
 // (learn.microsoft.com/azure/reliability/reliability-functions).
-func checkZoneRedundancy(d *deployment) error {
-	plan, err := d.one("Microsoft.Web/serverfarms")
+func checkZoneRedundancy(d *armeval.Deployment) error {
+	plan, err := d.One("Microsoft.Web/serverfarms")
 	if err != nil {
 		return err
 	}
-	on := path(plan.Body, "properties", "zoneRedundant")
-	if on != d.params["zoneRedundant"] {
-		return fmt.Errorf("the plan's zoneRedundant is %v, not the zoneRedundant parameter %v", on, d.params["zoneRedundant"])
+	on := armeval.Path(plan.Body, "properties", "zoneRedundant")
+	if on != d.Params["zoneRedundant"] {
+		return fmt.Errorf("the plan's zoneRedundant is %v, not the zoneRedundant parameter %v", on, d.Params["zoneRedundant"])
 	}
 	if on != true {
 		return nil
 	}
 	// LRS keeps its copies in one zone: the host's queues, leases and
 	// package would not outlive it.
-	storage, err := d.one("Microsoft.Storage/storageAccounts")
+	storage, err := d.One("Microsoft.Storage/storageAccounts")
 	if err != nil {
 		return err
 	}
-	if sku := path(storage.Body, "sku", "name"); sku != "Standard_ZRS" {
+	if sku := armeval.Path(storage.Body, "sku", "name"); sku != "Standard_ZRS" {
 		return fmt.Errorf("zone redundant with the host's storage %s %v: its queues, leases and package stay in one zone; want Standard_ZRS", storage.Name, sku)
 	}
-	site, err := d.one("Microsoft.Web/sites")
+	site, err := d.One("Microsoft.Web/sites")
 	if err != nil {
 		return err
 	}
-	settings, err := d.appSettings()
+	settings, err := appSettings(d)
 	if err != nil {
 		return err
 	}
@@ -48,12 +49,12 @@ func checkZoneRedundancy(d *deployment) error {
 	} else if runs {
 		groups = append(groups, "function:pickup")
 	}
-	entries, _ := path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency", "alwaysReady").([]any)
+	entries, _ := armeval.Path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency", "alwaysReady").([]any)
 	for _, g := range groups {
 		n := int64(0)
 		for _, e := range entries {
-			if path(e, "name") == g {
-				n, _ = path(e, "instanceCount").(int64)
+			if armeval.Path(e, "name") == g {
+				n, _ = armeval.Path(e, "instanceCount").(int64)
 			}
 		}
 		if n < 2 {
@@ -70,13 +71,13 @@ func checkZoneRedundancy(d *deployment) error {
 // leasesMaxThroughput asks for or no throughput of its own; and the site
 // depends on every nested deployment, so the roles and the container
 // exist before the host starts.
-func checkLeases(d *deployment) error {
-	settings, err := d.appSettings()
+func checkLeases(d *armeval.Deployment) error {
+	settings, err := appSettings(d)
 	if err != nil {
 		return err
 	}
-	containers := d.byType("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers")
-	if d.params["createLeasesContainer"] == false {
+	containers := d.ByType("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers")
+	if d.Params["createLeasesContainer"] == false {
 		if len(containers) != 0 {
 			return fmt.Errorf("createLeasesContainer is false, but the template declares %d containers", len(containers))
 		}
@@ -95,27 +96,27 @@ func checkLeases(d *deployment) error {
 		if want := account + in; !strings.EqualFold(c.ID, want) || !strings.HasSuffix(c.ID, in) {
 			return fmt.Errorf("the Leases container is %s, not %s: pickup's trigger would find no leases container", c.ID, want)
 		}
-		if id := path(c.Body, "properties", "resource", "id"); id != name {
+		if id := armeval.Path(c.Body, "properties", "resource", "id"); id != name {
 			return fmt.Errorf("container %s has resource.id %v", c.Name, id)
 		}
-		pk := path(c.Body, "properties", "resource", "partitionKey")
-		if paths, _ := path(pk, "paths").([]any); len(paths) != 1 || paths[0] != "/id" || path(pk, "kind") != "Hash" {
+		pk := armeval.Path(c.Body, "properties", "resource", "partitionKey")
+		if paths, _ := armeval.Path(pk, "paths").([]any); len(paths) != 1 || paths[0] != "/id" || armeval.Path(pk, "kind") != "Hash" {
 			return fmt.Errorf("container %s has partition key %v, want /id (Hash): the change feed trigger's leases", c.Name, pk)
 		}
-		options, _ := path(c.Body, "properties", "options").(map[string]any)
-		if max, _ := d.params["leasesMaxThroughput"].(int64); max > 0 {
-			if got := path(options, "autoscaleSettings", "maxThroughput"); got != max || len(options) != 1 {
+		options, _ := armeval.Path(c.Body, "properties", "options").(map[string]any)
+		if max, _ := d.Params["leasesMaxThroughput"].(int64); max > 0 {
+			if got := armeval.Path(options, "autoscaleSettings", "maxThroughput"); got != max || len(options) != 1 {
 				return fmt.Errorf("container %s has options %v, want autoscale to leasesMaxThroughput %d", c.Name, options, max)
 			}
 		} else if len(options) != 0 {
 			return fmt.Errorf("container %s has options %v, want none with leasesMaxThroughput 0", c.Name, options)
 		}
 	}
-	site, err := d.one("Microsoft.Web/sites")
+	site, err := d.One("Microsoft.Web/sites")
 	if err != nil {
 		return err
 	}
-	for _, r := range d.byType("Microsoft.Resources/deployments") {
+	for _, r := range d.ByType("Microsoft.Resources/deployments") {
 		if !dependsOn(site, r.ID) {
 			return fmt.Errorf("the site does not depend on nested deployment %s: the host could start before what it makes", r.Name)
 		}
@@ -130,7 +131,7 @@ func checkLeases(d *deployment) error {
 type refusal struct {
 	name   string
 	values map[string]any
-	scope  armScope
+	scope  armeval.Scope
 	want   string
 }
 
@@ -144,28 +145,28 @@ func refusals() []refusal {
 		{"zone redundancy with one always-ready pickup instance", map[string]any{"zoneRedundant": true, "alwaysReadyPoll": 2, "alwaysReadyPickup": 1}, exampleScope,
 			"zoneRedundant needs alwaysReadyPoll, and alwaysReadyPickup when pickupEnabled, of 2 or more"},
 		{"a subnet name with _", map[string]any{"subnetId": under},
-			exampleScope.withExisting(under, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.App/environments")}}),
+			exampleScope.WithExisting(under, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.App/environments")}}),
 			"subnet ops_status: Flex Consumption refuses a subnet name with _"},
 		{"a /28 subnet", nil,
-			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/28", "delegations": delegatedTo("Microsoft.App/environments")}}),
+			exampleScope.WithExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/28", "delegations": delegatedTo("Microsoft.App/environments")}}),
 			"subnet opstatus is smaller than the /27 Flex Consumption needs"},
 		{"a /28 subnet given by addressPrefixes", nil,
-			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefixes": []any{"10.128.64.0/28"}, "delegations": delegatedTo("Microsoft.App/environments")}}),
+			exampleScope.WithExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefixes": []any{"10.128.64.0/28"}, "delegations": delegatedTo("Microsoft.App/environments")}}),
 			"subnet opstatus is smaller than the /27 Flex Consumption needs"},
 		{"a subnet with no delegation", nil,
-			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": []any{}}}),
+			exampleScope.WithExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": []any{}}}),
 			"subnet opstatus is not delegated to Microsoft.App/environments"},
 		{"a subnet delegated as other plans want it", nil,
-			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.Web/serverFarms")}}),
+			exampleScope.WithExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.Web/serverFarms")}}),
 			"subnet opstatus is delegated to Microsoft.Web/serverFarms, not Microsoft.App/environments"},
 		{"a subnet holding a private endpoint", nil,
-			exampleScope.withExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.App/environments"), "privateEndpoints": []any{map[string]any{"id": "pe"}}}}),
+			exampleScope.WithExisting(subnet, map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.App/environments"), "privateEndpoints": []any{map[string]any{"id": "pe"}}}}),
 			"subnet opstatus holds private endpoints"},
 		{"the region's workspace in another region", map[string]any{"monitorWorkspaceId": exampleWorkspace},
-			exampleScope.withExisting(exampleWorkspace, map[string]any{"location": "westus3", "properties": map[string]any{}}),
+			exampleScope.WithExisting(exampleWorkspace, map[string]any{"location": "westus3", "properties": map[string]any{}}),
 			"is in westus3, not the app's region eastus"},
 		{"a subnet in another region", nil,
-			exampleScope.withExisting(exampleVnet, map[string]any{"location": "westus3", "properties": map[string]any{}}),
+			exampleScope.WithExisting(exampleVnet, map[string]any{"location": "westus3", "properties": map[string]any{}}),
 			"subnet opstatus is not in the app's region eastus"},
 		{"a subnet ID that names a virtual network", map[string]any{"subnetId": exampleVnet}, exampleScope,
 			"is not a subnet's resource ID"},
@@ -196,7 +197,7 @@ func delegatedTo(service string) []any {
 // checkRefusals deploys the template with each refusal, from the example
 // parameters, and sees it fail with the refusal's message.
 func checkRefusals(tmpl, parametersFile map[string]any) error {
-	example, err := parameterValues(parametersFile)
+	example, err := armeval.ParameterValues(parametersFile)
 	if err != nil {
 		return err
 	}
@@ -208,7 +209,7 @@ func checkRefusals(tmpl, parametersFile map[string]any) error {
 		for k, v := range r.values {
 			values[k] = v
 		}
-		_, err := resolve(tmpl, values, r.scope)
+		_, err := armeval.Resolve(tmpl, values, r.scope)
 		if err == nil || !strings.Contains(err.Error(), r.want) {
 			return fmt.Errorf("the template accepts %s (want the deployment to fail with %q, got %v)", r.name, r.want, err)
 		}
@@ -230,7 +231,7 @@ func TestTemplateRefusesUnworkableParameters(t *testing.T) {
 			for k, v := range r.values {
 				values[k] = v
 			}
-			_, err := resolve(f.template, values, r.scope)
+			_, err := armeval.Resolve(f.template, values, r.scope)
 			require.ErrorContains(t, err, "the deployment fails: ")
 			require.ErrorContains(t, err, r.want)
 		})
@@ -241,19 +242,19 @@ func TestTemplateRefusesUnworkableParameters(t *testing.T) {
 		values[k] = v
 	}
 	values["subnetId"] = exampleVnet + "/subnets/ops-status"
-	_, err := resolve(f.template, values, exampleScope.withExisting(exampleVnet+"/subnets/ops-status", map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/27", "delegations": delegatedTo("Microsoft.App/environments")}}))
+	_, err := armeval.Resolve(f.template, values, exampleScope.WithExisting(exampleVnet+"/subnets/ops-status", map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/27", "delegations": delegatedTo("Microsoft.App/environments")}}))
 	require.NoError(t, err, "a /27 subnet named with - instead")
-	_, err = resolve(f.template, f.values, exampleScope.withExisting(exampleVnet+"/subnets/opstatus", map[string]any{"properties": map[string]any{"addressPrefixes": []any{"10.128.64.0/27", "10.128.66.0/28"}, "delegations": delegatedTo("Microsoft.App/environments"), "privateEndpoints": []any{}}}))
+	_, err = armeval.Resolve(f.template, f.values, exampleScope.WithExisting(exampleVnet+"/subnets/opstatus", map[string]any{"properties": map[string]any{"addressPrefixes": []any{"10.128.64.0/27", "10.128.66.0/28"}, "delegations": delegatedTo("Microsoft.App/environments"), "privateEndpoints": []any{}}}))
 	require.NoError(t, err, "a /27 subnet given by addressPrefixes")
 	values["subnetId"] = f.values["subnetId"]
 	values["zoneRedundant"] = true
 	values["alwaysReadyPoll"] = 2
 	values["alwaysReadyPickup"] = 2
-	_, err = resolve(f.template, values, exampleScope)
+	_, err = armeval.Resolve(f.template, values, exampleScope)
 	require.NoError(t, err, "zone redundancy with two always-ready instances a group")
 	values["pickupEnabled"] = false
 	values["alwaysReadyPickup"] = 0
-	_, err = resolve(f.template, values, exampleScope)
+	_, err = armeval.Resolve(f.template, values, exampleScope)
 	require.NoError(t, err, "zone redundancy without pickup needs no always-ready pickup instance")
 }
 
@@ -289,14 +290,14 @@ func TestSwitchesLeaveRolesAndLeasesToTheResourceProvider(t *testing.T) {
 								values["storagePublicNetworkAccess"] = "Enabled"
 							}
 							what := fmt.Sprintf("%v", values)
-							d, err := resolve(f.template, values, exampleScope)
+							d, err := armeval.Resolve(f.template, values, exampleScope)
 							require.NoError(t, err, what)
 							for _, c := range checks {
 								if c.name != "refusals" {
 									require.NoError(t, c.check(d, f), "%s: %s", c.name, what)
 								}
 							}
-							count := func(typ string) int { return len(d.byType(typ)) }
+							count := func(typ string) int { return len(d.ByType(typ)) }
 							one := map[bool]int{true: 1}
 							// One a container: Operations, Resources, Locks, Billing, Leases.
 							require.Equal(t, 5*one[cosmosRole], count("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments"), what)
@@ -305,7 +306,7 @@ func TestSwitchesLeaveRolesAndLeasesToTheResourceProvider(t *testing.T) {
 							// The storage account's three, Application Insights' and the data collection rule's.
 							require.Equal(t, 5+one[keyVaultRole], count("Microsoft.Authorization/roleAssignments"), what)
 							require.Equal(t, 4*one[!public], count("Microsoft.Network/privateEndpoints"), what)
-							out, err := d.output("identityPrincipalId")
+							out, err := d.Output("identityPrincipalId")
 							require.NoError(t, err)
 							require.Equal(t, "principalId(/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/opstatus-int-eastus/providers/Microsoft.ManagedIdentity/userAssignedIdentities/opstatus-int-eastus-id)", out)
 							n++
@@ -316,4 +317,173 @@ func TestSwitchesLeaveRolesAndLeasesToTheResourceProvider(t *testing.T) {
 		}
 	}
 	require.Equal(t, 64, n)
+}
+
+// TestLockdownChecksFailOnBrokenCopies edits copies of the template the way a
+// mistake would and sees the check of this file that guards against it
+// fail.
+func TestLockdownChecksFailOnBrokenCopies(t *testing.T) {
+	runBrokenCopies(t, []brokenCopy{
+		{
+			name:  "the template accepting a subnet name with _",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "contains(variables('integrationSubnetName'), '_')", "false()")
+			},
+			want: "the template accepts a subnet name with _",
+		},
+		{
+			name:  "the template accepting a subnet under /27",
+			check: "refusals",
+			edit:  func(t *testing.T, tmpl map[string]any) { editSubnetCheck(t, tmpl, ".cidr, 27)", ".cidr, 32)") },
+			want:  "the template accepts a /28 subnet",
+		},
+		{
+			name:  "the template accepting a subnet delegated as other plans want it",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "not(equals(first(reference(parameters('subnetId'), '2024-05-01').delegations).properties.serviceName, 'Microsoft.App/environments'))", "false()")
+			},
+			want: "the template accepts a subnet delegated as other plans want it",
+		},
+		{
+			name:  "the template accepting a subnet that holds private endpoints",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "not(empty(reference(parameters('subnetId'), '2024-05-01').privateEndpoints))", "false()")
+			},
+			want: "the template accepts a subnet holding a private endpoint",
+		},
+		{
+			name:  "the template accepting a subnet in another region",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "not(equals(toLower(reference(variables('integrationVnetId'), '2024-05-01', 'Full').location), toLower(parameters('location'))))", "false()")
+			},
+			want: "the template accepts a subnet in another region",
+		},
+		{
+			name:  "the template accepting private storage without its zones",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				p := props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))
+				p["publicNetworkAccess"] = strings.Replace(p["publicNetworkAccess"].(string), "empty(parameters('storageQueueDnsZoneId'))", "false()", 1)
+			},
+			want: "the template accepts private storage without its zones",
+		},
+		{
+			name:  "the template accepting a subnetId that is not a subnet's",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "empty(variables('integrationVnetId'))", "false()")
+			},
+			want: "the template accepts a subnet ID that names a virtual network",
+		},
+		{
+			name:  "the template accepting private storage without VNet integration",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editStorageAccess(t, tmpl, "empty(parameters('subnetId'))", "false()")
+			},
+			want: "the template accepts private storage without VNet integration",
+		},
+		{
+			name:  "the template accepting storage endpoints in the integration subnet",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editStorageAccess(t, tmpl, "equals(toLower(parameters('privateEndpointSubnetId')), toLower(parameters('subnetId')))", "false()")
+			},
+			want: "the template accepts storage endpoints in the integration subnet",
+		},
+		{
+			name:  "the template accepting the app's endpoint in the integration subnet",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSiteEndpointSubnet(t, tmpl, "equals(toLower(parameters('privateEndpointSubnetId')), toLower(parameters('subnetId')))", "false()")
+			},
+			want: "the template accepts the app's endpoint in the integration subnet",
+		},
+		{
+			name:  "the template accepting the app's endpoint without its zone",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSiteEndpointSubnet(t, tmpl, "empty(parameters('siteDnsZoneId'))", "false()")
+			},
+			want: "the template accepts the app's private endpoint without its zone",
+		},
+		{
+			name:  "Leases under another name than the handler's setting",
+			check: "leases",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				findResource(t, tmpl, "Microsoft.Resources/deployments", "cosmos")["properties"].(map[string]any)["parameters"].(map[string]any)["leasesContainer"] = map[string]any{"value": "leases"}
+			},
+			want: "/containers/Leases: pickup's trigger would find no leases container",
+		},
+		{
+			name:   "Leases declared though the resource provider declares it",
+			check:  "leases",
+			values: map[string]any{"createLeasesContainer": false},
+			edit:   func(t *testing.T, tmpl map[string]any) { delete(leasesContainer(t, tmpl), "condition") },
+			want:   "createLeasesContainer is false, but the template declares 1 containers",
+		},
+		{
+			name:  "the template accepting zone redundancy with one always-ready instance",
+			check: "refusals",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Web/serverfarms", ""))["zoneRedundant"] = "[parameters('zoneRedundant')]"
+			},
+			want: "the template accepts zone redundancy with one always-ready poll instance",
+		},
+		{
+			name:   "zone redundancy with one always-ready instance, the template's own check removed",
+			check:  "zone redundancy",
+			values: map[string]any{"zoneRedundant": true},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Web/serverfarms", ""))["zoneRedundant"] = "[parameters('zoneRedundant')]"
+			},
+			want: "zone redundant with 1 always-ready instances of function:poll",
+		},
+		{
+			name:   "zone redundancy asked for and not set",
+			check:  "zone redundancy",
+			values: map[string]any{"zoneRedundant": true, "alwaysReadyPoll": 2, "alwaysReadyPickup": 2},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				delete(props(findResource(t, tmpl, "Microsoft.Web/serverfarms", "")), "zoneRedundant")
+			},
+			want: "the plan's zoneRedundant is <nil>, not the zoneRedundant parameter true",
+		},
+		{
+			name:  "Leases partitioned by another path than the trigger's",
+			check: "leases",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				armeval.Path(leasesContainer(t, tmpl), "properties", "resource", "partitionKey").(map[string]any)["paths"] = []any{"/partitionKey"}
+			},
+			want: "want /id (Hash)",
+		},
+		{
+			name:   "the Leases throughput parameter ignored",
+			check:  "leases",
+			values: map[string]any{"leasesMaxThroughput": 4000},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(leasesContainer(t, tmpl))["options"] = "[createObject()]"
+			},
+			want: "want autoscale to leasesMaxThroughput 4000",
+		},
+		{
+			name:  "the site not waiting for the Cosmos DB deployment",
+			check: "leases",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				site := findResource(t, tmpl, "Microsoft.Web/sites", "")
+				var kept []any
+				for _, d := range site["dependsOn"].([]any) {
+					if !strings.Contains(d.(string), "-cosmos'") {
+						kept = append(kept, d)
+					}
+				}
+				require.Len(t, kept, len(site["dependsOn"].([]any))-1)
+				site["dependsOn"] = kept
+			},
+			want: "the site does not depend on nested deployment",
+		},
+	})
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"text/template"
 
+	"github.com/opstatus/opstatus/deploy/internal/armeval"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -379,7 +380,7 @@ var errNoAudienceParameter = errors.New("deploy/azuredeploy.json declares no clu
 // templateAudiences returns the audiences opstatus's template gives:
 // clusterServiceAudience's default and its example value, those set.
 func templateAudiences(tmpl, params map[string]any) ([]string, error) {
-	def, ok := path(tmpl, "parameters", "clusterServiceAudience").(map[string]any)
+	def, ok := armeval.Path(tmpl, "parameters", "clusterServiceAudience").(map[string]any)
 	if !ok {
 		return nil, errNoAudienceParameter
 	}
@@ -747,11 +748,11 @@ func loadMesh(t *testing.T) meshFixture {
 	var err error
 	f.chart, err = readMeshChart()
 	require.NoError(t, err)
-	f.template, err = readJSON(templateFile)
+	f.template, err = armeval.ReadJSON(templateFile)
 	require.NoError(t, err)
-	file, err := readJSON(parametersFile)
+	file, err := armeval.ReadJSON(parametersFile)
 	require.NoError(t, err)
-	f.params, err = parameterValues(file)
+	f.params, err = armeval.ParameterValues(file)
 	require.NoError(t, err)
 	f.requests, f.concrete, err = opstatusRequests()
 	require.NoError(t, err)
@@ -1090,7 +1091,7 @@ func TestMeshChecksFailOnBrokenCopy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := f
 			g.chart = f.chart.copy()
-			g.template = deepCopy(f.template)
+			g.template = armeval.DeepCopy(f.template)
 			if tc.template != nil {
 				tc.template(g.template)
 			}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opstatus/opstatus/deploy/internal/armeval"
 	"github.com/stretchr/testify/require"
 )
 
@@ -30,21 +31,21 @@ var metricAlerts = map[string]string{"no-scan": "OpstatusNoScan", "poison": "Ops
 
 // checkMonitoring checks the monitoring resources against the parameters,
 // the PrometheusRule and the handler's settings.
-func checkMonitoring(d *deployment, f fixture) error {
-	settings, err := d.appSettings()
+func checkMonitoring(d *armeval.Deployment, f fixture) error {
+	settings, err := appSettings(d)
 	if err != nil {
 		return err
 	}
-	actionGroup, _ := d.params["actionGroupId"].(string)
+	actionGroup, _ := d.Params["actionGroupId"].(string)
 	if err := checkLogAlerts(d, f.host, actionGroup); err != nil {
 		return err
 	}
-	groups := d.byType("Microsoft.AlertsManagement/prometheusRuleGroups")
-	rules := d.byType("Microsoft.Insights/dataCollectionRules")
-	endpoints := d.byType("Microsoft.Insights/dataCollectionEndpoints")
+	groups := d.ByType("Microsoft.AlertsManagement/prometheusRuleGroups")
+	rules := d.ByType("Microsoft.Insights/dataCollectionRules")
+	endpoints := d.ByType("Microsoft.Insights/dataCollectionEndpoints")
 	rw := settings["METRICS_REMOTE_WRITE_URL"]
-	if d.params["metricsExport"] != true {
-		if rw != "" || len(groups)+len(rules)+len(endpoints)+len(d.byType("Microsoft.Monitor/accounts")) > 0 {
+	if d.Params["metricsExport"] != true {
+		if rw != "" || len(groups)+len(rules)+len(endpoints)+len(d.ByType("Microsoft.Monitor/accounts")) > 0 {
 			return fmt.Errorf("metricsExport is off, but METRICS_REMOTE_WRITE_URL is %q and the template deploys %d rule groups, %d data collection rules, %d endpoints", rw, len(groups), len(rules), len(endpoints))
 		}
 		return nil
@@ -59,7 +60,7 @@ func checkMonitoring(d *deployment, f fixture) error {
 	if host := strings.TrimPrefix(rw, "https://"); !strings.HasPrefix(host, dce.Name+"-") {
 		return fmt.Errorf("METRICS_REMOTE_WRITE_URL %q is not on endpoint %s's metrics ingestion host", rw, dce.Name)
 	}
-	if got, _ := path(dcr.Body, "properties", "dataCollectionEndpointId").(string); !strings.EqualFold(got, dce.ID) {
+	if got, _ := armeval.Path(dcr.Body, "properties", "dataCollectionEndpointId").(string); !strings.EqualFold(got, dce.ID) {
 		return fmt.Errorf("data collection rule %s takes its data through %q, not endpoint %s", dcr.Name, got, dce.ID)
 	}
 	workspace, err := monitorWorkspace(d)
@@ -69,33 +70,33 @@ func checkMonitoring(d *deployment, f fixture) error {
 	if err := checkMetricsRegion(d, workspace); err != nil {
 		return err
 	}
-	accounts, _ := path(dcr.Body, "properties", "destinations", "monitoringAccounts").([]any)
-	flows, _ := path(dcr.Body, "properties", "dataFlows").([]any)
-	if len(accounts) != 1 || len(flows) != 1 || !strings.EqualFold(fmt.Sprint(path(accounts[0], "accountResourceId")), workspace) ||
-		!reflect.DeepEqual(path(flows[0], "streams"), []any{"Microsoft-PrometheusMetrics"}) ||
-		!reflect.DeepEqual(path(flows[0], "destinations"), []any{path(accounts[0], "name")}) {
+	accounts, _ := armeval.Path(dcr.Body, "properties", "destinations", "monitoringAccounts").([]any)
+	flows, _ := armeval.Path(dcr.Body, "properties", "dataFlows").([]any)
+	if len(accounts) != 1 || len(flows) != 1 || !strings.EqualFold(fmt.Sprint(armeval.Path(accounts[0], "accountResourceId")), workspace) ||
+		!reflect.DeepEqual(armeval.Path(flows[0], "streams"), []any{"Microsoft-PrometheusMetrics"}) ||
+		!reflect.DeepEqual(armeval.Path(flows[0], "destinations"), []any{armeval.Path(accounts[0], "name")}) {
 		return fmt.Errorf("data collection rule %s does not send Microsoft-PrometheusMetrics to the one workspace %s", dcr.Name, workspace)
 	}
 	group := groups[0]
-	if scopes, _ := path(group.Body, "properties", "scopes").([]any); len(scopes) != 1 || !strings.EqualFold(fmt.Sprint(scopes[0]), workspace) {
+	if scopes, _ := armeval.Path(group.Body, "properties", "scopes").([]any); len(scopes) != 1 || !strings.EqualFold(fmt.Sprint(scopes[0]), workspace) {
 		return fmt.Errorf("rule group %s runs on %v, not on workspace %s", group.Name, scopes, workspace)
 	}
 	pr, err := readRules(rulesFile)
 	if err != nil {
 		return err
 	}
-	runbooks, _ := d.params["runbookBaseUrl"].(string)
+	runbooks, _ := d.Params["runbookBaseUrl"].(string)
 	want, err := ruleGroupRules(pr, actionGroup, runbooks)
 	if err != nil {
 		return err
 	}
-	got, _ := path(group.Body, "properties", "rules").([]any)
+	got, _ := armeval.Path(group.Body, "properties", "rules").([]any)
 	if !reflect.DeepEqual(normalizeJSON(got), normalizeJSON(want)) {
 		g, _ := json.MarshalIndent(got, "", "  ")
 		w, _ := json.MarshalIndent(want, "", "  ")
 		return fmt.Errorf("rule group %s's rules are not %s's:\nhave %s\nwant %s", group.Name, rulesFile, g, w)
 	}
-	if path(group.Body, "properties", "enabled") != true || path(group.Body, "properties", "interval") != "PT1M" {
+	if armeval.Path(group.Body, "properties", "enabled") != true || armeval.Path(group.Body, "properties", "interval") != "PT1M" {
 		return fmt.Errorf("rule group %s is not enabled at a 1-minute interval (the promtool tests' evaluation_interval)", group.Name)
 	}
 	return nil
@@ -103,17 +104,17 @@ func checkMonitoring(d *deployment, f fixture) error {
 
 // monitorWorkspace is the Azure Monitor workspace the metrics go to: the
 // given one, or the one the template creates.
-func monitorWorkspace(d *deployment) (string, error) {
-	if id, _ := d.params["monitorWorkspaceId"].(string); id != "" {
-		if typ, _ := resourceType(id); !strings.EqualFold(typ, "Microsoft.Monitor/accounts") {
+func monitorWorkspace(d *armeval.Deployment) (string, error) {
+	if id, _ := d.Params["monitorWorkspaceId"].(string); id != "" {
+		if typ, _ := armeval.ResourceType(id); !strings.EqualFold(typ, "Microsoft.Monitor/accounts") {
 			return "", fmt.Errorf("monitorWorkspaceId %s is not an Azure Monitor workspace's resource ID", id)
 		}
-		if n := len(d.byType("Microsoft.Monitor/accounts")); n != 0 {
+		if n := len(d.ByType("Microsoft.Monitor/accounts")); n != 0 {
 			return "", fmt.Errorf("monitorWorkspaceId is given, yet the template creates %d workspaces", n)
 		}
 		return id, nil
 	}
-	a, err := d.one("Microsoft.Monitor/accounts")
+	a, err := d.One("Microsoft.Monitor/accounts")
 	if err != nil {
 		return "", fmt.Errorf("no monitorWorkspaceId and %w", err)
 	}
@@ -187,13 +188,13 @@ func normalizeJSON(v any) any {
 // checkLogAlerts checks the scheduled query rules over Application
 // Insights: each of logAlerts, on the template's component, notifying
 // the action group when there is one.
-func checkLogAlerts(d *deployment, host map[string]any, actionGroup string) error {
-	insights, err := d.one("Microsoft.Insights/components")
+func checkLogAlerts(d *armeval.Deployment, host map[string]any, actionGroup string) error {
+	insights, err := d.One("Microsoft.Insights/components")
 	if err != nil {
 		return err
 	}
 	seen := map[string]bool{}
-	for _, r := range d.byType("Microsoft.Insights/scheduledQueryRules") {
+	for _, r := range d.ByType("Microsoft.Insights/scheduledQueryRules") {
 		suffix := ""
 		for s := range logAlerts {
 			if strings.HasSuffix(r.Name, "-"+s) {
@@ -204,31 +205,31 @@ func checkLogAlerts(d *deployment, host map[string]any, actionGroup string) erro
 			return fmt.Errorf("scheduled query rule %s is none of %v", r.Name, logAlerts)
 		}
 		seen[suffix] = true
-		if scopes, _ := path(r.Body, "properties", "scopes").([]any); len(scopes) != 1 || !strings.EqualFold(fmt.Sprint(scopes[0]), insights.ID) {
+		if scopes, _ := armeval.Path(r.Body, "properties", "scopes").([]any); len(scopes) != 1 || !strings.EqualFold(fmt.Sprint(scopes[0]), insights.ID) {
 			return fmt.Errorf("scheduled query rule %s queries %v, not Application Insights %s", r.Name, scopes, insights.ID)
 		}
-		conds, _ := path(r.Body, "properties", "criteria", "allOf").([]any)
+		conds, _ := armeval.Path(r.Body, "properties", "criteria", "allOf").([]any)
 		if len(conds) != 1 {
 			return fmt.Errorf("scheduled query rule %s has %d conditions, want 1", r.Name, len(conds))
 		}
-		if q, _ := path(conds[0], "query").(string); !strings.HasPrefix(q, logAlerts[suffix]+" |") {
+		if q, _ := armeval.Path(conds[0], "query").(string); !strings.HasPrefix(q, logAlerts[suffix]+" |") {
 			return fmt.Errorf("scheduled query rule %s queries %q, not %s", r.Name, q, logAlerts[suffix])
 		}
 		// A sampled row stands for itemCount items.
-		agg, measure := path(conds[0], "timeAggregation"), path(conds[0], "metricMeasureColumn")
+		agg, measure := armeval.Path(conds[0], "timeAggregation"), armeval.Path(conds[0], "metricMeasureColumn")
 		if !(agg == "Total" && measure == "itemCount") && !(agg == "Count" && !sampledTable(host, logAlerts[suffix])) {
 			return fmt.Errorf("scheduled query rule %s counts rows (%v) of %s, which host.json lets Application Insights sample: sum itemCount", r.Name, agg, logAlerts[suffix])
 		}
-		if name := metricAlerts[suffix]; name != "" && d.params["metricsExport"] == true {
+		if name := metricAlerts[suffix]; name != "" && d.Params["metricsExport"] == true {
 			return fmt.Errorf("scheduled query rule %s reads logs where the metric alert %s runs", r.Name, name)
 		}
-		groups, _ := path(r.Body, "properties", "actions", "actionGroups").([]any)
+		groups, _ := armeval.Path(r.Body, "properties", "actions", "actionGroups").([]any)
 		if want := slices.DeleteFunc([]any{actionGroup}, func(v any) bool { return v == "" }); !reflect.DeepEqual(normalizeJSON(groups), normalizeJSON(want)) && !(len(groups) == 0 && len(want) == 0) {
 			return fmt.Errorf("scheduled query rule %s notifies %v, not actionGroupId %q", r.Name, groups, actionGroup)
 		}
 	}
 	for s := range logAlerts {
-		if !seen[s] && (metricAlerts[s] == "" || d.params["metricsExport"] != true) {
+		if !seen[s] && (metricAlerts[s] == "" || d.Params["metricsExport"] != true) {
 			return fmt.Errorf("no scheduled query rule <appName>-%s", s)
 		}
 	}
@@ -246,29 +247,29 @@ func TestMonitoringFollowsItsParameters(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		values map[string]any
-		check  func(t *testing.T, d *deployment)
+		check  func(t *testing.T, d *armeval.Deployment)
 	}{
-		{"defaults: export on, a workspace of its own, no action group", nil, func(t *testing.T, d *deployment) {
-			a, err := d.one("Microsoft.Monitor/accounts")
+		{"defaults: export on, a workspace of its own, no action group", nil, func(t *testing.T, d *armeval.Deployment) {
+			a, err := d.One("Microsoft.Monitor/accounts")
 			require.NoError(t, err)
 			require.True(t, strings.HasSuffix(a.Name, "-amw"))
 		}},
-		{"export off", map[string]any{"metricsExport": false}, func(t *testing.T, d *deployment) {
-			settings, err := d.appSettings()
+		{"export off", map[string]any{"metricsExport": false}, func(t *testing.T, d *armeval.Deployment) {
+			settings, err := appSettings(d)
 			require.NoError(t, err)
 			require.Empty(t, settings["METRICS_REMOTE_WRITE_URL"])
-			require.Empty(t, d.byType("Microsoft.AlertsManagement/prometheusRuleGroups"))
-			require.Len(t, d.byType("Microsoft.Insights/scheduledQueryRules"), 3, "without metrics, every alert the logs can carry")
+			require.Empty(t, d.ByType("Microsoft.AlertsManagement/prometheusRuleGroups"))
+			require.Len(t, d.ByType("Microsoft.Insights/scheduledQueryRules"), 3, "without metrics, every alert the logs can carry")
 		}},
-		{"the region's workspace and an action group", map[string]any{"monitorWorkspaceId": workspace, "actionGroupId": group}, func(t *testing.T, d *deployment) {
-			require.Empty(t, d.byType("Microsoft.Monitor/accounts"))
-			g, err := d.one("Microsoft.AlertsManagement/prometheusRuleGroups")
+		{"the region's workspace and an action group", map[string]any{"monitorWorkspaceId": workspace, "actionGroupId": group}, func(t *testing.T, d *armeval.Deployment) {
+			require.Empty(t, d.ByType("Microsoft.Monitor/accounts"))
+			g, err := d.One("Microsoft.AlertsManagement/prometheusRuleGroups")
 			require.NoError(t, err)
-			for _, r := range path(g.Body, "properties", "rules").([]any) {
-				require.Equal(t, []any{map[string]any{"actionGroupId": group}}, normalizeJSON(path(r, "actions")))
+			for _, r := range armeval.Path(g.Body, "properties", "rules").([]any) {
+				require.Equal(t, []any{map[string]any{"actionGroupId": group}}, normalizeJSON(armeval.Path(r, "actions")))
 			}
-			for _, r := range d.byType("Microsoft.Insights/scheduledQueryRules") {
-				require.Equal(t, []any{group}, normalizeJSON(path(r.Body, "properties", "actions", "actionGroups")))
+			for _, r := range d.ByType("Microsoft.Insights/scheduledQueryRules") {
+				require.Equal(t, []any{group}, normalizeJSON(armeval.Path(r.Body, "properties", "actions", "actionGroups")))
 			}
 		}},
 	} {
@@ -280,7 +281,7 @@ func TestMonitoringFollowsItsParameters(t *testing.T) {
 			for k, v := range tc.values {
 				values[k] = v
 			}
-			d, err := resolve(f.template, values, exampleScope)
+			d, err := armeval.Resolve(f.template, values, exampleScope)
 			require.NoError(t, err)
 			require.NoError(t, checkMonitoring(d, f))
 			require.NoError(t, checkGrants(d))
@@ -313,7 +314,7 @@ func TestMonitoringCheckFailsOnEditedTemplate(t *testing.T) {
 		}, "not on workspace"},
 		{"the rule sending elsewhere", func(t *testing.T, tmpl map[string]any) {
 			p := props(findResource(t, tmpl, "Microsoft.Insights/dataCollectionRules", "dcr"))
-			path(p, "destinations", "monitoringAccounts").([]any)[0].(map[string]any)["accountResourceId"] = "[resourceId('Microsoft.Monitor/accounts', 'elsewhere')]"
+			armeval.Path(p, "destinations", "monitoringAccounts").([]any)[0].(map[string]any)["accountResourceId"] = "[resourceId('Microsoft.Monitor/accounts', 'elsewhere')]"
 		}, "does not send Microsoft-PrometheusMetrics"},
 		{"the write URL on another rule", func(t *testing.T, tmpl map[string]any) {
 			setting(t, tmpl, "METRICS_REMOTE_WRITE_URL")["value"] = "[format('{0}/dataCollectionRules/{1}/streams/Microsoft-PrometheusMetrics/api/v1/write?api-version=2023-04-24', reference(variables('dceId'), '2022-06-01').metricsIngestion.endpoint, reference(resourceId('Microsoft.Insights/dataCollectionRules', 'other'), '2022-06-01').immutableId)]"
@@ -336,7 +337,7 @@ func TestMonitoringCheckFailsOnEditedTemplate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := load(t)
 			tc.edit(t, f.template)
-			d, err := resolve(f.template, f.values, exampleScope)
+			d, err := armeval.Resolve(f.template, f.values, exampleScope)
 			require.NoError(t, err)
 			err = checkMonitoring(d, f)
 			if err == nil {
@@ -362,7 +363,7 @@ func ruleGroupRule(t *testing.T, tmpl map[string]any, alert string) map[string]a
 func setting(t *testing.T, tmpl map[string]any, name string) map[string]any {
 	t.Helper()
 	site := findResource(t, tmpl, "Microsoft.Web/sites", "appName")
-	for _, s := range path(site, "properties", "siteConfig", "appSettings").([]any) {
+	for _, s := range armeval.Path(site, "properties", "siteConfig", "appSettings").([]any) {
 		if m := s.(map[string]any); m["name"] == name {
 			return m
 		}

@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"testing"
+
+	"github.com/opstatus/opstatus/deploy/internal/armeval"
+	"github.com/stretchr/testify/require"
 )
 
 // The resource provider's Cosmos DB account is private outside dev
@@ -66,23 +70,23 @@ var hostStorageGroups = []string{"blob", "queue", "table"}
 // privatelink.azurewebsites.net. Every setting that names an endpoint is
 // on a path the deploy guide describes, the storage ones on the host's
 // account.
-func checkNetwork(d *deployment) error {
-	site, err := d.one("Microsoft.Web/sites")
+func checkNetwork(d *armeval.Deployment) error {
+	site, err := d.One("Microsoft.Web/sites")
 	if err != nil {
 		return err
 	}
-	subnet, _ := d.params["subnetId"].(string)
-	got, _ := path(site.Body, "properties", "virtualNetworkSubnetId").(string)
+	subnet, _ := d.Params["subnetId"].(string)
+	got, _ := armeval.Path(site.Body, "properties", "virtualNetworkSubnetId").(string)
 	if v, set := site.Body["properties"].(map[string]any)["vnetRouteAllEnabled"]; set {
 		return fmt.Errorf("vnetRouteAllEnabled is %v: Flex Consumption routes all traffic through the subnet without it and refuses deprecated site properties", v)
 	}
-	storages := d.byType("Microsoft.Storage/storageAccounts")
+	storages := d.ByType("Microsoft.Storage/storageAccounts")
 	if subnet == "" {
 		if got != "" {
 			return fmt.Errorf("the site is integrated with %s, but subnetId is empty", got)
 		}
 		for _, r := range storages {
-			if access := path(r.Body, "properties", "publicNetworkAccess"); access != "Enabled" {
+			if access := armeval.Path(r.Body, "properties", "publicNetworkAccess"); access != "Enabled" {
 				return fmt.Errorf("storage account %s: publicNetworkAccess %v without VNet integration: the host could not reach its storage", r.Name, access)
 			}
 		}
@@ -90,7 +94,7 @@ func checkNetwork(d *deployment) error {
 		if !strings.EqualFold(got, subnet) {
 			return fmt.Errorf("the site's virtualNetworkSubnetId is %q, not subnetId %s: it would reach no private endpoint", got, subnet)
 		}
-		typ, name := resourceType(subnet)
+		typ, name := armeval.ResourceType(subnet)
 		if typ != "Microsoft.Network/virtualNetworks/subnets" {
 			return fmt.Errorf("subnetId %s is not a subnet's resource ID", subnet)
 		}
@@ -99,10 +103,10 @@ func checkNetwork(d *deployment) error {
 		}
 	}
 
-	peSubnet, _ := d.params["privateEndpointSubnetId"].(string)
-	endpoints := d.byType("Microsoft.Network/privateEndpoints")
+	peSubnet, _ := d.Params["privateEndpointSubnetId"].(string)
+	endpoints := d.ByType("Microsoft.Network/privateEndpoints")
 	if len(endpoints) > 0 {
-		if typ, _ := resourceType(peSubnet); typ != "Microsoft.Network/virtualNetworks/subnets" {
+		if typ, _ := armeval.ResourceType(peSubnet); typ != "Microsoft.Network/virtualNetworks/subnets" {
 			return fmt.Errorf("privateEndpointSubnetId %q is not a subnet's resource ID", peSubnet)
 		}
 		if strings.EqualFold(peSubnet, subnet) {
@@ -110,24 +114,24 @@ func checkNetwork(d *deployment) error {
 		}
 	}
 	for _, pe := range endpoints {
-		if in, _ := path(pe.Body, "properties", "subnet", "id").(string); !strings.EqualFold(in, peSubnet) {
+		if in, _ := armeval.Path(pe.Body, "properties", "subnet", "id").(string); !strings.EqualFold(in, peSubnet) {
 			return fmt.Errorf("private endpoint %s is in %q, not privateEndpointSubnetId %s", pe.Name, in, peSubnet)
 		}
 	}
 
 	for _, r := range storages {
-		access := path(r.Body, "properties", "publicNetworkAccess")
+		access := armeval.Path(r.Body, "properties", "publicNetworkAccess")
 		want := map[any]string{"Enabled": "Allow", "Disabled": "Deny"}[access]
 		if want == "" {
 			return fmt.Errorf("storage account %s: publicNetworkAccess %v, want Enabled or Disabled", r.Name, access)
 		}
-		if action := path(r.Body, "properties", "networkAcls", "defaultAction"); action != want {
+		if action := armeval.Path(r.Body, "properties", "networkAcls", "defaultAction"); action != want {
 			return fmt.Errorf("storage account %s: publicNetworkAccess %v with networkAcls.defaultAction %v, want %s", r.Name, access, action, want)
 		}
 		if access != "Disabled" {
 			continue
 		}
-		if bypass := path(r.Body, "properties", "networkAcls", "bypass"); bypass != "None" {
+		if bypass := armeval.Path(r.Body, "properties", "networkAcls", "bypass"); bypass != "None" {
 			return fmt.Errorf("storage account %s: networkAcls.bypass %v, want None: nothing but the private endpoints reaches it", r.Name, bypass)
 		}
 		for _, group := range hostStorageGroups {
@@ -143,16 +147,16 @@ func checkNetwork(d *deployment) error {
 		}
 	}
 
-	if access, want := path(site.Body, "properties", "publicNetworkAccess"), d.params["sitePublicNetworkAccess"]; access != want || (access != "Enabled" && access != "Disabled") {
+	if access, want := armeval.Path(site.Body, "properties", "publicNetworkAccess"), d.Params["sitePublicNetworkAccess"]; access != want || (access != "Enabled" && access != "Disabled") {
 		return fmt.Errorf("the site's publicNetworkAccess is %v, not sitePublicNetworkAccess %v", access, want)
 	}
-	if d.params["sitePrivateEndpoint"] == true {
+	if d.Params["sitePrivateEndpoint"] == true {
 		if _, _, err := privateEndpoint(d, site.ID, "sites"); err != nil {
 			return fmt.Errorf("sitePrivateEndpoint: %w", err)
 		}
 	}
 
-	settings, err := d.appSettings()
+	settings, err := appSettings(d)
 	if err != nil {
 		return err
 	}
@@ -160,7 +164,7 @@ func checkNetwork(d *deployment) error {
 	if err != nil {
 		return err
 	}
-	_, account := resourceType(storage)
+	_, account := armeval.ResourceType(storage)
 	for name, value := range settings {
 		if value == "" || !namesEndpoint(name, value) {
 			continue
@@ -183,13 +187,13 @@ func checkNetwork(d *deployment) error {
 // privateEndpoint returns the private endpoint of the deployment that
 // connects to target's group, and its DNS zone group, which must register
 // it in the group's privatelink zone.
-func privateEndpoint(d *deployment, target, group string) (pe, zones resource, err error) {
-	var found []resource
-	for _, r := range d.byType("Microsoft.Network/privateEndpoints") {
-		conns, _ := path(r.Body, "properties", "privateLinkServiceConnections").([]any)
+func privateEndpoint(d *armeval.Deployment, target, group string) (pe, zones armeval.Resource, err error) {
+	var found []armeval.Resource
+	for _, r := range d.ByType("Microsoft.Network/privateEndpoints") {
+		conns, _ := armeval.Path(r.Body, "properties", "privateLinkServiceConnections").([]any)
 		for _, c := range conns {
-			id, _ := path(c, "properties", "privateLinkServiceId").(string)
-			groups, _ := path(c, "properties", "groupIds").([]any)
+			id, _ := armeval.Path(c, "properties", "privateLinkServiceId").(string)
+			groups, _ := armeval.Path(c, "properties", "groupIds").([]any)
 			if strings.EqualFold(id, target) && len(groups) == 1 && groups[0] == group {
 				found = append(found, r)
 			}
@@ -199,8 +203,8 @@ func privateEndpoint(d *deployment, target, group string) (pe, zones resource, e
 		return pe, zones, fmt.Errorf("%d private endpoints for %s of %s, want 1", len(found), group, target)
 	}
 	pe = found[0]
-	var groups []resource
-	for _, r := range d.byType("Microsoft.Network/privateEndpoints/privateDnsZoneGroups") {
+	var groups []armeval.Resource
+	for _, r := range d.ByType("Microsoft.Network/privateEndpoints/privateDnsZoneGroups") {
 		if strings.HasPrefix(strings.ToLower(r.ID), strings.ToLower(pe.ID+"/privateDnsZoneGroups/")) {
 			groups = append(groups, r)
 		}
@@ -209,19 +213,19 @@ func privateEndpoint(d *deployment, target, group string) (pe, zones resource, e
 		return pe, zones, fmt.Errorf("private endpoint %s has %d DNS zone groups, want 1: its name would not resolve to it", pe.Name, len(groups))
 	}
 	zones = groups[0]
-	configs, _ := path(zones.Body, "properties", "privateDnsZoneConfigs").([]any)
+	configs, _ := armeval.Path(zones.Body, "properties", "privateDnsZoneConfigs").([]any)
 	if len(configs) != 1 {
 		return pe, zones, fmt.Errorf("zone group %s has %d zones, want 1", zones.Name, len(configs))
 	}
-	zone, _ := path(configs[0], "properties", "privateDnsZoneId").(string)
-	if typ, name := resourceType(zone); typ != "Microsoft.Network/privateDnsZones" || name != privatelinkZones[group] {
+	zone, _ := armeval.Path(configs[0], "properties", "privateDnsZoneId").(string)
+	if typ, name := armeval.ResourceType(zone); typ != "Microsoft.Network/privateDnsZones" || name != privatelinkZones[group] {
 		return pe, zones, fmt.Errorf("zone group %s registers %s in %q, not a %s private DNS zone", zones.Name, group, zone, privatelinkZones[group])
 	}
 	return pe, zones, nil
 }
 
 // dependsOn tells whether a resource's dependsOn names id.
-func dependsOn(r resource, id string) bool {
+func dependsOn(r armeval.Resource, id string) bool {
 	list, _ := r.Body["dependsOn"].([]any)
 	for _, x := range list {
 		if s, _ := x.(string); strings.EqualFold(s, id) {
@@ -229,4 +233,137 @@ func dependsOn(r resource, id string) bool {
 		}
 	}
 	return false
+}
+
+// TestNetworkChecksFailOnBrokenCopies edits copies of the template the way a
+// mistake would and sees checkNetwork fail.
+func TestNetworkChecksFailOnBrokenCopies(t *testing.T) {
+	runBrokenCopies(t, []brokenCopy{
+		{
+			name:  "the site left out of the subnet",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				delete(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "virtualNetworkSubnetId")
+			},
+			want: "the site's virtualNetworkSubnetId is \"\", not subnetId",
+		},
+		{
+			name:  "vnetRouteAllEnabled, which Flex deprecates",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Web/sites", ""))["vnetRouteAllEnabled"] = true
+			},
+			want: "vnetRouteAllEnabled is true: Flex Consumption routes all traffic through the subnet without it",
+		},
+		{
+			name:  "private storage letting trusted Azure services in",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))["networkAcls"].(map[string]any)["bypass"] = "AzureServices"
+			},
+			want: "networkAcls.bypass AzureServices, want None",
+		},
+		{
+			name:  "no private endpoint for the host's queues",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				removeResource(t, tmpl, findResource(t, tmpl, "Microsoft.Network/privateEndpoints", "-queue-pe"))
+			},
+			want: "0 private endpoints for queue of",
+		},
+		{
+			name:  "the table endpoint registered in the blob zone",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				variables(tmpl)["storageDnsZones"].(map[string]any)["table"] = "[parameters('storageBlobDnsZoneId')]"
+			},
+			want: "not a privatelink.table.core.windows.net private DNS zone",
+		},
+		{
+			name:  "the site made before its storage's blob endpoint resolves",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				site := findResource(t, tmpl, "Microsoft.Web/sites", "")
+				var kept []any
+				for _, d := range site["dependsOn"].([]any) {
+					if !strings.Contains(d.(string), "privateDnsZoneGroups', format('{0}-blob-pe'") {
+						kept = append(kept, d)
+					}
+				}
+				require.Len(t, kept, len(site["dependsOn"].([]any))-1)
+				site["dependsOn"] = kept
+			},
+			want: "the site does not depend on",
+		},
+		{
+			name:  "a storage private endpoint in the integration subnet",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Network/privateEndpoints", "-blob-pe"))["subnet"] = map[string]any{"id": "[parameters('subnetId')]"}
+			},
+			want: "not privateEndpointSubnetId",
+		},
+		{
+			name:  "the site open to public traffic whatever its parameter",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Web/sites", ""))["publicNetworkAccess"] = "Enabled"
+			},
+			want: "the site's publicNetworkAccess is Enabled, not sitePublicNetworkAccess Disabled",
+		},
+		{
+			name:  "the app's private endpoint to another group than sites",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				conn := props(findResource(t, tmpl, "Microsoft.Network/privateEndpoints", "sitePrivateEndpointName"))["privateLinkServiceConnections"].([]any)[0]
+				props(conn.(map[string]any))["groupIds"] = []any{"scm"}
+			},
+			want: "sitePrivateEndpoint: 0 private endpoints for sites",
+		},
+		{
+			name:   "a subnet name with _, the template's own check removed",
+			check:  "network",
+			values: map[string]any{"subnetId": exampleVnet + "/subnets/ops_status"},
+			scope:  exampleScope.WithExisting(exampleVnet+"/subnets/ops_status", map[string]any{"properties": map[string]any{"addressPrefix": "10.128.64.0/26", "delegations": delegatedTo("Microsoft.App/environments")}}),
+			edit: func(t *testing.T, tmpl map[string]any) {
+				editSubnetCheck(t, tmpl, "contains(variables('integrationSubnetName'), '_')", "false()")
+			},
+			want: "subnet ops_status: Flex Consumption refuses a subnet name with _",
+		},
+		{
+			name:   "private endpoints in the integration subnet, the template's own checks removed",
+			check:  "network",
+			values: map[string]any{"privateEndpointSubnetId": exampleVnet + "/subnets/opstatus"},
+			edit: func(t *testing.T, tmpl map[string]any) {
+				same := "equals(toLower(parameters('privateEndpointSubnetId')), toLower(parameters('subnetId')))"
+				editStorageAccess(t, tmpl, same, "false()")
+				editSiteEndpointSubnet(t, tmpl, same, "false()")
+			},
+			want: "privateEndpointSubnetId is subnetId",
+		},
+		{
+			name:  "an endpoint on no network path the guide describes",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				addSetting(t, tmpl, "BILLING_EXPORT_URL", "https://billing.example.com")
+			},
+			want: "setting BILLING_EXPORT_URL names an endpoint on no network path",
+		},
+		{
+			name:  "the table endpoint of another account",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "AzureWebJobsStorage__tableServiceUri", "https://other.table.core.windows.net/")
+			},
+			want: "not an endpoint of the host's storage account",
+		},
+		{
+			name:  "storage closed to public traffic but its network rules open",
+			check: "network",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))["networkAcls"].(map[string]any)["defaultAction"] = "Allow"
+			},
+			want: "publicNetworkAccess Disabled with networkAcls.defaultAction Allow",
+		},
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opstatus/opstatus/deploy/internal/armeval"
 	"github.com/opstatus/opstatus/internal/config"
 	"github.com/stretchr/testify/require"
 )
@@ -49,8 +50,8 @@ func handlerReads(settings map[string]string) []string {
 
 // unsetHandlerSettings lists the settings the handler reads that the
 // template does not set and a deployment needs.
-func unsetHandlerSettings(d *deployment) ([]string, error) {
-	settings, err := d.appSettings()
+func unsetHandlerSettings(d *armeval.Deployment) ([]string, error) {
+	settings, err := appSettings(d)
 	if err != nil {
 		return nil, err
 	}
@@ -65,15 +66,15 @@ func unsetHandlerSettings(d *deployment) ([]string, error) {
 
 func TestEveryHandlerSettingIsInTheTemplate(t *testing.T) {
 	f := load(t)
-	d, err := resolve(f.template, f.values, exampleScope)
+	d, err := armeval.Resolve(f.template, f.values, exampleScope)
 	require.NoError(t, err)
 	missing, err := unsetHandlerSettings(d)
 	require.NoError(t, err)
 	require.Empty(t, missing, "settings the handler reads that only a hand edit would set, which the next deployment removes")
 
-	edited := deepCopy(f.template)
+	edited := armeval.DeepCopy(f.template)
 	removeSetting(t, edited, "OPERATION_DEADLINE_CREATE")
-	d, err = resolve(edited, f.values, exampleScope)
+	d, err = armeval.Resolve(edited, f.values, exampleScope)
 	require.NoError(t, err)
 	missing, err = unsetHandlerSettings(d)
 	require.NoError(t, err)
@@ -159,7 +160,7 @@ func checkCombination(t *testing.T, f fixture, c combination) {
 	t.Helper()
 	what := fmt.Sprintf("%+v", c)
 	f.values = c.values(f.values)
-	d, err := resolve(f.template, f.values, exampleScope)
+	d, err := armeval.Resolve(f.template, f.values, exampleScope)
 	require.NoError(t, err, what)
 	for _, check := range checks {
 		if check.name == "refusals" {
@@ -167,7 +168,7 @@ func checkCombination(t *testing.T, f fixture, c combination) {
 		}
 		require.NoError(t, check.check(d, f), "%s: %s", check.name, what)
 	}
-	settings, err := d.appSettings()
+	settings, err := appSettings(d)
 	require.NoError(t, err)
 	env := handlerEnv(settings)
 	cfg, err := config.Load(func(k string) string { return env[k] })
@@ -191,11 +192,11 @@ func checkCombination(t *testing.T, f fixture, c combination) {
 	require.Equal(t, want, cfg.CreateDeadline, what)
 	require.Equal(t, c.partitionKey, settings["COSMOS_OPERATIONS_PARTITION_KEY"], what)
 	require.Equal(t, c.telemetry, settings["OTEL_EXPORTER_OTLP_ENDPOINT"] != "", what)
-	require.Equal(t, int64(40), d.params["maximumInstanceCount"])
+	require.Equal(t, int64(40), d.Params["maximumInstanceCount"])
 	require.Equal(t, config.DefaultClusterServiceMaxInFlight, cfg.ClusterServiceMaxInFlight, what)
 	require.Equal(t, 256, cfg.ClusterServiceBudget, what)
 
-	site, err := d.one("Microsoft.Web/sites")
+	site, err := d.One("Microsoft.Web/sites")
 	require.NoError(t, err)
 	var wantReady []any
 	if c.alwaysReady > 0 {
@@ -204,7 +205,7 @@ func checkCombination(t *testing.T, f fixture, c combination) {
 			wantReady = append(wantReady, map[string]any{"name": "function:pickup", "instanceCount": c.alwaysReady})
 		}
 	}
-	require.ElementsMatch(t, wantReady, path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency", "alwaysReady"), what)
+	require.ElementsMatch(t, wantReady, armeval.Path(site.Body, "properties", "functionAppConfig", "scaleAndConcurrency", "alwaysReady"), what)
 }
 
 // TestChecksRefuseUnworkableParameters deploys parameter values with which

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opstatus/opstatus/deploy/internal/armeval"
 	"github.com/stretchr/testify/require"
 )
 
@@ -14,12 +15,12 @@ import (
 // template declares. ARM drops a dependency on a declared resource whose
 // condition is false, but refuses one on a resource outside the template
 // ("The resource '…' is not defined in the template").
-func checkDependencies(d *deployment) error {
-	for _, r := range d.resources {
+func checkDependencies(d *armeval.Deployment) error {
+	for _, r := range d.Resources {
 		deps, _ := r.Body["dependsOn"].([]any)
 		for _, dep := range deps {
 			s, _ := dep.(string)
-			if !declaredIn(d.declared[r.Template], s) {
+			if !declaredIn(d.Declared[r.Template], s) {
 				return fmt.Errorf("%s depends on %q, which its template does not declare: ARM refuses the deployment (the resource is not defined in the template)", r.Name, s)
 			}
 		}
@@ -52,7 +53,7 @@ func declaredIn(ids map[string]bool, dep string) bool {
 // sampling is on by default in Functions, and a request or exception
 // sampled away is a scan the no-scan alert misses or a failure nobody sees.
 func checkSampling(host map[string]any) error {
-	s, _ := path(host, "logging", "applicationInsights", "samplingSettings").(map[string]any)
+	s, _ := armeval.Path(host, "logging", "applicationInsights", "samplingSettings").(map[string]any)
 	if s == nil {
 		return fmt.Errorf("host.json sets no logging.applicationInsights.samplingSettings: Functions samples requests and exceptions by default")
 	}
@@ -72,7 +73,7 @@ func checkSampling(host map[string]any) error {
 // sampledTable reports whether Application Insights may sample the rows of
 // a table under host.json's sampling settings.
 func sampledTable(host map[string]any, table string) bool {
-	s, _ := path(host, "logging", "applicationInsights", "samplingSettings").(map[string]any)
+	s, _ := armeval.Path(host, "logging", "applicationInsights", "samplingSettings").(map[string]any)
 	if s != nil && s["isEnabled"] == false {
 		return false
 	}
@@ -88,21 +89,21 @@ func sampledTable(host map[string]any, table string) bool {
 
 // checkMetricsRegion checks that the data collection endpoint and rule are
 // in the region of the workspace they feed, as ARO-HCP puts them.
-func checkMetricsRegion(d *deployment, workspace string) error {
+func checkMetricsRegion(d *armeval.Deployment, workspace string) error {
 	where := ""
-	for _, a := range d.byType("Microsoft.Monitor/accounts") {
+	for _, a := range d.ByType("Microsoft.Monitor/accounts") {
 		if strings.EqualFold(a.ID, workspace) {
 			where, _ = a.Body["location"].(string)
 		}
 	}
-	if w, ok := d.scope.existing[strings.ToLower(workspace)]; ok && where == "" {
+	if w, ok := d.Scope.Existing[strings.ToLower(workspace)]; ok && where == "" {
 		where, _ = w["location"].(string)
 	}
 	if where == "" {
 		return fmt.Errorf("workspace %s: no region known", workspace)
 	}
 	for _, typ := range []string{"Microsoft.Insights/dataCollectionEndpoints", "Microsoft.Insights/dataCollectionRules"} {
-		for _, r := range d.byType(typ) {
+		for _, r := range d.ByType(typ) {
 			if loc, _ := r.Body["location"].(string); !strings.EqualFold(loc, where) {
 				return fmt.Errorf("%s %s is in %s, its workspace %s in %s: the collection path belongs in the workspace's region", typ, r.Name, loc, workspace, where)
 			}
@@ -150,21 +151,21 @@ func TestUpstreamChecksFailOnBrokenCopies(t *testing.T) {
 		{
 			name: "host.json sampling requests", check: "sampling",
 			edit: func(t *testing.T, f *fixture) {
-				path(f.host, "logging", "applicationInsights", "samplingSettings").(map[string]any)["excludedTypes"] = "Exception"
+				armeval.Path(f.host, "logging", "applicationInsights", "samplingSettings").(map[string]any)["excludedTypes"] = "Exception"
 			},
 			want: "host.json samples Request telemetry",
 		},
 		{
 			name: "host.json without sampling settings", check: "sampling",
 			edit: func(t *testing.T, f *fixture) {
-				delete(path(f.host, "logging").(map[string]any), "applicationInsights")
+				delete(armeval.Path(f.host, "logging").(map[string]any), "applicationInsights")
 			},
 			want: "sets no logging.applicationInsights.samplingSettings",
 		},
 		{
 			name: "a log alert counting sampled traces", check: "monitoring",
 			edit: func(t *testing.T, f *fixture) {
-				c := path(findResource(t, f.template, "Microsoft.Insights/scheduledQueryRules", "start-failed"), "properties", "criteria", "allOf").([]any)[0].(map[string]any)
+				c := armeval.Path(findResource(t, f.template, "Microsoft.Insights/scheduledQueryRules", "start-failed"), "properties", "criteria", "allOf").([]any)[0].(map[string]any)
 				c["timeAggregation"] = "Count"
 				delete(c, "metricMeasureColumn")
 			},
@@ -173,7 +174,7 @@ func TestUpstreamChecksFailOnBrokenCopies(t *testing.T) {
 		{
 			name: "the no-scan log alert counting sampled requests", check: "monitoring", values: map[string]any{"metricsExport": false},
 			edit: func(t *testing.T, f *fixture) {
-				path(f.host, "logging", "applicationInsights", "samplingSettings").(map[string]any)["excludedTypes"] = "Exception"
+				armeval.Path(f.host, "logging", "applicationInsights", "samplingSettings").(map[string]any)["excludedTypes"] = "Exception"
 			},
 			want: "counts rows (Count) of requests",
 		},
@@ -217,8 +218,8 @@ func TestUpstreamChecksFailOnBrokenCopies(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := load(t)
-			f.template = deepCopy(f.template)
-			f.host = deepCopy(f.host)
+			f.template = armeval.DeepCopy(f.template)
+			f.host = armeval.DeepCopy(f.host)
 			values := map[string]any{}
 			for k, v := range f.values {
 				values[k] = v
@@ -227,9 +228,9 @@ func TestUpstreamChecksFailOnBrokenCopies(t *testing.T) {
 				values[k] = v
 			}
 			f.values = values
-			d, err := resolve(f.template, f.values, exampleScope)
+			d, err := armeval.Resolve(f.template, f.values, exampleScope)
 			require.NoError(t, err)
-			var check func(*deployment, fixture) error
+			var check func(*armeval.Deployment, fixture) error
 			for _, c := range checks {
 				if c.name == tc.check {
 					check = c.check
@@ -238,7 +239,7 @@ func TestUpstreamChecksFailOnBrokenCopies(t *testing.T) {
 			require.NotNil(t, check, tc.check)
 			require.NoError(t, check(d, f), "the check passes before the edit")
 			tc.edit(t, &f)
-			d, err = resolve(f.template, f.values, exampleScope)
+			d, err = armeval.Resolve(f.template, f.values, exampleScope)
 			require.NoError(t, err)
 			require.ErrorContains(t, check(d, f), tc.want)
 		})
@@ -263,7 +264,7 @@ func TestUpstreamChecksPass(t *testing.T) {
 			for k, v := range values {
 				given[k] = v
 			}
-			d, err := resolve(f.template, given, exampleScope)
+			d, err := armeval.Resolve(f.template, given, exampleScope)
 			require.NoError(t, err)
 			for _, c := range checks {
 				require.NoError(t, c.check(d, f), c.name)

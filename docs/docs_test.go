@@ -111,14 +111,14 @@ func read(t *testing.T, path string) string {
 }
 
 // markdownFiles are the documents whose links are checked: the top-level
-// ones and the guides.
+// ones, the guides, and the mesh chart's guide for its owners.
 func markdownFiles(t *testing.T) []string {
 	t.Helper()
 	top, err := filepath.Glob(filepath.Join(root, "*.md"))
 	require.NoError(t, err)
 	guides, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	require.NoError(t, err)
-	return append(top, guides...)
+	return append(append(top, guides...), filepath.Join(root, "deploy", "mesh", "README.md"))
 }
 
 // settingName is the shape of an app setting: no spaces, no format verbs.
