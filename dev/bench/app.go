@@ -16,10 +16,9 @@ import (
 // stageApp copies the function app (host.json, every <function>/function.json
 // and the handler binary) from the repository root into a directory of its
 // own, so that every run of one invocation uses the same handler even if
-// ./handler is rebuilt meanwhile. hostJSON and handler, when set, are
-// copied instead of the repository's, for experiments. It returns the
-// directory and the handler's SHA-256.
-func stageApp(root, hostJSON, handler string) (dir, sum string, err error) {
+// ./handler is rebuilt meanwhile. It returns the directory and the
+// handler's SHA-256.
+func stageApp(root string) (dir, sum string, err error) {
 	dir, err = os.MkdirTemp("", "opstatus-bench-app-")
 	if err != nil {
 		return "", "", err
@@ -29,13 +28,7 @@ func stageApp(root, hostJSON, handler string) (dir, sum string, err error) {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	if hostJSON == "" {
-		hostJSON = filepath.Join(root, "host.json")
-	}
-	if handler == "" {
-		handler = filepath.Join(root, "handler")
-	}
-	if err := copyFile(hostJSON, filepath.Join(dir, "host.json"), 0o644); err != nil {
+	if err := copyFile(filepath.Join(root, "host.json"), filepath.Join(dir, "host.json"), 0o644); err != nil {
 		return "", "", err
 	}
 	entries, err := os.ReadDir(root)
@@ -57,7 +50,7 @@ func stageApp(root, hostJSON, handler string) (dir, sum string, err error) {
 			return "", "", err
 		}
 	}
-	if err := copyFile(handler, filepath.Join(dir, "handler"), 0o755); err != nil {
+	if err := copyFile(filepath.Join(root, "handler"), filepath.Join(dir, "handler"), 0o755); err != nil {
 		return "", "", fmt.Errorf("the handler binary (run make build): %w", err)
 	}
 	f, err := os.Open(filepath.Join(dir, "handler"))

@@ -83,7 +83,6 @@ type env struct {
 // startEnv stages the app and starts the servers.
 func startEnv(ctx context.Context, cfg config) (_ *env, err error) {
 	e := &env{settings: cfg.settings, budget: cfg.budget}
-	logPath := cfg.logPath
 	defer func() {
 		if err != nil {
 			e.close()
@@ -92,7 +91,7 @@ func startEnv(ctx context.Context, cfg config) (_ *env, err error) {
 	if e.root, err = testenv.RepoRoot(); err != nil {
 		return nil, err
 	}
-	if e.app, e.handlerSum, err = stageApp(e.root, cfg.hostJSON, cfg.handler); err != nil {
+	if e.app, e.handlerSum, err = stageApp(e.root); err != nil {
 		return nil, err
 	}
 	if cfg.batch != "" {
@@ -102,19 +101,11 @@ func startEnv(ctx context.Context, cfg config) (_ *env, err error) {
 	}
 	e.handler = filepath.Join(e.app, "handler")
 	e.commit = gitCommit(e.root)
-	if logPath == "" {
-		f, err := os.CreateTemp("", "opstatus-bench-*.log")
-		if err != nil {
-			return nil, err
-		}
-		e.log, e.logPath = f, f.Name()
-	} else {
-		f, err := os.Create(logPath)
-		if err != nil {
-			return nil, err
-		}
-		e.log, e.logPath = f, logPath
+	f, err := os.CreateTemp("", "opstatus-bench-*.log")
+	if err != nil {
+		return nil, err
 	}
+	e.log, e.logPath = f, f.Name()
 
 	var wg sync.WaitGroup
 	var azErr, cosErr error

@@ -3,8 +3,13 @@
 // endpoint: it refuses a request without the expected bearer token or
 // remote-write headers, decodes the snappy-compressed WriteRequest with the
 // protobuf runtime against the message schema of Prometheus's
-// prompb/types.proto and remote.proto (field numbers and types as there), and
-// keeps the samples in memory. It never ships.
+// prompb/types.proto and remote.proto, and keeps the samples in memory. It
+// never ships.
+//
+// The schema is built here rather than imported from Prometheus's prompb:
+// that module's requirements would raise the Azure SDK, MSAL and gRPC
+// versions the handler itself builds with. The tests hold it to the .proto
+// files of the Prometheus version the Makefile builds promtool from.
 package remotewritesink
 
 import (
@@ -187,23 +192,22 @@ var writeRequest = func() protoreflect.MessageDescriptor {
 	return fd.Messages().ByName("WriteRequest")
 }()
 
-// decode reads a WriteRequest; a field the schema does not know (exemplars,
-// native histograms, metadata) is an error, since opstatus sends none.
+// decode reads a WriteRequest. A field the schema does not know, or a known
+// field number with another wire type, is an error at every level, and so
+// is a field Prometheus knows that opstatus never sends (exemplars, native
+// histograms, metadata): the schema leaves them out.
 func decode(body []byte) ([]Sample, error) {
 	m := dynamicpb.NewMessage(writeRequest)
 	if err := proto.Unmarshal(body, m); err != nil {
 		return nil, fmt.Errorf("WriteRequest: %w", err)
 	}
-	if len(m.GetUnknown()) > 0 {
-		return nil, fmt.Errorf("WriteRequest: unknown fields")
+	if err := known(m); err != nil {
+		return nil, err
 	}
 	var out []Sample
 	series := m.Get(writeRequest.Fields().ByName("timeseries")).List()
 	for i := range series.Len() {
 		ts := series.Get(i).Message()
-		if len(ts.GetUnknown()) > 0 {
-			return nil, fmt.Errorf("TimeSeries: unknown fields")
-		}
 		labels := map[string]string{}
 		prev := ""
 		ls := ts.Get(ts.Descriptor().Fields().ByName("labels")).List()
@@ -230,4 +234,28 @@ func decode(body []byte) ([]Sample, error) {
 		}
 	}
 	return out, nil
+}
+
+// known refuses a message, or any message inside it, that carries fields
+// outside the schema.
+func known(m protoreflect.Message) error {
+	if len(m.GetUnknown()) > 0 {
+		return fmt.Errorf("%s: a field outside Prometheus's schema", m.Descriptor().Name())
+	}
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.Kind() != protoreflect.MessageKind:
+		case fd.IsList():
+			for i := range v.List().Len() {
+				if err = known(v.List().Get(i).Message()); err != nil {
+					return false
+				}
+			}
+		default:
+			err = known(v.Message())
+		}
+		return err == nil
+	})
+	return err
 }
