@@ -150,7 +150,7 @@ func latencyFixture(b *testing.B) (*fixture, *firstCall) {
 	cs := &firstCall{fakeCS: f.cs}
 	f.poll = poll.New(poll.Config{DB: f.db, Cluster: cs, Locker: f.poll.Locker, Notifier: f.poll.Notifier,
 		Owner: "opstatus-bench", Location: "eastus", Interval: interval})
-	f.pickup.Poll, f.pickup.Now = f.poll.Handle, nil
+	f.pickup.Poll, f.pickup.Now = f.poll.Poll, nil
 	return f, cs
 }
 

@@ -118,7 +118,7 @@ func newFixture(t testing.TB, state string) *fixture {
 		Interval: interval,
 		Now:      f.now,
 	})
-	f.pickup = &pickup.Function{Poll: f.poll.Handle, Interval: interval, Now: f.now}
+	f.pickup = &pickup.Function{Poll: f.poll.Poll, Interval: interval, Now: f.now}
 	return f
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/opstatus/opstatus/internal/budget/budgettesting"
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/queuemsg"
 	"github.com/opstatus/opstatus/poll"
 )
 
@@ -138,19 +139,25 @@ func TestPollStaysWithinItsPermits(t *testing.T) {
 	require.Zero(t, g.Figures().Demand)
 }
 
-// pickup's invocations put the process in the pickup group, whose floor
-// the ledger keeps.
-func TestPickupInvocationsMakeThePickupGroup(t *testing.T) {
+// The process serves the budget group of what hands it work: Poll's
+// caller names it (pickup names its own), and a queue message is poll's,
+// whatever the invocation's function.
+func TestTheCallerNamesTheGroup(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
 	f.cs.set(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"installing"}`)
 	g, _ := withPermits(t, f, 4, f.cs)
-	require.Equal(t, budget.GroupPoll, g.Figures().Group)
 	inv := &functions.Invocation{ID: "inv-1", Function: "pickup",
 		Data:     map[string]json.RawMessage{"operation": json.RawMessage(batchOf("op"))},
 		Metadata: map[string]json.RawMessage{}, Log: slog.New(slog.DiscardHandler)}
 	_, err := f.fn.Handle(context.Background(), inv)
 	require.NoError(t, err)
+	require.Equal(t, budget.GroupPoll, g.Figures().Group, "a queue message is poll's")
+
+	ops := queuemsg.Message{Operations: []queuemsg.Operation{{SubscriptionID: sub, OperationID: "op"}}}
+	tally := f.fn.Poll(context.Background(), slog.New(slog.DiscardHandler),
+		poll.Message{Read: ops.Read(), Group: budget.GroupPickup, Invocation: "inv-2"})
+	require.Equal(t, poll.Tally{poll.OutcomeUnchanged: 1}, tally)
 	require.Equal(t, budget.GroupPickup, g.Figures().Group)
 }
 
