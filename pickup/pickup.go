@@ -17,7 +17,6 @@ import (
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/budget"
 	"github.com/opstatus/opstatus/internal/database"
-	"github.com/opstatus/opstatus/internal/opkind"
 	"github.com/opstatus/opstatus/internal/pending"
 	"github.com/opstatus/opstatus/internal/queuemsg"
 	"github.com/opstatus/opstatus/poll"
@@ -142,16 +141,16 @@ func (b *batch) take(i int, raw json.RawMessage, now time.Time, interval time.Du
 	// By scan's and poll's rule: scan skips it and logs it hourly, poll
 	// would call it invalid.
 	op, err := pending.Actionable(p, subErr)
-	switch {
+	switch reason := pending.Reason(err); {
 	case err == nil:
-	case opkind.Reason(err) != "":
-		b.unusable++
-		b.warn("new operation poll could not act on; left to scan", "subscription_id", p.SubscriptionID, "operation_id", p.ID,
-			"internal_id", p.InternalID, "reason", opkind.Reason(err), "error", err)
-		return
-	default: // its text quotes the ids, bounded
+	case reason == pending.ReasonSubscription || reason == pending.ReasonID: // its text quotes the ids, bounded
 		b.unusable++
 		b.warn("new operation poll could not act on; left to scan", "index", i, "error", err)
+		return
+	default:
+		b.unusable++
+		b.warn("new operation poll could not act on; left to scan", "subscription_id", p.SubscriptionID, "operation_id", p.ID,
+			"internal_id", p.InternalID, "reason", reason, "error", err)
 		return
 	}
 	if b.seen[op] {

@@ -19,7 +19,6 @@ import (
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
-	"github.com/opstatus/opstatus/internal/opkind"
 	"github.com/opstatus/opstatus/internal/pending"
 	"github.com/opstatus/opstatus/internal/queuemsg"
 	"github.com/opstatus/opstatus/internal/telemetry"
@@ -112,7 +111,7 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		if err != nil { // its text quotes the ids, bounded
 			reason := pending.Reason(err)
 			var attrs []any
-			if opkind.Reason(err) != "" {
+			if reason != pending.ReasonSubscription && reason != pending.ReasonID {
 				attrs = []any{"subscription_id", p.SubscriptionID, "operation_id", p.ID}
 			}
 			f.skip(inv, started, p.PartitionKey+"/"+p.ID, reason, err, attrs...)
