@@ -170,7 +170,7 @@ func run(ctx context.Context, cfg config.Config, cred azcore.TokenCredential, lo
 	// functionTimeout: the listing takes at most a quarter of it.
 	scanFn := &scan.Function{DB: db, Deadline: timeout / 4, Interval: pollFn.Interval, PickupRuns: cfg.PickupRuns}
 	// pickup polls in its own invocation, within poll's bound.
-	pickupFn := &pickup.Function{Poll: pollFn.Handle, Interval: pollFn.Interval, Deadline: timeout / 2,
+	pickupFn := &pickup.Function{Poll: pollFn.Poll, Interval: pollFn.Interval, Deadline: timeout / 2,
 		Partition: database.OperationsPartition(cfg.OperationsPartitionKey)}
 	srv := functions.NewServer(logger, map[string]functions.Handler{
 		"scan":   scanFn.Handle,

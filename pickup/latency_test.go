@@ -21,7 +21,7 @@ import (
 
 // firstCall records when Cluster Service was first asked after a mark.
 type firstCall struct {
-	*fakeCS
+	poll.ClusterService
 	mu   sync.Mutex
 	at   time.Time
 	seen bool
@@ -33,7 +33,7 @@ func (c *firstCall) Status(ctx context.Context, id clusterservice.InternalID) (c
 		c.at, c.seen = time.Now(), true
 	}
 	c.mu.Unlock()
-	return c.fakeCS.Status(ctx, id)
+	return c.ClusterService.Status(ctx, id)
 }
 
 func (c *firstCall) reset() time.Time {
@@ -147,10 +147,10 @@ func BenchmarkFeedToFirstCall(b *testing.B) {
 func latencyFixture(b *testing.B) (*fixture, *firstCall) {
 	b.Helper()
 	f := newFixture(b, "installing")
-	cs := &firstCall{fakeCS: f.cs}
+	cs := &firstCall{ClusterService: f.cs.Client(b)}
 	f.poll = poll.New(poll.Config{DB: f.db, Cluster: cs, Locker: f.poll.Locker, Notifier: f.poll.Notifier,
 		Owner: "opstatus-bench", Location: "eastus", Interval: interval})
-	f.pickup.Poll, f.pickup.Now = f.poll.Handle, nil
+	f.pickup.Poll, f.pickup.Now = f.poll.Poll, nil
 	return f, cs
 }
 

@@ -15,12 +15,11 @@ import (
 	"time"
 
 	"github.com/opstatus/opstatus/functions"
-	"github.com/opstatus/opstatus/internal/arm"
+	"github.com/opstatus/opstatus/internal/budget"
 	"github.com/opstatus/opstatus/internal/database"
-	"github.com/opstatus/opstatus/internal/opkind"
+	"github.com/opstatus/opstatus/internal/pending"
 	"github.com/opstatus/opstatus/internal/queuemsg"
 	"github.com/opstatus/opstatus/poll"
-	"github.com/opstatus/opstatus/scan"
 )
 
 // Binding is the trigger's binding name in pickup/function.json.
@@ -37,12 +36,13 @@ const maxLogged = 10
 
 // Function checks new operations from the change feed.
 type Function struct {
-	// Poll is poll's handler. The operations pickup takes are handed to it
-	// as the queue messages scan would write, in this invocation: a queue
-	// hop would add a write and poll's receive back-off to every pickup.
-	Poll functions.Handler
+	// Poll is poll's (poll.Function.Poll). The operations pickup takes are
+	// handed to it as the messages scan would write, in this invocation
+	// and in pickup's budget group: a queue hop would add a write and
+	// poll's receive back-off to every pickup.
+	Poll func(context.Context, *slog.Logger, poll.Message) poll.Tally
 	// Interval is the scan schedule's interval: an operation is pickup's
-	// while its last write is younger than that (scan.ForPickup).
+	// while its last write is younger than that (pending.ForPickup).
 	Interval time.Duration
 	// Partition is where the frontend writes the Operations items, which
 	// tells each one's subscription, as the DBClient's.
@@ -63,7 +63,7 @@ func (f *Function) now() time.Time {
 }
 
 // Handle is the functions.Handler of pickup. It takes from the batch the
-// operations scan.ForPickup gives it (new: in their request's initial
+// operations pending.ForPickup gives it (new: in their request's initial
 // status, Accepted or a Delete's Deleting, and written less than an
 // interval ago) that poll can act on, and polls them; every other document
 // is left to scan, and one that is not an operation at all is logged (a
@@ -97,39 +97,14 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		// after an interval from it (queuemsg.Superseded), when scan sends
 		// it instead.
 		for _, m := range queuemsg.Batches(b.ops, b.oldest) {
-			f.poll(ctx, inv, m, tally)
+			for o, n := range f.Poll(ctx, inv.Log, poll.Message{Read: m.Read(), Group: budget.GroupPickup, Invocation: inv.ID}) {
+				tally[o] += n
+			}
 		}
 	}
 	inv.Log.Info("picked up", "documents", len(docs), "operations", len(b.ops), "ignored", b.ignored,
 		"left_to_scan", b.leftToScan, "unusable", b.unusable, "outcomes", tally)
 	return &functions.Result{ReturnValue: tally}, nil
-}
-
-// poll polls the operations of m through Poll, adding their outcomes to
-// tally.
-func (f *Function) poll(ctx context.Context, inv *functions.Invocation, m queuemsg.Message, tally poll.Tally) {
-	body, err := json.Marshal(m)
-	if err != nil {
-		inv.Log.Error("picked up operations not polled", "operations", len(m.Operations), "error", err)
-		return
-	}
-	msg := &functions.Invocation{
-		ID: inv.ID, Function: inv.Function,
-		Data:     map[string]json.RawMessage{poll.Binding: body},
-		Metadata: map[string]json.RawMessage{},
-		Log:      inv.Log,
-	}
-	res, err := f.Poll(ctx, msg)
-	if err != nil {
-		// poll refuses only a message malformed as a whole, which this is not.
-		inv.Log.Error("picked up operations not polled", "operations", len(m.Operations), "error", err)
-		return
-	}
-	if t, ok := res.ReturnValue.(poll.Tally); ok {
-		for o, n := range t {
-			tally[o] += n
-		}
-	}
 }
 
 // batch is what one invocation takes from its documents.
@@ -155,31 +130,27 @@ func (b *batch) take(i int, raw json.RawMessage, now time.Time, interval time.Du
 		b.warn("change feed document is not an operation item; ignored", "index", i, "document", fmt.Sprintf("%.200s", raw))
 		return
 	}
-	if !scan.ForPickup(p.Status, p.Request, p.LastWrite, now, interval) {
-		if scan.Initial(p.Status, p.Request) {
+	if !pending.ForPickup(p.Status, p.Request, p.LastWrite, now, interval) {
+		if pending.Initial(p.Status, p.Request) {
 			b.leftToScan++
 		} else {
 			b.ignored++
 		}
 		return
 	}
-	// By scan's and poll's rules: scan skips it and logs it hourly, poll
+	// By scan's and poll's rule: scan skips it and logs it hourly, poll
 	// would call it invalid.
-	if subErr != nil {
-		b.unusable++
-		b.warn("new operation poll could not act on; left to scan", "index", i, "error", subErr)
-		return
-	}
-	op := queuemsg.Operation{SubscriptionID: p.SubscriptionID, OperationID: p.ID}
-	if err := op.Check(); err != nil { // its text quotes the ids, bounded
+	op, err := pending.Actionable(p, subErr)
+	switch reason := pending.Reason(err); {
+	case err == nil:
+	case reason == pending.ReasonSubscription || reason == pending.ReasonID: // its text quotes the ids, bounded
 		b.unusable++
 		b.warn("new operation poll could not act on; left to scan", "index", i, "error", err)
 		return
-	}
-	if _, _, err := opkind.Check(arm.ProvisioningState(p.Status), arm.Request(p.Request), p.InternalID); err != nil {
+	default:
 		b.unusable++
 		b.warn("new operation poll could not act on; left to scan", "subscription_id", p.SubscriptionID, "operation_id", p.ID,
-			"internal_id", p.InternalID, "reason", opkind.Reason(err), "error", err)
+			"internal_id", p.InternalID, "reason", reason, "error", err)
 		return
 	}
 	if b.seen[op] {

@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +15,8 @@ import (
 
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/arm"
-	"github.com/opstatus/opstatus/internal/clusterservice"
+	"github.com/opstatus/opstatus/internal/budget"
+	"github.com/opstatus/opstatus/internal/clusterservice/clusterservicetesting"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/internal/lock"
@@ -33,73 +31,13 @@ const (
 	sub      = "aaaaaaaa-0000-4000-8000-000000000001"
 )
 
-// fakeCS answers every status call with one cluster state and counts the
-// calls by internalId.
-type fakeCS struct {
-	mu    sync.Mutex
-	state string
-	fail  error
-	calls map[string]int
-}
-
-func (c *fakeCS) Status(_ context.Context, id clusterservice.InternalID) (clusterservice.Status, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.calls == nil {
-		c.calls = map[string]int{}
-	}
-	c.calls[id.Path]++
-	return clusterservice.Status{State: c.state}, c.fail
-}
-
-func (c *fakeCS) count(path string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.calls[path]
-}
-
-func (c *fakeCS) total() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, v := range c.calls {
-		n += v
-	}
-	return n
-}
-
-var errNotAsked = errors.New("not asked in these tests")
-
-func (c *fakeCS) NodePool(context.Context, clusterservice.InternalID) error {
-	return errNotAsked
-}
-
-func (c *fakeCS) InflightChecks(context.Context, clusterservice.InternalID) ([]clusterservice.InflightCheck, error) {
-	return nil, errNotAsked
-}
-
-func (c *fakeCS) Cluster(context.Context, clusterservice.InternalID) (clusterservice.Cluster, error) {
-	return clusterservice.Cluster{}, errNotAsked
-}
-
-func (c *fakeCS) ExternalAuth(context.Context, clusterservice.InternalID) (clusterservice.ExternalAuth, error) {
-	return clusterservice.ExternalAuth{}, errNotAsked
-}
-
-func (c *fakeCS) Credential(context.Context, clusterservice.InternalID) (clusterservice.Credential, error) {
-	return clusterservice.Credential{}, errNotAsked
-}
-
-func (c *fakeCS) Credentials(context.Context, clusterservice.InternalID) ([]clusterservice.Credential, error) {
-	return nil, errNotAsked
-}
-
 // fixture is pickup over poll, both on one clock offset from the real one
 // (the memory store stamps _ts with the real clock), with a fake Cluster
-// Service.
+// Service that answers each operation's cluster in one state.
 type fixture struct {
 	db     *databasetesting.MemoryClient
-	cs     *fakeCS
+	cs     *clusterservicetesting.Fake
+	state  string
 	poll   *poll.Function
 	pickup *pickup.Function
 	offset time.Duration
@@ -107,10 +45,10 @@ type fixture struct {
 
 func newFixture(t testing.TB, state string) *fixture {
 	t.Helper()
-	f := &fixture{db: databasetesting.NewMemoryClient(5 * time.Second), cs: &fakeCS{state: state}}
+	f := &fixture{db: databasetesting.NewMemoryClient(5 * time.Second), cs: clusterservicetesting.New(nil), state: state}
 	f.poll = poll.New(poll.Config{
 		DB:       f.db,
-		Cluster:  f.cs,
+		Cluster:  f.cs.Client(t),
 		Locker:   lock.New(f.db.Locks(), lock.Options{Wait: 200 * time.Millisecond, RetryInterval: 50 * time.Millisecond}),
 		Notifier: arm.NewNotifier(true),
 		Owner:    "opstatus-test",
@@ -118,13 +56,22 @@ func newFixture(t testing.TB, state string) *fixture {
 		Interval: interval,
 		Now:      f.now,
 	})
-	f.pickup = &pickup.Function{Poll: f.poll.Handle, Interval: interval, Now: f.now}
+	f.pickup = &pickup.Function{Poll: f.poll.Poll, Interval: interval, Now: f.now}
 	return f
 }
 
 func (f *fixture) now() time.Time { return time.Now().Add(f.offset) }
 
 func internalID(name string) string { return "/api/aro_hcp/v1alpha1/clusters/" + name }
+
+// answer makes Cluster Service answer the cluster of operation id in the
+// fixture's state.
+func (f *fixture) answer(id string) {
+	f.cs.SetStatus(internalID(id), http.StatusOK, `{"kind":"ClusterStatus","id":"`+id+`","state":"`+f.state+`"}`)
+}
+
+// calls counts the status calls for the cluster of operation id.
+func (f *fixture) calls(id string) int { return f.cs.Requested(internalID(id) + "/status") }
 
 // create writes an Accepted cluster Create and its resource, as the
 // frontend does.
@@ -139,6 +86,7 @@ func (f *fixture) put(id string, request arm.Request, status arm.ProvisioningSta
 		ExternalID: key, InternalID: internalID(id), StartTime: time.Now().UTC()})
 	f.db.PutResource(&database.Resource{ID: "res-" + id, PartitionKey: sub, Key: key, InternalID: internalID(id),
 		ActiveOperationID: id, ProvisioningState: status})
+	f.answer(id)
 }
 
 // doc is the operation item as the change feed carries it, with its
@@ -213,9 +161,9 @@ func TestPickupPollsOnlyNewOperations(t *testing.T) {
 	res, err, logs := f.invoke(t, payload(docs...))
 	require.NoError(t, err)
 	require.Equal(t, poll.Tally{poll.OutcomeUpdated: 2}, res.ReturnValue, logs)
-	require.Equal(t, 1, f.cs.count(internalID("new")))
-	require.Equal(t, 1, f.cs.count(internalID("new-2")))
-	require.Equal(t, 2, f.cs.total(), "no call for anything else")
+	require.Equal(t, 1, f.calls("new"))
+	require.Equal(t, 1, f.calls("new-2"))
+	require.Equal(t, 2, f.cs.Calls(), "no call for anything else")
 	require.Equal(t, arm.ProvisioningStateProvisioning, f.status(t, "new"))
 	require.Equal(t, arm.ProvisioningStateAccepted, f.status(t, "old"), "left to scan")
 	require.Contains(t, logs, "documents=15 operations=2 ignored=2 left_to_scan=2 unusable=8")
@@ -242,8 +190,8 @@ func TestPickupPollsNewDeletes(t *testing.T) {
 	res, err, logs := f.invoke(t, payload(docs...))
 	require.NoError(t, err)
 	require.Equal(t, poll.Tally{poll.OutcomeUnchanged: 1}, res.ReturnValue, logs)
-	require.Equal(t, 1, f.cs.count(internalID("delete")), "the new Delete is checked in the invocation")
-	require.Equal(t, 1, f.cs.total(), "no call for anything else")
+	require.Equal(t, 1, f.calls("delete"), "the new Delete is checked in the invocation")
+	require.Equal(t, 1, f.cs.Calls(), "no call for anything else")
 	require.Contains(t, logs, "documents=4 operations=1 ignored=2 left_to_scan=1 unusable=0")
 }
 
@@ -260,7 +208,7 @@ func TestPickupLogsUnusableDocumentsBounded(t *testing.T) {
 	require.Equal(t, poll.Tally{}, res.ReturnValue)
 	require.Equal(t, 11, strings.Count(logs, "level=WARN"), logs)
 	require.Contains(t, logs, "more change feed documents unusable than are logged one by one\" documents=490")
-	require.Zero(t, f.cs.total())
+	require.Zero(t, f.cs.Calls())
 }
 
 // Only a batch that is not an array answers 400; an empty one is nothing
@@ -283,8 +231,8 @@ func TestPickupBatchShapes(t *testing.T) {
 // operation an interval after its write.
 func TestPickupDeferredOperationIsScansAfterTheInterval(t *testing.T) {
 	f := newFixture(t, "installing")
-	f.cs.fail = syscall.ECONNREFUSED
 	f.create("new")
+	f.cs.SetStatus(internalID("new"), http.StatusServiceUnavailable, `{"kind":"Error","reason":"down"}`)
 	res, err, _ := f.invoke(t, payload(f.doc(t, "new", nil)))
 	require.NoError(t, err)
 	require.Equal(t, poll.Tally{poll.OutcomeDeferred: 1}, res.ReturnValue)
@@ -305,7 +253,7 @@ func TestPickupAndScanCheckOnceAnInterval(t *testing.T) {
 	f.create("new")
 	_, err, _ := f.invoke(t, payload(f.doc(t, "new", nil)))
 	require.NoError(t, err)
-	require.Equal(t, 1, f.cs.count(internalID("new")))
+	require.Equal(t, 1, f.calls("new"))
 
 	s := &scan.Function{DB: f.db, Interval: interval, PickupRuns: true, Now: f.now}
 	for tick := range 4 {
@@ -317,7 +265,7 @@ func TestPickupAndScanCheckOnceAnInterval(t *testing.T) {
 				Data: map[string]json.RawMessage{poll.Binding: body}, Metadata: map[string]json.RawMessage{}, Log: slog.New(slog.DiscardHandler)})
 			require.NoError(t, err)
 		}
-		require.Equal(t, 1+tick, f.cs.count(internalID("new")), "calls after the scan at tick %d", tick)
+		require.Equal(t, 1+tick, f.calls("new"), "calls after the scan at tick %d", tick)
 	}
 	require.Equal(t, arm.ProvisioningStateAccepted, f.status(t, "new"))
 }
@@ -336,7 +284,7 @@ func TestPickupLateIsSuperseded(t *testing.T) {
 	res, err, _ := f.invoke(t, payload(doc))
 	require.NoError(t, err)
 	require.Equal(t, poll.Tally{poll.OutcomeSuperseded: 1}, res.ReturnValue)
-	require.Zero(t, f.cs.total())
+	require.Zero(t, f.cs.Calls())
 }
 
 func scanMessages(t *testing.T, s *scan.Function) []queuemsg.Message {
@@ -374,6 +322,7 @@ func TestPickupInAFixedPartition(t *testing.T) {
 		ExternalID: key, InternalID: internalID("new"), StartTime: time.Now().UTC()})
 	f.db.PutResource(&database.Resource{ID: "res-new", PartitionKey: sub, Key: key, InternalID: internalID("new"),
 		ActiveOperationID: "new", ProvisioningState: arm.ProvisioningStateAccepted})
+	f.answer("new")
 	f.db.PutOperation(&database.Operation{ID: "no-sub", PartitionKey: fixed, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted,
 		ExternalID: "/resourceGroups/rg", InternalID: internalID("no-sub"), StartTime: time.Now().UTC()})
 	docs := []string{
@@ -384,7 +333,7 @@ func TestPickupInAFixedPartition(t *testing.T) {
 	res, err, logs := f.invoke(t, payload(docs...))
 	require.NoError(t, err)
 	require.Equal(t, poll.Tally{poll.OutcomeUpdated: 1}, res.ReturnValue, logs)
-	require.Equal(t, 1, f.cs.total())
+	require.Equal(t, 1, f.cs.Calls())
 	require.Equal(t, arm.ProvisioningStateProvisioning, f.status(t, "new"))
 	r, err := f.db.GetResource(context.Background(), sub, key)
 	require.NoError(t, err)
@@ -392,4 +341,23 @@ func TestPickupInAFixedPartition(t *testing.T) {
 	require.Contains(t, logs, "documents=3 operations=1 ignored=0 left_to_scan=0 unusable=2")
 	require.Contains(t, logs, "externalId \\\"/resourceGroups/rg\\\" is no ARM resource ID of a subscription")
 	require.Contains(t, logs, "not in the Operations partition")
+}
+
+// pickup's invocations put the process in pickup's budget group, whose
+// floor the ledger keeps, whatever the invocation's function is called.
+func TestPickupServesThePickupGroup(t *testing.T) {
+	f := newFixture(t, "installing")
+	permits := budget.New(budget.Config{Ceiling: 8})
+	cfg := f.poll.Config
+	cfg.Cluster, cfg.Permits = f.cs.Client(t), permits
+	f.poll = poll.New(cfg)
+	f.pickup.Poll = f.poll.Poll
+	require.Equal(t, budget.GroupPoll, permits.Figures().Group)
+	f.create("new")
+	inv := &functions.Invocation{ID: "pickup-1", Function: "operations-feed", Data: payload(f.doc(t, "new", nil)),
+		Metadata: map[string]json.RawMessage{}, Log: slog.New(slog.DiscardHandler)}
+	res, err := f.pickup.Handle(context.Background(), inv)
+	require.NoError(t, err)
+	require.Equal(t, poll.Tally{poll.OutcomeUpdated: 1}, res.ReturnValue)
+	require.Equal(t, budget.GroupPickup, permits.Figures().Group)
 }

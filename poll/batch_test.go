@@ -84,8 +84,8 @@ func TestBatchMessageOutcomes(t *testing.T) {
 		LastTransitionTime: f.now.Add(-time.Minute), NotificationURI: f.armURL})
 	f.putOp(database.Operation{ID: "other-moves", PartitionKey: other, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted,
 		ExternalID: strings.Replace(clusterKey, sub, other, 1)})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
-	f.cs.set(otherCS, 503, `{}`)
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
+	f.cs.SetStatus(otherCS, 503, `{}`)
 
 	tally := f.deliver(t, batch(time.Time{},
 		"same", "moves", "fails", "ended", "missing", other+"|other-moves",
@@ -108,12 +108,12 @@ func TestBatchMessageOutcomes(t *testing.T) {
 func TestBatchMessageShapes(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 	for _, msg := range []string{`{"operations":[]}`, `{"operations":"op"}`, `{"operations":[` + strings.Repeat(`{},`, 1000) + `{}]}`} {
 		_, err := f.invoke(t, msg)
 		require.Equal(t, http.StatusBadRequest, functions.StatusOf(err), msg)
 	}
-	require.Zero(t, f.cs.calls())
+	require.Zero(t, f.cs.Calls())
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"), "a single-operation message")
 }
 
@@ -129,7 +129,7 @@ func TestBatchWritesHoldTheLockAFewAtATime(t *testing.T) {
 		f.putOp(database.Operation{ID: id, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
 		ops = append(ops, id)
 	}
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 	var mu sync.Mutex
 	held, writes, maxWrites := false, 0, 0
 	f.db.Hook = func(call string) error {
@@ -268,7 +268,7 @@ func TestDeadlineBoundsTheWork(t *testing.T) {
 func TestSupersededMessagesAreDroppedWithoutWork(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 	legacy := func(scanned time.Time) string {
 		return `{"subscriptionId":"` + sub + `","operationId":"op","scanInterval":10,"scannedAt":"` + scanned.Format(time.RFC3339Nano) + `"}`
 	}
@@ -288,11 +288,11 @@ func TestSupersededMessagesAreDroppedWithoutWork(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
 			f.resetCounts()
-			calls := f.cs.calls()
+			calls := f.cs.Calls()
 			tally := f.deliver(t, tc.msg, tc.inserted)
 			if tc.superseded {
 				require.Equal(t, poll.Tally{poll.OutcomeSuperseded: 1}, tally)
-				require.Equal(t, calls, f.cs.calls())
+				require.Equal(t, calls, f.cs.Calls())
 				require.Zero(t, f.count("GetOperation"))
 				return
 			}
@@ -311,7 +311,7 @@ func TestSupersededMessagesAreDroppedWithoutWork(t *testing.T) {
 func TestMessageSupersededDuringTheReadMakesNoCall(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 	scanned := f.now.Add(-9 * time.Second)
 	f.db.Hook = func(call string) error {
 		if call == "GetOperation" {
@@ -320,5 +320,5 @@ func TestMessageSupersededDuringTheReadMakesNoCall(t *testing.T) {
 		return nil
 	}
 	require.Equal(t, poll.Tally{poll.OutcomeSuperseded: 1}, f.deliver(t, batch(scanned, "op"), scanned))
-	require.Zero(t, f.cs.calls())
+	require.Zero(t, f.cs.Calls())
 }

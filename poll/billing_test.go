@@ -29,7 +29,7 @@ func (f *fixture) open() []*database.Billing {
 func (f *fixture) putCreate(t *testing.T, status arm.ProvisioningState) {
 	t.Helper()
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: status, TenantID: "tenant-1"})
-	f.cs.set(clusterCS, http.StatusOK, clusterStatus("ready"))
+	f.cs.SetStatus(clusterCS, http.StatusOK, clusterStatus("ready"))
 }
 
 func TestSucceededCreateOpensItsBillingFirst(t *testing.T) {
@@ -114,9 +114,9 @@ func TestBillingFailureLeavesTheCreatePending(t *testing.T) {
 				return nil
 			}
 		},
-		"no cluster object": func(f *fixture) { delete(f.cs.replies, clusterCS) },
+		"no cluster object": func(f *fixture) { f.cs.Delete(clusterCS) },
 		"a cluster object without its managed resource group": func(f *fixture) {
-			f.cs.setObject(clusterCS, http.StatusOK, `{"kind":"Cluster","id":"abc","creation_timestamp":"2026-11-30T11:00:00Z"}`)
+			f.cs.Set(clusterCS, http.StatusOK, `{"kind":"Cluster","id":"abc","creation_timestamp":"2026-11-30T11:00:00Z"}`)
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -137,7 +137,7 @@ func TestFinishedClusterDeleteClosesItsBillingFirst(t *testing.T) {
 	_, err := f.db.CreateBilling(context.Background(), &database.Billing{ID: database.BillingID(clusterKey, "abc"),
 		SubscriptionID: sub, ResourceID: clusterKey, CreationTime: created})
 	require.NoError(t, err)
-	delete(f.cs.replies, clusterCS) // gone
+	f.cs.Delete(clusterCS) // gone
 	failed := false
 	f.db.Hook = func(call string) error {
 		if call == "ReplaceOperation" && !failed {
@@ -164,7 +164,7 @@ func TestUnreadableBillingItemIsClosed(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestDelete, Status: arm.ProvisioningStateDeleting})
 	f.db.PutRawBilling([]byte(`{"id":"b1","subscriptionId":"` + sub + `","resourceId":"` + clusterKey + `","creationTime":7,"extra":[1]}`))
-	delete(f.cs.replies, clusterCS)
+	f.cs.Delete(clusterCS)
 	require.Equal(t, poll.OutcomeDeleted, f.poll(t, "op"))
 	raw := string(f.db.RawBilling(sub, "b1"))
 	require.Contains(t, raw, `"deletionTime"`)
@@ -178,13 +178,13 @@ func TestOnlyClusterCreatesAndDeletesBill(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "update", Request: arm.RequestUpdate, Status: arm.ProvisioningStateUpdating})
 	f.putOp(database.Operation{ID: "pool", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning, InternalID: clusterCS + "/node_pools/np"})
-	f.cs.set(clusterCS, http.StatusOK, clusterStatus("ready"))
-	f.cs.set(clusterCS+"/node_pools/np", http.StatusOK, `{"kind":"NodePoolStatus","id":"np","state":{"kind":"NodePoolState","value":"ready"}}`)
+	f.cs.SetStatus(clusterCS, http.StatusOK, clusterStatus("ready"))
+	f.cs.SetStatus(clusterCS+"/node_pools/np", http.StatusOK, `{"kind":"NodePoolStatus","id":"np","state":{"kind":"NodePoolState","value":"ready"}}`)
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "update"))
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "pool"))
 
 	f.putOp(database.Operation{ID: "failed", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
-	f.cs.set(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"error","provision_error_code":"OCM3001"}`)
+	f.cs.SetStatus(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"error","provision_error_code":"OCM3001"}`)
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "failed"))
 	require.Empty(t, f.db.BillingItems())
 }

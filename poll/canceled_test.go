@@ -31,5 +31,5 @@ func TestFrontendCanceledIsNotifiedWithAnError(t *testing.T) {
 	op := f.op(t, "np-create")
 	require.Nil(t, op.Error, "the item keeps the frontend's words")
 	require.Empty(t, op.NotificationURI)
-	require.Zero(t, f.cs.calls())
+	require.Zero(t, f.cs.Calls())
 }

@@ -37,7 +37,7 @@ func BenchmarkCeiling(b *testing.B) {
 			require.NoError(b, err)
 			b.Cleanup(func() { _ = client.Close() })
 			f.reconfigure(func(c *poll.Config) { c.Cluster, c.MaxInFlight, c.Deadline = client, ceiling, time.Minute })
-			f.cs.set(clusterCS, 200, clusterStatus("installing"))
+			f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 			var ids []string
 			for i := range 100 {
 				id := fmt.Sprintf("op%d", i)

@@ -8,6 +8,7 @@ import (
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/opkind"
+	"github.com/opstatus/opstatus/internal/pending"
 )
 
 // change is a write an operation needs: what Cluster Service said, on which
@@ -53,7 +54,8 @@ func (r *run) check(ctx context.Context, it *item) {
 	it.log = it.log.With("resource_id", op.ExternalID, "internal_id", op.InternalID)
 	it.op = op
 	// By scan's own rule: what poll calls invalid, scan never sends.
-	kind, id, err := opkind.Check(op.Status, op.Request, op.InternalID)
+	kind, id, err := pending.Check(pending.Item{SubscriptionID: it.msg.SubscriptionID, OperationID: it.msg.OperationID,
+		Status: op.Status, Request: op.Request, InternalID: op.InternalID})
 	if err != nil {
 		it.log.Error("operation cannot be polled; left as it is", "error", err, "reason", opkind.Reason(err))
 		it.outcome = OutcomeInvalid

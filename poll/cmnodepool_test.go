@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/internal/arm"
+	"github.com/opstatus/opstatus/internal/clusterservice/clusterservicetesting"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/poll"
 )
@@ -46,7 +47,7 @@ func (f *fixture) putCMPoolOp(id string, request arm.Request, status arm.Provisi
 func TestClustersMgmtNodePoolOperationsEnd(t *testing.T) {
 	f := newFixture(t)
 	start := f.now.Add(-time.Minute)
-	f.cs.setObject(cmPoolCS, http.StatusOK, cmPoolObject)
+	f.cs.Set(cmPoolCS, http.StatusOK, cmPoolObject)
 
 	f.putCMPoolOp("create", arm.RequestCreate, arm.ProvisioningStateAccepted, start)
 	for _, step := range []struct {
@@ -57,7 +58,7 @@ func TestClustersMgmtNodePoolOperationsEnd(t *testing.T) {
 		{"installing", arm.ProvisioningStateProvisioning},
 		{"ready", arm.ProvisioningStateSucceeded},
 	} {
-		f.cs.setObject(cmPoolStatus, http.StatusOK, nodePoolStatus(step.state, ""))
+		f.cs.Set(cmPoolStatus, http.StatusOK, nodePoolStatus(step.state, ""))
 		f.poll(t, "create")
 		require.Equal(t, step.want, f.op(t, "create").Status, step.state)
 		require.Equal(t, step.want, f.resource(t, cmPoolKey).ProvisioningState, step.state)
@@ -72,22 +73,22 @@ func TestClustersMgmtNodePoolOperationsEnd(t *testing.T) {
 		{"updating", arm.ProvisioningStateUpdating},
 		{"ready", arm.ProvisioningStateSucceeded},
 	} {
-		f.cs.setObject(cmPoolStatus, http.StatusOK, nodePoolStatus(step.state, ""))
+		f.cs.Set(cmPoolStatus, http.StatusOK, nodePoolStatus(step.state, ""))
 		f.poll(t, "update")
 		require.Equal(t, step.want, f.op(t, "update").Status, step.state)
 	}
 
 	f.putCMPoolOp("delete", arm.RequestDelete, arm.ProvisioningStateDeleting, start)
-	f.cs.setObject(cmPoolStatus, http.StatusOK, nodePoolStatus("uninstalling", ""))
+	f.cs.Set(cmPoolStatus, http.StatusOK, nodePoolStatus("uninstalling", ""))
 	require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "delete"))
 	// The aro_hcp status is gone while clusters_mgmt still has the object:
 	// not finished.
-	f.cs.setObject(cmPoolStatus, http.StatusNotFound, ocm404Body)
+	f.cs.Set(cmPoolStatus, http.StatusNotFound, ocm404Body)
 	require.Equal(t, poll.OutcomeDeferred, f.poll(t, "delete"))
 	require.Equal(t, arm.ProvisioningStateDeleting, f.op(t, "delete").Status)
 	require.Equal(t, "delete", f.resource(t, cmPoolKey).ActiveOperationID)
 	// Both answer Cluster Service's 404: done.
-	f.cs.setObject(cmPoolCS, http.StatusNotFound, ocm404Body)
+	f.cs.Set(cmPoolCS, http.StatusNotFound, ocm404Body)
 	require.Equal(t, poll.OutcomeDeleted, f.poll(t, "delete"))
 	require.Equal(t, arm.ProvisioningStateSucceeded, f.op(t, "delete").Status)
 	for _, r := range f.db.Resources() {
@@ -99,7 +100,7 @@ func TestClustersMgmtNodePoolOperationsEnd(t *testing.T) {
 		names = append(names, st.Name+" "+string(st.Status))
 	}
 	require.Equal(t, []string{"create Succeeded", "update Succeeded", "delete Succeeded"}, names)
-	require.Zero(t, f.cs.requested(cmPoolCS+"/status"), "clusters_mgmt has no node pool status")
+	require.Zero(t, f.cs.Requested(cmPoolCS+"/status"), "clusters_mgmt has no node pool status")
 }
 
 // TestClustersMgmtNodePoolFailure: a node pool in error fails its
@@ -107,7 +108,7 @@ func TestClustersMgmtNodePoolOperationsEnd(t *testing.T) {
 func TestClustersMgmtNodePoolFailure(t *testing.T) {
 	f := newFixture(t)
 	f.putCMPoolOp("create", arm.RequestCreate, arm.ProvisioningStateProvisioning, f.now.Add(-time.Minute))
-	f.cs.setObject(cmPoolStatus, http.StatusOK, nodePoolStatus("error", "quota exceeded"))
+	f.cs.Set(cmPoolStatus, http.StatusOK, nodePoolStatus("error", "quota exceeded"))
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "create"))
 	op := f.op(t, "create")
 	require.Equal(t, arm.ProvisioningStateFailed, op.Status)
@@ -123,21 +124,21 @@ func TestClustersMgmtNodePoolDeleteNeedsItsOwn404(t *testing.T) {
 	const deadline = time.Hour
 	for _, tc := range []struct {
 		name             string
-		status, object   reply // zero: Cluster Service's 404
+		status, object   clusterservicetesting.Reply // zero: Cluster Service's 404
 		wantLog          string
 		wantObjectAsked  bool
 		transient        bool // past the deadline it still waits
 		finishedByObject bool
 	}{
-		{name: "object still there", status: reply{404, ocm404Body}, object: reply{200, cmPoolObject},
+		{name: "object still there", status: clusterservicetesting.Reply{Code: 404, Body: ocm404Body}, object: clusterservicetesting.Reply{Code: 200, Body: cmPoolObject},
 			wantLog: "aro_hcp API does not serve it", wantObjectAsked: true},
-		{name: "object 404 from a router", status: reply{404, ocm404Body}, object: reply{404, nginx404},
+		{name: "object 404 from a router", status: clusterservicetesting.Reply{Code: 404, Body: ocm404Body}, object: clusterservicetesting.Reply{Code: 404, Body: nginx404},
 			wantLog: "not an OCM error", wantObjectAsked: true},
-		{name: "object unavailable", status: reply{404, ocm404Body}, object: reply{503, `{"kind":"Error","reason":"down"}`},
+		{name: "object unavailable", status: clusterservicetesting.Reply{Code: 404, Body: ocm404Body}, object: clusterservicetesting.Reply{Code: 503, Body: `{"kind":"Error","reason":"down"}`},
 			wantLog: "HTTP 503", wantObjectAsked: true, transient: true},
-		{name: "status 404 from a router", status: reply{404, nginx404},
+		{name: "status 404 from a router", status: clusterservicetesting.Reply{Code: 404, Body: nginx404},
 			wantLog: "not an OCM error"},
-		{name: "both Cluster Service's 404", status: reply{404, ocm404Body}, wantObjectAsked: true, finishedByObject: true},
+		{name: "both Cluster Service's 404", status: clusterservicetesting.Reply{Code: 404, Body: ocm404Body}, wantObjectAsked: true, finishedByObject: true},
 	} {
 		for _, past := range []bool{false, true} {
 			name := tc.name + " inside the deadline"
@@ -152,14 +153,14 @@ func TestClustersMgmtNodePoolDeleteNeedsItsOwn404(t *testing.T) {
 					age = deadline + time.Minute
 				}
 				f.putCMPoolOp("delete", arm.RequestDelete, arm.ProvisioningStateDeleting, f.now.Add(-age))
-				f.cs.setObject(cmPoolStatus, tc.status.code, tc.status.body)
-				if tc.object.code != 0 {
-					f.cs.setObject(cmPoolCS, tc.object.code, tc.object.body)
+				f.cs.Set(cmPoolStatus, tc.status.Code, tc.status.Body)
+				if tc.object.Code != 0 {
+					f.cs.Set(cmPoolCS, tc.object.Code, tc.object.Body)
 				}
 
 				outcome, logs := f.pollLogged(t, "delete")
-				require.Equal(t, tc.wantObjectAsked, f.cs.requested(cmPoolCS) > 0)
-				require.Zero(t, f.cs.requested(cmPoolCS+"/status"))
+				require.Equal(t, tc.wantObjectAsked, f.cs.Requested(cmPoolCS) > 0)
+				require.Zero(t, f.cs.Requested(cmPoolCS+"/status"))
 				op := f.op(t, "delete")
 				switch {
 				case tc.finishedByObject:

@@ -15,6 +15,7 @@ import (
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice"
+	"github.com/opstatus/opstatus/internal/clusterservice/clusterservicetesting"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/lock"
 	"github.com/opstatus/opstatus/poll"
@@ -38,7 +39,7 @@ func TestFinishedDeleteWithAMissingResourcesContainerIsDeferred(t *testing.T) {
 	fe, err := frontend.New(cosmos.Endpoint, cosmos.Key, name)
 	require.NoError(t, err)
 
-	cs := &fakeCS{replies: map[string]reply{}} // every status call: an OCM 404
+	cs := clusterservicetesting.New(nil) // every status call: an OCM 404
 	csServer := httptest.NewServer(cs)
 	t.Cleanup(csServer.Close)
 	client, err := clusterservice.NewClient(clusterservice.Config{URL: csServer.URL})

@@ -68,9 +68,9 @@ func TestDeadlines(t *testing.T) {
 				state = "updating"
 			}
 			if tc.csCode == 0 {
-				f.cs.set(clusterCS, 200, clusterStatus(state))
+				f.cs.SetStatus(clusterCS, 200, clusterStatus(state))
 			} else if tc.csCode != http.StatusNotFound { // the fake answers an OCM 404 for what it does not know
-				f.cs.set(clusterCS, tc.csCode, tc.csBody)
+				f.cs.SetStatus(clusterCS, tc.csCode, tc.csBody)
 			}
 
 			outcome := f.poll(t, "op")
@@ -104,7 +104,7 @@ func TestTerminalStatusWinsOverTheDeadline(t *testing.T) {
 			f := newFixture(t)
 			f.fn.Deadlines = poll.Deadlines{Create: time.Hour}
 			f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning, StartTime: f.now.Add(-2 * time.Hour)})
-			f.cs.set(clusterCS, 200, `{"kind":"ClusterStatus","id":"abc","state":"`+state+`","provision_error_code":"OCM3001","provision_error_message":"quota"}`)
+			f.cs.SetStatus(clusterCS, 200, `{"kind":"ClusterStatus","id":"abc","state":"`+state+`","provision_error_code":"OCM3001","provision_error_message":"quota"}`)
 			require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 			op := f.op(t, "op")
 			require.Equal(t, want, op.Status)
@@ -123,7 +123,7 @@ func TestDeadlineFiresWhenClusterServiceKeepsFailing(t *testing.T) {
 	deadlines := poll.Deadlines{Create: time.Hour, RequestCredential: 30 * time.Minute, RevokeCredentials: 45 * time.Minute}
 	const forbidden = `{"kind":"Error","id":"403","code":"CLUSTERS-MGMT-403","reason":"Forbidden"}`
 	creds := func(body string) func(f *fixture) {
-		return func(f *fixture) { f.cs.setObject(credsCS, http.StatusOK, body) }
+		return func(f *fixture) { f.cs.Set(credsCS, http.StatusOK, body) }
 	}
 	for _, tc := range []struct {
 		name      string
@@ -133,20 +133,20 @@ func TestDeadlineFiresWhenClusterServiceKeepsFailing(t *testing.T) {
 	}{
 		{name: "credential request answered 403",
 			op: database.Operation{Request: arm.RequestRequestCredential, Status: arm.ProvisioningStateProvisioning, InternalID: credCS},
-			cs: func(f *fixture) { f.cs.setObject(credCS, http.StatusForbidden, forbidden) }},
+			cs: func(f *fixture) { f.cs.Set(credCS, http.StatusForbidden, forbidden) }},
 		{name: "credential request answered with an object without an id",
 			op: database.Operation{Request: arm.RequestRequestCredential, Status: arm.ProvisioningStateAccepted, InternalID: credCS},
 			cs: func(f *fixture) {
-				f.cs.setObject(credCS, http.StatusOK, `{"kind":"BreakGlassCredential","status":"created"}`)
+				f.cs.Set(credCS, http.StatusOK, `{"kind":"BreakGlassCredential","status":"created"}`)
 			}},
 		{name: "cluster Create answered 403",
 			op: database.Operation{Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning},
-			cs: func(f *fixture) { f.cs.set(clusterCS, http.StatusForbidden, forbidden) }},
+			cs: func(f *fixture) { f.cs.SetStatus(clusterCS, http.StatusForbidden, forbidden) }},
 		{name: "cluster Create ready, its object for billing answered 403",
 			op: database.Operation{Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning},
 			cs: func(f *fixture) {
-				f.cs.set(clusterCS, http.StatusOK, clusterStatus("ready"))
-				f.cs.setObject(clusterCS, http.StatusForbidden, forbidden)
+				f.cs.SetStatus(clusterCS, http.StatusOK, clusterStatus("ready"))
+				f.cs.Set(clusterCS, http.StatusForbidden, forbidden)
 			}},
 		{name: "revocation whose credential list ends short of its total",
 			op: database.Operation{Request: arm.RequestRevokeCredentials, Status: arm.ProvisioningStateDeleting},
@@ -154,7 +154,7 @@ func TestDeadlineFiresWhenClusterServiceKeepsFailing(t *testing.T) {
 		{name: "cluster Create answered 503", transient: true,
 			op: database.Operation{Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning},
 			cs: func(f *fixture) {
-				f.cs.set(clusterCS, http.StatusServiceUnavailable, `{"kind":"Error","reason":"unavailable"}`)
+				f.cs.SetStatus(clusterCS, http.StatusServiceUnavailable, `{"kind":"Error","reason":"unavailable"}`)
 			}},
 		// A private DNS zone's outage: NXDOMAIN for Cluster Service's host.
 		{name: "cluster Create whose Cluster Service host does not resolve", transient: true,
@@ -206,16 +206,16 @@ func TestDeadlineFiresWhenClusterServiceKeepsFailing(t *testing.T) {
 func TestRevocationWithAListThatNeverEnds(t *testing.T) {
 	f := newFixture(t)
 	f.fn.Deadlines = poll.Deadlines{RevokeCredentials: 45 * time.Minute}
-	f.cs.endless = true
+	f.cs.Endless(credsCS)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestRevokeCredentials, Status: arm.ProvisioningStateDeleting,
 		StartTime: f.now.Add(-10 * time.Minute)})
 	require.Equal(t, poll.OutcomeDeferred, f.poll(t, "op"))
-	listings := f.cs.calls()
+	listings := f.cs.Calls()
 	require.Equal(t, 100, listings, "one bounded listing")
 
 	f.now = f.now.Add(time.Hour)
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
-	require.Equal(t, 2*listings, f.cs.calls())
+	require.Equal(t, 2*listings, f.cs.Calls())
 	op := f.op(t, "op")
 	require.Equal(t, arm.ProvisioningStateFailed, op.Status)
 	require.Contains(t, op.Error.Message, "deadline of 45m0s")

@@ -16,6 +16,7 @@ import (
 	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice"
+	"github.com/opstatus/opstatus/internal/clusterservice/clusterservicetesting"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/lock"
 	"github.com/opstatus/opstatus/poll"
@@ -90,9 +91,9 @@ func TestPollBetweenTheFrontendsWrites(t *testing.T) {
 				LocksContainer: frontend.LocksContainer, BillingContainer: frontend.BillingContainer,
 			})
 			require.NoError(t, err)
-			cs := &fakeCS{replies: map[string]reply{}}
+			cs := clusterservicetesting.New(nil)
 			if tc.cs != "" {
-				cs.set(clusterCS, http.StatusOK, tc.cs)
+				cs.SetStatus(clusterCS, http.StatusOK, tc.cs)
 			}
 			srv := httptest.NewServer(cs)
 			t.Cleanup(srv.Close)
@@ -199,7 +200,7 @@ func TestChangeRequestsAndTheLock(t *testing.T) {
 				f.db.PutResource(r)
 			}
 			if tc.cs != "" {
-				f.cs.set(f.op(t, "op").InternalID, http.StatusOK, tc.cs)
+				f.cs.SetStatus(f.op(t, "op").InternalID, http.StatusOK, tc.cs)
 			}
 			var mu sync.Mutex
 			var calls []string

@@ -38,7 +38,7 @@ func (f *fixture) invokeLogged(t *testing.T, fields map[string]any) (*functions.
 // Every id Cosmos DB stores, however awkward, is polled like any other.
 func TestPollActsOnEveryIDCosmosAccepts(t *testing.T) {
 	f := newFixture(t)
-	f.cs.set(clusterCS, http.StatusOK, clusterStatus("installing"))
+	f.cs.SetStatus(clusterCS, http.StatusOK, clusterStatus("installing"))
 	ops := []string{
 		"op id", " op", "op ", "op\u00a0id", "op\u2003id", "op\u3000id", "op\tid", "op\nid", "op\x00",
 		"op-é世", "op-\U0001F600", "op%2Fx", "a+b", `op"q`, "op'q", "a..b",
@@ -96,7 +96,7 @@ func TestPollAnswersInvalidToIDsItWillNotUse(t *testing.T) {
 			require.Contains(t, logs, "skipped")
 			require.Less(t, len(logs), 1000, "the id is bounded in the log")
 			require.Zero(t, f.count("GetOperation"))
-			require.Zero(t, f.cs.calls())
+			require.Zero(t, f.cs.Calls())
 			require.Zero(t, f.writes())
 			require.Zero(t, f.lockOps())
 		})
@@ -123,7 +123,7 @@ func TestPollAnswers400ToMalformedMessages(t *testing.T) {
 			require.Error(t, err)
 			require.Equal(t, http.StatusBadRequest, functions.StatusOf(err))
 			require.Zero(t, f.count("GetOperation"))
-			require.Zero(t, f.cs.calls())
+			require.Zero(t, f.cs.Calls())
 		})
 	}
 }

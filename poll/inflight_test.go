@@ -15,26 +15,6 @@ import (
 	"github.com/opstatus/opstatus/poll"
 )
 
-// setInflight makes the fake answer path's inflight_checks.
-func (f *fakeCS) setInflight(path string, code int, body string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.replies[path+"/inflight_checks"] = reply{code, body}
-}
-
-// requested counts the requests for path.
-func (f *fakeCS) requested(path string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, p := range f.requests {
-		if p == path {
-			n++
-		}
-	}
-	return n
-}
-
 const ocm4001 = `{"kind":"ClusterStatus","id":"abc","state":"error","provision_error_code":"OCM4001","provision_error_message":"Inflight checks failed"}`
 
 // checksJSON lists checks given as name=state or name=state:error.
@@ -86,9 +66,9 @@ func TestInflightChecksMakeTheError(t *testing.T) {
 					InternalID: internalID, NotificationURI: f.armURL})
 				f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: internalID,
 					ActiveOperationID: "op", ProvisioningState: arm.ProvisioningStateProvisioning})
-				f.cs.set(internalID, http.StatusOK, tc.status)
+				f.cs.SetStatus(internalID, http.StatusOK, tc.status)
 				if tc.checks != "" {
-					f.cs.setInflight(internalID, http.StatusOK, tc.checks)
+					f.cs.SetInflight(internalID, http.StatusOK, tc.checks)
 				}
 
 				require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
@@ -107,8 +87,8 @@ func TestInflightChecksMakeTheError(t *testing.T) {
 				if tc.checks != "" {
 					wantCalls = 1
 				}
-				require.Equal(t, wantCalls, f.cs.requested(internalID+"/inflight_checks"))
-				require.Equal(t, 1, f.cs.requested(internalID+"/status"))
+				require.Equal(t, wantCalls, f.cs.Requested(internalID+"/inflight_checks"))
+				require.Equal(t, 1, f.cs.Requested(internalID+"/status"))
 			})
 		}
 	}
@@ -127,10 +107,10 @@ func TestInflightChecksOnlyForOCM4001Clusters(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted, InternalID: tc.internalID})
-			f.cs.set(tc.internalID, http.StatusOK, tc.status)
-			f.cs.setInflight(tc.internalID, http.StatusInternalServerError, `{"kind":"Error","reason":"must not be asked"}`)
+			f.cs.SetStatus(tc.internalID, http.StatusOK, tc.status)
+			f.cs.SetInflight(tc.internalID, http.StatusInternalServerError, `{"kind":"Error","reason":"must not be asked"}`)
 			require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
-			require.Zero(t, f.cs.requested(tc.internalID+"/inflight_checks"))
+			require.Zero(t, f.cs.Requested(tc.internalID+"/inflight_checks"))
 		})
 	}
 }
@@ -164,8 +144,8 @@ func TestInflightChecksTransientFailureDefers(t *testing.T) {
 				}
 				f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning,
 					StartTime: start, NotificationURI: f.armURL})
-				f.cs.set(clusterCS, http.StatusOK, ocm4001)
-				f.cs.setInflight(clusterCS, tc.code, tc.body)
+				f.cs.SetStatus(clusterCS, http.StatusOK, ocm4001)
+				f.cs.SetInflight(clusterCS, tc.code, tc.body)
 				f.resetCounts()
 
 				if pastDeadline {
@@ -182,9 +162,9 @@ func TestInflightChecksTransientFailureDefers(t *testing.T) {
 				require.Zero(t, f.writes())
 				require.Zero(t, f.lockOps())
 				require.Empty(t, f.arm.got())
-				require.Equal(t, 1, f.cs.requested(clusterCS+"/inflight_checks"))
+				require.Equal(t, 1, f.cs.Requested(clusterCS+"/inflight_checks"))
 
-				f.cs.setInflight(clusterCS, http.StatusOK, checksJSON("egress=failed:egress blocked"))
+				f.cs.SetInflight(clusterCS, http.StatusOK, checksJSON("egress=failed:egress blocked"))
 				require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 				op := f.op(t, "op")
 				require.Equal(t, arm.ProvisioningStateFailed, op.Status)
@@ -232,8 +212,8 @@ func TestInflightChecksPermanentFailureEndsTheOperation(t *testing.T) {
 					StartTime: f.now.Add(-time.Minute), NotificationURI: f.armURL})
 				f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
 					ActiveOperationID: "op", ProvisioningState: req.status})
-				f.cs.set(clusterCS, http.StatusOK, ocm4001)
-				f.cs.setInflight(clusterCS, tc.code, tc.body)
+				f.cs.SetStatus(clusterCS, http.StatusOK, ocm4001)
+				f.cs.SetInflight(clusterCS, tc.code, tc.body)
 
 				require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 				want := arm.CloudErrorBody{Code: "OCM4001", Message: "Inflight checks failed"}
@@ -247,10 +227,10 @@ func TestInflightChecksPermanentFailureEndsTheOperation(t *testing.T) {
 				got := f.arm.got()
 				require.Len(t, got, 1)
 				require.Equal(t, want, *got[0].Error)
-				require.Equal(t, 1, f.cs.requested(clusterCS+"/inflight_checks"), "asked once, not retried")
+				require.Equal(t, 1, f.cs.Requested(clusterCS+"/inflight_checks"), "asked once, not retried")
 
 				require.Equal(t, poll.OutcomeDone, f.poll(t, "op"))
-				require.Equal(t, 1, f.cs.requested(clusterCS+"/inflight_checks"))
+				require.Equal(t, 1, f.cs.Requested(clusterCS+"/inflight_checks"))
 			})
 		}
 	}

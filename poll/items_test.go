@@ -143,7 +143,7 @@ func TestUnreadableParentDoesNotBlockTheOperation(t *testing.T) {
 			start := f.now.Add(-tc.age - time.Minute)
 			f.putOp(database.Operation{ID: "op", Request: tc.request, Status: tc.status, StartTime: start, LastTransitionTime: start})
 			if tc.csState != "" {
-				f.cs.set(clusterCS, 200, clusterStatus(tc.csState))
+				f.cs.SetStatus(clusterCS, 200, clusterStatus(tc.csState))
 			}
 			for _, p := range tc.parents {
 				f.db.PutRawResource(p)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/internal/arm"
+	"github.com/opstatus/opstatus/internal/clusterservice/clusterservicetesting"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/poll"
 )
@@ -33,20 +33,6 @@ func credential(id, status string, expires time.Time) string {
 	return fmt.Sprintf(`{"kind":"BreakGlassCredential","id":%q,"status":%q,"expiration_timestamp":%q}`, id, status, expires.Format(time.RFC3339))
 }
 
-// setObject answers GET path itself (an object, not its status).
-func (f *fakeCS) setObject(path string, code int, body string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.replies[path] = reply{code, body}
-}
-
-// setCredentials answers the first page of a cluster's credentials.
-func (f *fakeCS) setCredentials(items ...string) {
-	body := fmt.Sprintf(`{"kind":"BreakGlassCredentialList","page":1,"size":%d,"total":%d,"items":[%s]}`,
-		len(items), len(items), strings.Join(items, ","))
-	f.setObject(credsCS, http.StatusOK, body)
-}
-
 func (f *fixture) resource(t *testing.T, key string) *database.Resource {
 	t.Helper()
 	r, err := f.db.GetResource(context.Background(), sub, key)
@@ -63,7 +49,7 @@ func TestExternalAuthCreateAndDelete(t *testing.T) {
 
 	// An object with no state at all is done (Cluster Service answered
 	// with it).
-	f.cs.setObject(authCS, http.StatusOK, externalAuth("", ""))
+	f.cs.Set(authCS, http.StatusOK, externalAuth("", ""))
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "create"))
 	require.Equal(t, arm.ProvisioningStateSucceeded, f.op(t, "create").Status)
 	r := f.resource(t, authKey)
@@ -75,14 +61,14 @@ func TestExternalAuthCreateAndDelete(t *testing.T) {
 		ExternalID: authKey, InternalID: authCS})
 	r.ActiveOperationID = "delete"
 	f.db.PutResource(r)
-	f.cs.setObject(authCS, http.StatusOK, externalAuth("ready", ""))
+	f.cs.Set(authCS, http.StatusOK, externalAuth("ready", ""))
 	require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "delete"), "ready during a Delete")
-	f.cs.setObject(authCS, http.StatusOK, externalAuth("uninstalling", ""))
+	f.cs.Set(authCS, http.StatusOK, externalAuth("uninstalling", ""))
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "delete"))
 	require.Equal(t, arm.ProvisioningStateDeleting, f.op(t, "delete").Status)
 
 	// Cluster Service's own 404 finishes the delete.
-	delete(f.cs.replies, authCS)
+	f.cs.Delete(authCS)
 	require.Equal(t, poll.OutcomeDeleted, f.poll(t, "delete"))
 	require.Equal(t, arm.ProvisioningStateSucceeded, f.op(t, "delete").Status)
 	_, err := f.db.GetResource(context.Background(), sub, authKey)
@@ -93,7 +79,7 @@ func TestExternalAuthError(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestUpdate, Status: arm.ProvisioningStateUpdating,
 		ExternalID: authKey, InternalID: authCS})
-	f.cs.setObject(authCS, http.StatusOK, externalAuth("error", "issuer unreachable"))
+	f.cs.Set(authCS, http.StatusOK, externalAuth("error", "issuer unreachable"))
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 	op := f.op(t, "op")
 	require.Equal(t, arm.ProvisioningStateFailed, op.Status)
@@ -109,11 +95,11 @@ func TestCredentialRequestWritesTheOperationAlone(t *testing.T) {
 	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
 		ProvisioningState: arm.ProvisioningStateSucceeded})
 
-	f.cs.setObject(credCS, http.StatusOK, credential("b1", "created", f.now.Add(time.Hour)))
+	f.cs.Set(credCS, http.StatusOK, credential("b1", "created", f.now.Add(time.Hour)))
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 	require.Equal(t, arm.ProvisioningStateProvisioning, f.op(t, "op").Status)
 
-	f.cs.setObject(credCS, http.StatusOK, credential("b1", "issued", f.now.Add(time.Hour)))
+	f.cs.Set(credCS, http.StatusOK, credential("b1", "issued", f.now.Add(time.Hour)))
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 	require.Equal(t, arm.ProvisioningStateSucceeded, f.op(t, "op").Status)
 	require.Zero(t, f.count("GetResource")+f.count("ReplaceResource")+f.count("DeleteResource"))
@@ -123,7 +109,7 @@ func TestCredentialRequestWritesTheOperationAlone(t *testing.T) {
 func TestCredentialRequestFailed(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestRequestCredential, Status: arm.ProvisioningStateProvisioning, InternalID: credCS})
-	f.cs.setObject(credCS, http.StatusOK, credential("b1", "failed", f.now.Add(time.Hour)))
+	f.cs.Set(credCS, http.StatusOK, credential("b1", "failed", f.now.Add(time.Hour)))
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 	op := f.op(t, "op")
 	require.Equal(t, arm.ProvisioningStateFailed, op.Status)
@@ -136,7 +122,7 @@ func TestCredentialRequestOvertakenIsCanceledWithAnError(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestRequestCredential, Status: arm.ProvisioningStateProvisioning,
 		ExternalID: clusterKey + "/breakGlassCredentials/b1", InternalID: credCS, NotificationURI: f.armURL})
-	f.cs.setObject(credCS, http.StatusOK, credential("b1", "revoked", f.now.Add(time.Hour)))
+	f.cs.Set(credCS, http.StatusOK, credential("b1", "revoked", f.now.Add(time.Hour)))
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 	want := &arm.CloudErrorBody{Code: "Canceled", Message: "This operation was superseded by another"}
 	op := f.op(t, "op")
@@ -155,10 +141,10 @@ func TestErrorWithoutAMessageGetsOne(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "pool", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning,
 		ExternalID: clusterKey + "/nodePools/np", InternalID: clusterCS + "/node_pools/np", NotificationURI: f.armURL})
-	f.cs.set(clusterCS+"/node_pools/np", http.StatusOK, `{"kind":"NodePoolStatus","id":"np","state":{"kind":"NodePoolState","value":"error"}}`)
+	f.cs.SetStatus(clusterCS+"/node_pools/np", http.StatusOK, `{"kind":"NodePoolStatus","id":"np","state":{"kind":"NodePoolState","value":"error"}}`)
 	f.putOp(database.Operation{ID: "auth", Request: arm.RequestUpdate, Status: arm.ProvisioningStateUpdating,
 		ExternalID: authKey, InternalID: authCS})
-	f.cs.setObject(authCS, http.StatusOK, externalAuth("error", ""))
+	f.cs.Set(authCS, http.StatusOK, externalAuth("error", ""))
 	want := &arm.CloudErrorBody{Code: arm.CodeInternalServerError, Message: "Internal server error."}
 	for _, id := range []string{"pool", "auth"} {
 		require.Equal(t, poll.OutcomeUpdated, f.poll(t, id))
@@ -177,15 +163,15 @@ func TestRevocationWaitsForEveryUnexpiredCredential(t *testing.T) {
 	later, earlier := f.now.Add(time.Hour), f.now.Add(-time.Hour)
 
 	// An issued, unexpired credential: the revocation has not reached it.
-	f.cs.setCredentials(credential("a", "revoked", later), credential("b", "issued", later), credential("c", "issued", earlier))
+	f.cs.SetCredentials(credsCS, credential("a", "revoked", later), credential("b", "issued", later), credential("c", "issued", earlier))
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 	require.Equal(t, arm.ProvisioningStateDeleting, f.op(t, "op").Status)
 
-	f.cs.setCredentials(credential("a", "revoked", later), credential("b", "awaiting_revocation", later), credential("c", "issued", earlier))
+	f.cs.SetCredentials(credsCS, credential("a", "revoked", later), credential("b", "awaiting_revocation", later), credential("c", "issued", earlier))
 	require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "op"))
 
 	// Every unexpired one revoked; the expired one counts as revoked.
-	f.cs.setCredentials(credential("a", "revoked", later), credential("b", "revoked", later), credential("c", "issued", earlier))
+	f.cs.SetCredentials(credsCS, credential("a", "revoked", later), credential("b", "revoked", later), credential("c", "issued", earlier))
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 	require.Equal(t, arm.ProvisioningStateSucceeded, f.op(t, "op").Status)
 	require.Zero(t, f.count("GetResource")+f.count("ReplaceResource"))
@@ -196,7 +182,7 @@ func TestRevocationWaitsForEveryUnexpiredCredential(t *testing.T) {
 func TestRevocationEndsOnAPageWithoutItems(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestRevokeCredentials, Status: arm.ProvisioningStateDeleting})
-	f.cs.setObject(credsCS, http.StatusOK, `{"kind":"BreakGlassCredentialList","page":1,"size":0,"total":0}`)
+	f.cs.Set(credsCS, http.StatusOK, `{"kind":"BreakGlassCredentialList","page":1,"size":0,"total":0}`)
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 	require.Equal(t, arm.ProvisioningStateSucceeded, f.op(t, "op").Status)
 }
@@ -215,7 +201,7 @@ func TestKindAndRequestThatDoNotGoTogetherAreInvalid(t *testing.T) {
 			op.ID, op.Status = "op", arm.ProvisioningStateAccepted
 			f.putOp(op)
 			require.Equal(t, poll.OutcomeInvalid, f.poll(t, "op"))
-			require.Zero(t, f.cs.calls())
+			require.Zero(t, f.cs.Calls())
 			require.Zero(t, f.writes())
 			require.Zero(t, f.lockOps())
 		})
@@ -227,20 +213,22 @@ func TestKindAndRequestThatDoNotGoTogetherAreInvalid(t *testing.T) {
 var unchangedByKind = []struct {
 	kind string
 	op   database.Operation
-	set  func(*fakeCS)
+	set  func(*clusterservicetesting.Fake)
 }{
 	{"cluster", database.Operation{Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning},
-		func(cs *fakeCS) { cs.set(clusterCS, 200, clusterStatus("installing")) }},
+		func(cs *clusterservicetesting.Fake) { cs.SetStatus(clusterCS, 200, clusterStatus("installing")) }},
 	{"nodePool", database.Operation{Request: arm.RequestUpdate, Status: arm.ProvisioningStateUpdating, InternalID: clusterCS + "/node_pools/np"},
-		func(cs *fakeCS) {
-			cs.set(clusterCS+"/node_pools/np", 200, `{"kind":"NodePoolStatus","id":"np","state":{"kind":"NodePoolState","value":"updating"}}`)
+		func(cs *clusterservicetesting.Fake) {
+			cs.SetStatus(clusterCS+"/node_pools/np", 200, `{"kind":"NodePoolStatus","id":"np","state":{"kind":"NodePoolState","value":"updating"}}`)
 		}},
 	{"externalAuth", database.Operation{Request: arm.RequestDelete, Status: arm.ProvisioningStateDeleting, InternalID: authCS},
-		func(cs *fakeCS) { cs.setObject(authCS, 200, externalAuth("uninstalling", "")) }},
+		func(cs *clusterservicetesting.Fake) { cs.Set(authCS, 200, externalAuth("uninstalling", "")) }},
 	{"credentialRequest", database.Operation{Request: arm.RequestRequestCredential, Status: arm.ProvisioningStateProvisioning, InternalID: credCS},
-		func(cs *fakeCS) { cs.setObject(credCS, 200, credential("b1", "created", farFuture)) }},
+		func(cs *clusterservicetesting.Fake) { cs.Set(credCS, 200, credential("b1", "created", farFuture)) }},
 	{"credentialRevocation", database.Operation{Request: arm.RequestRevokeCredentials, Status: arm.ProvisioningStateDeleting},
-		func(cs *fakeCS) { cs.setCredentials(credential("b1", "awaiting_revocation", farFuture)) }},
+		func(cs *clusterservicetesting.Fake) {
+			cs.SetCredentials(credsCS, credential("b1", "awaiting_revocation", farFuture))
+		}},
 }
 
 var farFuture = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -256,7 +244,7 @@ func TestUnchangedCostsOneReadAndOneCallForEveryKind(t *testing.T) {
 			tc.set(f.cs)
 			f.resetCounts()
 			require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "op"))
-			require.Equal(t, 1, f.cs.calls())
+			require.Equal(t, 1, f.cs.Calls())
 			require.Equal(t, 1, f.count("GetOperation"))
 			require.Zero(t, f.writes())
 			require.Zero(t, f.lockOps())

@@ -17,6 +17,7 @@ import (
 	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice"
+	"github.com/opstatus/opstatus/internal/clusterservice/clusterservicetesting"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/internal/lock"
@@ -172,14 +173,14 @@ func (k *killer) DeleteResource(ctx context.Context, r database.ResourceRef) err
 type lifeFixture struct {
 	world
 	kill *killer
-	cs   *fakeCS
+	cs   *clusterservicetesting.Fake
 	fn   *poll.Function
 	now  time.Time
 }
 
 func newLifeFixture(t *testing.T, w world) *lifeFixture {
 	f := &lifeFixture{world: w, kill: &killer{DBClient: w.db}, now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
-		cs: &fakeCS{replies: map[string]reply{clusterCS: {http.StatusOK, clusterObject}, secondCS: {http.StatusOK, secondObject}}}}
+		cs: clusterservicetesting.New(map[string]clusterservicetesting.Reply{clusterCS: {Code: http.StatusOK, Body: clusterObject}, secondCS: {Code: http.StatusOK, Body: secondObject}})}
 	srv := httptest.NewServer(f.cs)
 	t.Cleanup(srv.Close)
 	client, err := clusterservice.NewClient(clusterservice.Config{URL: srv.URL})
@@ -257,7 +258,7 @@ func TestDeleteClosesOnlyTheLifeItDeleted(t *testing.T) {
 		f.putOp(t, database.Operation{ID: "create1", PartitionKey: sub, Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning,
 			ExternalID: clusterKey, InternalID: clusterCS, TenantID: "tenant-1"})
 		f.putRes(t, "r1", clusterCS, "create1")
-		f.cs.set(clusterCS, http.StatusOK, clusterStatus("ready"))
+		f.cs.SetStatus(clusterCS, http.StatusOK, clusterStatus("ready"))
 		require.Equal(t, poll.OutcomeUpdated, f.poll(t, "create1"))
 		require.Equal(t, []string{first}, billingIDsOf(f.open(t)))
 
@@ -266,7 +267,7 @@ func TestDeleteClosesOnlyTheLifeItDeleted(t *testing.T) {
 		f.putOp(t, database.Operation{ID: "del1", PartitionKey: sub, Request: arm.RequestDelete, Status: arm.ProvisioningStateDeleting,
 			ExternalID: clusterKey, InternalID: clusterCS, StartTime: f.now})
 		f.putRes(t, "r1", clusterCS, "del1")
-		delete(f.cs.replies, clusterCS+"/status") // Cluster Service's own 404: deleted
+		f.cs.Delete(clusterCS + "/status") // Cluster Service's own 404: deleted
 		f.kill.killAt("ReplaceOperation", false)
 		require.Equal(t, poll.OutcomeDeferred, f.poll(t, "del1"))
 		require.Equal(t, arm.ProvisioningStateDeleting, f.status(t, "del1"))
@@ -279,7 +280,7 @@ func TestDeleteClosesOnlyTheLifeItDeleted(t *testing.T) {
 		f.putOp(t, database.Operation{ID: "create2", PartitionKey: sub, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted,
 			ExternalID: clusterKey, InternalID: secondCS, TenantID: "tenant-1"})
 		f.putRes(t, "r2", secondCS, "create2")
-		f.cs.set(secondCS, http.StatusOK, `{"kind":"ClusterStatus","id":"def","state":"ready"}`)
+		f.cs.SetStatus(secondCS, http.StatusOK, `{"kind":"ClusterStatus","id":"def","state":"ready"}`)
 		require.Equal(t, poll.OutcomeUpdated, f.poll(t, "create2"))
 		require.Equal(t, []string{second}, billingIDsOf(f.open(t)))
 
@@ -325,7 +326,7 @@ func TestEarlierLifeIsClosedWhenTheNewOneIsBilled(t *testing.T) {
 						CreationTime: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), Extra: map[string]any{"kept": true}})
 					f.putOp(t, database.Operation{ID: "create2", PartitionKey: sub, Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning,
 						ExternalID: clusterKey, InternalID: secondCS, TenantID: "tenant-1"})
-					f.cs.set(secondCS, http.StatusOK, `{"kind":"ClusterStatus","id":"def","state":"ready"}`)
+					f.cs.SetStatus(secondCS, http.StatusOK, `{"kind":"ClusterStatus","id":"def","state":"ready"}`)
 
 					f.kill.killAt(kill.call, kill.after)
 					f.poll(t, "create2")
@@ -357,7 +358,7 @@ func TestForeignBillingItemOfThisLifeIsAdopted(t *testing.T) {
 			CreationTime: secondCreated.Add(700 * time.Millisecond), ManagedResourceGroup: "/subscriptions/" + sub + "/resourceGroups/def-managed"})
 		f.putOp(t, database.Operation{ID: "create2", PartitionKey: sub, Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning,
 			ExternalID: clusterKey, InternalID: secondCS})
-		f.cs.set(secondCS, http.StatusOK, `{"kind":"ClusterStatus","id":"def","state":"ready"}`)
+		f.cs.SetStatus(secondCS, http.StatusOK, `{"kind":"ClusterStatus","id":"def","state":"ready"}`)
 		require.Equal(t, poll.OutcomeUpdated, f.poll(t, "create2"))
 		require.Equal(t, []string{foreign}, billingIDsOf(f.open(t)))
 		require.Len(t, f.allBills(t), 1)
@@ -376,7 +377,7 @@ func TestForeignBillingItemBesideAnEarlierLifeIsClosed(t *testing.T) {
 		}
 		f.putOp(t, database.Operation{ID: "create2", PartitionKey: sub, Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning,
 			ExternalID: clusterKey, InternalID: secondCS})
-		f.cs.set(secondCS, http.StatusOK, `{"kind":"ClusterStatus","id":"def","state":"ready"}`)
+		f.cs.SetStatus(secondCS, http.StatusOK, `{"kind":"ClusterStatus","id":"def","state":"ready"}`)
 		require.Equal(t, poll.OutcomeUpdated, f.poll(t, "create2"))
 		require.Equal(t, []string{second}, billingIDsOf(f.open(t)))
 		require.Len(t, f.allBills(t), 3)

@@ -117,7 +117,7 @@ func TestPanicDefersOnlyItsOperation(t *testing.T) {
 			f.fn.Cluster = panickyCS{f.fn.Cluster, &at}
 			f.fn.Notifier = panickyNotifier{f.fn.Notifier, &at}
 			for _, name := range []string{"a", "b", "o", "s"} {
-				f.cs.set(cluster(name), 200, clusterStatus("installing"))
+				f.cs.SetStatus(cluster(name), 200, clusterStatus("installing"))
 			}
 			for _, op := range []database.Operation{
 				{ID: "moves-a", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted, InternalID: cluster("a"), ExternalID: key("a")},

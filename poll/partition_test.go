@@ -34,7 +34,7 @@ func TestFixedOperationsPartition(t *testing.T) {
 	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
 		ActiveOperationID: "op", ProvisioningState: arm.ProvisioningStateAccepted})
 	f.db.PutResource(&database.Resource{ID: "np", PartitionKey: sub, Key: clusterKey + "/nodePools/np1", ProvisioningState: arm.ProvisioningStateSucceeded})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 
 	etag := f.db.HoldLock(sub, "frontend", time.Minute)
 	require.Equal(t, poll.OutcomeDeferred, f.poll(t, "op"), "the lock is the subscription's, not the partition's")
@@ -50,7 +50,7 @@ func TestFixedOperationsPartition(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, arm.ProvisioningStateProvisioning, r.ProvisioningState, "the Resources item of the subscription follows")
 
-	f.cs.set(clusterCS, 200, clusterStatus("ready"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("ready"))
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 	require.Equal(t, arm.ProvisioningStateSucceeded, f.op(t, "op").Status)
 	open, err := f.db.OpenBilling(context.Background(), sub, clusterKey)
@@ -66,7 +66,7 @@ func TestFixedOperationsPartition(t *testing.T) {
 	r.ActiveOperationID = "del"
 	_, err = f.db.ReplaceResource(context.Background(), r)
 	require.NoError(t, err)
-	delete(f.cs.replies, clusterCS+"/status")
+	f.cs.Delete(clusterCS + "/status")
 	require.Equal(t, poll.OutcomeDeleted, f.poll(t, "del"))
 	require.Empty(t, f.db.Resources())
 }
@@ -80,7 +80,7 @@ func TestFixedOperationsPartitionInvalid(t *testing.T) {
 	f.putOp(database.Operation{ID: "op", PartitionKey: fixedPartition, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
 	f.putOp(database.Operation{ID: "no-sub", PartitionKey: fixedPartition, ExternalID: "/resourceGroups/rg/providers/x/y/z",
 		Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 	for _, msg := range []string{
 		`{"subscriptionId":"` + otherSub + `","operationId":"op"}`,
 		`{"subscriptionId":"` + sub + `","operationId":"no-sub"}`,
@@ -90,7 +90,7 @@ func TestFixedOperationsPartitionInvalid(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, poll.OutcomeInvalid, only(t, res), msg)
 	}
-	require.Zero(t, f.cs.calls())
+	require.Zero(t, f.cs.Calls())
 	require.Zero(t, f.writes())
 	require.Zero(t, f.lockOps())
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"), "the message of its own subscription is acted on")

@@ -4,20 +4,9 @@ import (
 	"context"
 	"errors"
 
-	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/budget"
 	"github.com/opstatus/opstatus/internal/clusterservice"
 )
-
-// groupOf is the budget group of the process an invocation runs in: on
-// Flex Consumption poll and pickup run in processes of their own, and
-// pickup calls poll's handler with its own function's name.
-func groupOf(inv *functions.Invocation) budget.Group {
-	if inv.Function == "pickup" {
-		return budget.GroupPickup
-	}
-	return budget.GroupPoll
-}
 
 // permittedCluster is a ClusterService whose every request starts only
 // with enough of the process's budget lease left, and ends, by its

@@ -22,6 +22,7 @@ import (
 	"github.com/opstatus/opstatus/internal/budget/budgettesting"
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/queuemsg"
 	"github.com/opstatus/opstatus/poll"
 )
 
@@ -86,7 +87,7 @@ func batchOf(ids ...string) string {
 func TestPollCallsNothingWithoutALease(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
-	f.cs.set(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"installing"}`)
+	f.cs.SetStatus(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"installing"}`)
 	var broken atomic.Bool
 	broken.Store(true)
 	g, s := withPermits(t, f, 4, f.cs)
@@ -98,12 +99,12 @@ func TestPollCallsNothingWithoutALease(t *testing.T) {
 	}
 	f.reconfigure(func(c *poll.Config) { c.Deadline = 300 * time.Millisecond })
 	require.Equal(t, poll.OutcomeDeferred, f.poll(t, "op"))
-	require.Zero(t, f.cs.calls())
+	require.Zero(t, f.cs.Calls())
 	require.Zero(t, g.Held())
 	broken.Store(false)
 	f.reconfigure(func(c *poll.Config) { c.Deadline = time.Minute })
 	require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "op"))
-	require.Equal(t, 1, f.cs.calls())
+	require.Equal(t, 1, f.cs.Calls())
 }
 
 // A message of ten operations with three permits has at most three
@@ -117,7 +118,7 @@ func TestPollStaysWithinItsPermits(t *testing.T) {
 		ids = append(ids, id)
 		f.putOp(database.Operation{ID: id, Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
 	}
-	f.cs.set(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"installing"}`)
+	f.cs.SetStatus(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"installing"}`)
 	cs := &gated{next: f.cs, let: make(chan struct{}), started: make(chan struct{}, 10)}
 	g, _ := withPermits(t, f, 3, cs)
 	done := make(chan *functions.Result)
@@ -138,19 +139,25 @@ func TestPollStaysWithinItsPermits(t *testing.T) {
 	require.Zero(t, g.Figures().Demand)
 }
 
-// pickup's invocations put the process in the pickup group, whose floor
-// the ledger keeps.
-func TestPickupInvocationsMakeThePickupGroup(t *testing.T) {
+// The process serves the budget group of what hands it work: Poll's
+// caller names it (pickup names its own), and a queue message is poll's,
+// whatever the invocation's function.
+func TestTheCallerNamesTheGroup(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
-	f.cs.set(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"installing"}`)
+	f.cs.SetStatus(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"installing"}`)
 	g, _ := withPermits(t, f, 4, f.cs)
-	require.Equal(t, budget.GroupPoll, g.Figures().Group)
 	inv := &functions.Invocation{ID: "inv-1", Function: "pickup",
 		Data:     map[string]json.RawMessage{"operation": json.RawMessage(batchOf("op"))},
 		Metadata: map[string]json.RawMessage{}, Log: slog.New(slog.DiscardHandler)}
 	_, err := f.fn.Handle(context.Background(), inv)
 	require.NoError(t, err)
+	require.Equal(t, budget.GroupPoll, g.Figures().Group, "a queue message is poll's")
+
+	ops := queuemsg.Message{Operations: []queuemsg.Operation{{SubscriptionID: sub, OperationID: "op"}}}
+	tally := f.fn.Poll(context.Background(), slog.New(slog.DiscardHandler),
+		poll.Message{Read: ops.Read(), Group: budget.GroupPickup, Invocation: "inv-2"})
+	require.Equal(t, poll.Tally{poll.OutcomeUnchanged: 1}, tally)
 	require.Equal(t, budget.GroupPickup, g.Figures().Group)
 }
 
@@ -161,7 +168,7 @@ func TestWaitForPermitsEndsWhenTheMessageIsSuperseded(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op1", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
 	f.putOp(database.Operation{ID: "op2", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
-	f.cs.set(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"installing"}`)
+	f.cs.SetStatus(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"installing"}`)
 	g, s := withPermits(t, f, 4, f.cs)
 	s.Fail = func(budgettesting.Op) (error, bool) { return errors.New("injected 503"), false }
 	f.reconfigure(func(c *poll.Config) {
@@ -180,7 +187,7 @@ func TestWaitForPermitsEndsWhenTheMessageIsSuperseded(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, ctx.Err(), "the invocation waited for permits past the message's supersession")
 	require.Equal(t, poll.Tally{poll.OutcomeSuperseded: 2}, res.ReturnValue)
-	require.Zero(t, f.cs.calls())
+	require.Zero(t, f.cs.Calls())
 	require.Zero(t, g.Figures().Demand)
 }
 
@@ -234,8 +241,8 @@ func TestAbandonedRequestsStayCountedAtAServerThatWorksOn(t *testing.T) {
 func TestNoSecondCallAfterAReclaim(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
-	f.cs.set(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"error","provision_error_code":"OCM4001","provision_error_message":"inflight checks failed"}`)
-	f.cs.setInflight(clusterCS, http.StatusOK, `{"kind":"InflightCheckList","items":[]}`)
+	f.cs.SetStatus(clusterCS, http.StatusOK, `{"kind":"ClusterStatus","id":"abc","state":"error","provision_error_code":"OCM4001","provision_error_message":"inflight checks failed"}`)
+	f.cs.SetInflight(clusterCS, http.StatusOK, `{"kind":"InflightCheckList","items":[]}`)
 	cs := &gated{next: f.cs, let: make(chan struct{}), started: make(chan struct{}, 10)}
 	s := &budgettesting.Store{}
 	s.Put(budget.Ledger{ID: budget.ID, Epoch: "e0", Budget: 10, Holders: map[string]budget.Entry{}})
@@ -267,5 +274,5 @@ func TestNoSecondCallAfterAReclaim(t *testing.T) {
 	require.Positive(t, a.LeaseLeft())
 	close(cs.let)
 	require.Equal(t, poll.OutcomeDeferred, <-done)
-	require.Equal(t, 1, f.cs.calls(), "Cluster Service calls: the status only, no inflight checks on b's permit")
+	require.Equal(t, 1, f.cs.Calls(), "Cluster Service calls: the status only, no inflight checks on b's permit")
 }

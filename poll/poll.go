@@ -175,29 +175,58 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 		inv.Log.Error("malformed queue message", "error", err)
 		return nil, functions.BadRequest(err)
 	}
-	observeMessage(ctx, msg, f.now())
-	f.checks.Serve(groupOf(inv))
+	md := inv.QueueMetadata()
+	tally := f.poll(ctx, inv.Log, Message{Read: msg, Group: budget.GroupPoll, Invocation: inv.ID,
+		Inserted: md.InsertionTime, Clock: queuemsg.NewClock(md.ReceivedAt(), arrived)})
+	return &functions.Result{ReturnValue: tally}, nil
+}
+
+// Message is a message's work as Poll takes it: the operations, and who
+// hands them over.
+type Message struct {
+	queuemsg.Read
+	// Group is the budget group of the process that polls them: poll's
+	// for a queue message; pickup's for the operations pickup hands over,
+	// since on Flex Consumption the two run in processes of their own.
+	Group budget.Group
+	// Invocation is the invocation's id, which names it in lock owners.
+	Invocation string
+	// Inserted is the queue's InsertionTime, and Clock tells Storage's
+	// time; both zero for a message that was never queued.
+	Inserted time.Time
+	Clock    queuemsg.Clock
+}
+
+// Poll brings the operations of m up to date, as Handle does those of a
+// queue message, and returns their Tally.
+func (f *Function) Poll(ctx context.Context, log *slog.Logger, m Message) Tally {
+	defer observeDuration(ctx, time.Now())
+	return f.poll(ctx, log, m)
+}
+
+func (f *Function) poll(ctx context.Context, log *slog.Logger, m Message) Tally {
+	observeMessage(ctx, m.Read, f.now())
+	f.checks.Serve(m.Group)
 	ctx, cancel := context.WithTimeout(ctx, orDefault(f.Deadline, defaultDeadline))
 	defer cancel()
-	md := inv.QueueMetadata()
 	run := &run{
 		f:        f,
-		log:      inv.Log,
-		owner:    f.Owner + "/" + ownerSuffix(inv.ID),
-		msg:      msg,
-		inserted: md.InsertionTime,
-		clock:    queuemsg.NewClock(md.ReceivedAt(), arrived),
-		outcomes: make([]Outcome, len(msg.Entries)),
+		log:      log,
+		owner:    f.Owner + "/" + ownerSuffix(m.Invocation),
+		msg:      m.Read,
+		inserted: m.Inserted,
+		clock:    m.Clock,
+		outcomes: make([]Outcome, len(m.Entries)),
 	}
 	run.do(ctx)
 	tally := Tally{}
 	for _, o := range run.outcomes {
 		tally[o]++
 	}
-	if !msg.Single {
-		inv.Log.Debug("polled a message", "operations", len(msg.Entries), "outcomes", tally)
+	if !m.Single {
+		log.Debug("polled a message", "operations", len(m.Entries), "outcomes", tally)
 	}
-	return &functions.Result{ReturnValue: tally}, nil
+	return tally
 }
 
 // run is one invocation's work on one message.

@@ -3,13 +3,9 @@ package poll_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,7 +15,7 @@ import (
 	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/arm"
-	"github.com/opstatus/opstatus/internal/clusterservice"
+	"github.com/opstatus/opstatus/internal/clusterservice/clusterservicetesting"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/internal/lock"
@@ -31,59 +27,6 @@ const (
 	clusterKey = "/subscriptions/" + sub + "/resourceGroups/rg/providers/Microsoft.RedHatOpenShift/hcpOpenShiftClusters/c1"
 	clusterCS  = "/api/aro_hcp/v1alpha1/clusters/abc"
 )
-
-// fakeCS is a Cluster Service that answers status paths from a table.
-type fakeCS struct {
-	mu       sync.Mutex
-	replies  map[string]reply // by status path
-	requests []string
-	// endless answers the credential list with full pages whose total
-	// always promises one more.
-	endless bool
-}
-
-type reply struct {
-	code int
-	body string
-}
-
-func (f *fakeCS) set(path string, code int, body string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.replies[path+"/status"] = reply{code, body}
-}
-
-func (f *fakeCS) calls() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.requests)
-}
-
-func (f *fakeCS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	f.requests = append(f.requests, r.URL.Path)
-	rep, ok := f.replies[r.URL.Path]
-	endless := f.endless && r.URL.Path == credsCS
-	f.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	if endless {
-		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
-		items := make([]string, 100)
-		for i := range items {
-			items[i] = fmt.Sprintf(`{"id":"bgc-%d-%d","status":"revoked"}`, page, i)
-		}
-		_, _ = fmt.Fprintf(w, `{"kind":"BreakGlassCredentialList","page":%d,"size":100,"total":%d,"items":[%s]}`,
-			page, (page+1)*100, strings.Join(items, ","))
-		return
-	}
-	if !ok {
-		w.WriteHeader(http.StatusNotFound)
-		_, _ = io.WriteString(w, `{"kind":"Error","id":"404","code":"CLUSTERS-MGMT-404","reason":"not found"}`)
-		return
-	}
-	w.WriteHeader(rep.code)
-	_, _ = io.WriteString(w, rep.body)
-}
 
 // clusterObject is GET {internalId} of clusterCS, which a Create that
 // succeeds bills from.
@@ -108,7 +51,7 @@ func (n notifications) got() []arm.OperationStatus {
 
 type fixture struct {
 	db     *databasetesting.MemoryClient
-	cs     *fakeCS
+	cs     *clusterservicetesting.Fake
 	arm    notifications
 	armURL string
 	fn     *poll.Function
@@ -121,7 +64,7 @@ func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{
 		db:    databasetesting.NewMemoryClient(5 * time.Second),
-		cs:    &fakeCS{replies: map[string]reply{clusterCS: {http.StatusOK, clusterObject}}},
+		cs:    clusterservicetesting.New(map[string]clusterservicetesting.Reply{clusterCS: {Code: http.StatusOK, Body: clusterObject}}),
 		arm:   notifications{&testenv.ARM{}},
 		calls: map[string]int{},
 		now:   time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
@@ -132,17 +75,12 @@ func newFixture(t testing.TB) *fixture {
 		f.calls[call]++
 		return nil
 	}
-	csServer := httptest.NewServer(f.cs)
-	t.Cleanup(csServer.Close)
 	armServer := httptest.NewServer(f.arm)
 	t.Cleanup(armServer.Close)
 	f.armURL = armServer.URL + "/notify"
-	client, err := clusterservice.NewClient(clusterservice.Config{URL: csServer.URL})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = client.Close() })
 	f.fn = poll.New(poll.Config{
 		DB:       f.db,
-		Cluster:  client,
+		Cluster:  f.cs.Client(t),
 		Locker:   lock.New(f.db.Locks(), lock.Options{Wait: 200 * time.Millisecond, RetryInterval: 50 * time.Millisecond}),
 		Notifier: arm.NewNotifier(true),
 		Owner:    "opstatus-test",
@@ -261,7 +199,7 @@ func TestMalformedMessagesAnswer400(t *testing.T) {
 			_, err := f.invoke(t, msg)
 			require.Error(t, err)
 			require.Equal(t, http.StatusBadRequest, functions.StatusOf(err))
-			require.Zero(t, f.cs.calls())
+			require.Zero(t, f.cs.Calls())
 			require.Zero(t, f.writes())
 		})
 	}
@@ -283,7 +221,7 @@ func TestNothingToDoCallsNoOne(t *testing.T) {
 	f.putOp(database.Operation{ID: "done", Request: arm.RequestCreate, Status: arm.ProvisioningStateSucceeded})
 	require.Equal(t, poll.OutcomeGone, f.poll(t, "missing"))
 	require.Equal(t, poll.OutcomeDone, f.poll(t, "done"))
-	require.Zero(t, f.cs.calls())
+	require.Zero(t, f.cs.Calls())
 	require.Zero(t, f.writes())
 	require.Zero(t, f.lockOps())
 }
@@ -291,10 +229,10 @@ func TestNothingToDoCallsNoOne(t *testing.T) {
 func TestUnchangedStatusCostsOneReadAndOneCall(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 	f.resetCounts()
 	require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "op"))
-	require.Equal(t, 1, f.cs.calls())
+	require.Equal(t, 1, f.cs.Calls())
 	require.Equal(t, 1, f.count("GetOperation"))
 	require.Zero(t, f.writes())
 	require.Zero(t, f.lockOps())
@@ -309,10 +247,10 @@ func TestCreateLifecycleMovesOperationAndResource(t *testing.T) {
 	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
 		ActiveOperationID: "op", ProvisioningState: arm.ProvisioningStateAccepted})
 
-	f.cs.set(clusterCS, 200, clusterStatus("pending"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("pending"))
 	require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "op"))
 
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 	op := f.op(t, "op")
 	require.Equal(t, arm.ProvisioningStateProvisioning, op.Status)
@@ -324,7 +262,7 @@ func TestCreateLifecycleMovesOperationAndResource(t *testing.T) {
 	require.Equal(t, "op", r.ActiveOperationID)
 
 	f.now = f.now.Add(time.Minute)
-	f.cs.set(clusterCS, 200, clusterStatus("ready"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("ready"))
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 	op = f.op(t, "op")
 	require.Equal(t, arm.ProvisioningStateSucceeded, op.Status)
@@ -343,16 +281,16 @@ func TestCreateLifecycleMovesOperationAndResource(t *testing.T) {
 	require.Equal(t, f.now, *got[0].EndTime)
 
 	// Terminal now: nothing more to do, nobody called.
-	calls := f.cs.calls()
+	calls := f.cs.Calls()
 	require.Equal(t, poll.OutcomeDone, f.poll(t, "op"))
-	require.Equal(t, calls, f.cs.calls())
+	require.Equal(t, calls, f.cs.Calls())
 	require.Len(t, f.arm.got(), 1)
 }
 
 func TestFailedCreateRecordsTheProvisionError(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning})
-	f.cs.set(clusterCS, 200, `{"kind":"ClusterStatus","state":"error","provision_error_code":"OCM3001","provision_error_message":"quota exceeded"}`)
+	f.cs.SetStatus(clusterCS, 200, `{"kind":"ClusterStatus","state":"error","provision_error_code":"OCM3001","provision_error_message":"quota exceeded"}`)
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 	op := f.op(t, "op")
 	require.Equal(t, arm.ProvisioningStateFailed, op.Status)
@@ -364,7 +302,7 @@ func TestResourceOwnedByAnotherOperationIsNotTouched(t *testing.T) {
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestUpdate, Status: arm.ProvisioningStateAccepted})
 	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey,
 		ActiveOperationID: "newer-op", ProvisioningState: arm.ProvisioningStateUpdating})
-	f.cs.set(clusterCS, 200, clusterStatus("ready"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("ready"))
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 	require.Equal(t, arm.ProvisioningStateSucceeded, f.op(t, "op").Status)
 	r, err := f.db.GetResource(context.Background(), sub, clusterKey)
@@ -380,12 +318,12 @@ func TestFinishedDeleteRemovesResourceAndChildren(t *testing.T) {
 	f.db.PutResource(&database.Resource{ID: "r2", PartitionKey: sub, Key: clusterKey + "/nodePools/np1", ProvisioningState: arm.ProvisioningStateSucceeded})
 	f.db.PutResource(&database.Resource{ID: "r3", PartitionKey: sub, Key: clusterKey + "-other", ProvisioningState: arm.ProvisioningStateSucceeded})
 
-	f.cs.set(clusterCS, 200, clusterStatus("uninstalling"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("uninstalling"))
 	require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "del"))
-	f.cs.set(clusterCS, 200, clusterStatus("ready"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("ready"))
 	require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "del"), "ready during a delete changes nothing")
 
-	delete(f.cs.replies, clusterCS+"/status") // Cluster Service forgets the cluster: 404
+	f.cs.Delete(clusterCS + "/status") // Cluster Service forgets the cluster: 404
 	require.Equal(t, poll.OutcomeDeleted, f.poll(t, "del"))
 	require.Equal(t, arm.ProvisioningStateSucceeded, f.op(t, "del").Status)
 	var keys []string
@@ -413,7 +351,7 @@ func TestNotFoundOutsideADeleteChangesNothing(t *testing.T) {
 func TestLockHeldByAnotherOwnerDefersTheWrite(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 	etag := f.db.HoldLock(sub, "frontend", time.Minute)
 	require.Equal(t, poll.OutcomeDeferred, f.poll(t, "op"))
 	require.Equal(t, arm.ProvisioningStateAccepted, f.op(t, "op").Status)
@@ -426,10 +364,10 @@ func TestLockHeldByAnotherOwnerDefersTheWrite(t *testing.T) {
 
 func TestDependencyFailuresDefer(t *testing.T) {
 	for name, setup := range map[string]func(f *fixture){
-		"cluster service 503":      func(f *fixture) { f.cs.set(clusterCS, 503, `{}`) },
-		"cluster service 429":      func(f *fixture) { f.cs.set(clusterCS, 429, `{}`) },
-		"cluster service 401":      func(f *fixture) { f.cs.set(clusterCS, 401, `{"kind":"Error"}`) },
-		"cluster service non-JSON": func(f *fixture) { f.cs.set(clusterCS, 200, `<html>gateway</html>`) },
+		"cluster service 503":      func(f *fixture) { f.cs.SetStatus(clusterCS, 503, `{}`) },
+		"cluster service 429":      func(f *fixture) { f.cs.SetStatus(clusterCS, 429, `{}`) },
+		"cluster service 401":      func(f *fixture) { f.cs.SetStatus(clusterCS, 401, `{"kind":"Error"}`) },
+		"cluster service non-JSON": func(f *fixture) { f.cs.SetStatus(clusterCS, 200, `<html>gateway</html>`) },
 		"cosmos unavailable on read": func(f *fixture) {
 			f.db.Hook = func(call string) error {
 				if call == "GetOperation" {
@@ -439,7 +377,7 @@ func TestDependencyFailuresDefer(t *testing.T) {
 			}
 		},
 		"cosmos unavailable on write": func(f *fixture) {
-			f.cs.set(clusterCS, 200, clusterStatus("installing"))
+			f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 			f.db.Hook = func(call string) error {
 				if call == "ReplaceOperation" {
 					return database.ErrUnavailable
@@ -473,7 +411,7 @@ func TestUnusableItemsAreLeftAlone(t *testing.T) {
 	for _, id := range []string{"traversal", "foreign", "badrequest", "badstatus", "illtyped"} {
 		require.Equal(t, poll.OutcomeInvalid, f.poll(t, id), id)
 	}
-	require.Zero(t, f.cs.calls(), "no Cluster Service call for an unusable item")
+	require.Zero(t, f.cs.Calls(), "no Cluster Service call for an unusable item")
 	require.Zero(t, f.writes())
 }
 
@@ -481,7 +419,7 @@ func TestInconsistentAndUnknownStatesWriteNothing(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateUpdating})
 	for _, state := range []string{"pending", "validating", "hibernating", ""} {
-		f.cs.set(clusterCS, 200, clusterStatus(state))
+		f.cs.SetStatus(clusterCS, 200, clusterStatus(state))
 		require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "op"), state)
 	}
 	require.Zero(t, f.writes())
@@ -490,7 +428,7 @@ func TestInconsistentAndUnknownStatesWriteNothing(t *testing.T) {
 func TestConcurrentWriterIsReReadAndDecidedAgain(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 	raced := false
 	f.db.Hook = func(call string) error {
 		if call == "ReplaceOperation" && !raced {
@@ -514,7 +452,7 @@ func TestResourceTakenOverBeforeTheLockIsKept(t *testing.T) {
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
 	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
 		ActiveOperationID: "op", ProvisioningState: arm.ProvisioningStateAccepted})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 	raced := false
 	f.db.Hook = func(call string) error {
 		if call == "ReplaceResource" && !raced {
@@ -547,7 +485,7 @@ func TestNotificationRetriesAndGivingUp(t *testing.T) {
 	got := f.arm.got()
 	require.Len(t, got, 2)
 	require.Equal(t, &arm.CloudErrorBody{Code: "X", Message: "y"}, got[1].Error)
-	require.Zero(t, f.cs.calls())
+	require.Zero(t, f.cs.Calls())
 
 	f.putOp(database.Operation{ID: "rejected", Request: arm.RequestCreate, Status: arm.ProvisioningStateSucceeded,
 		LastTransitionTime: ended, NotificationURI: f.armURL})
@@ -615,7 +553,7 @@ func TestNodePoolStatus(t *testing.T) {
 	npCS := clusterCS + "/node_pools/np1"
 	f.putOp(database.Operation{ID: "np", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted,
 		InternalID: npCS, ExternalID: clusterKey + "/nodePools/np1"})
-	f.cs.set(npCS, 200, `{"kind":"NodePoolStatus","id":"np1","state":{"kind":"NodePoolState","value":"recoverable_error"},"message":"no capacity"}`)
+	f.cs.SetStatus(npCS, 200, `{"kind":"NodePoolStatus","id":"np1","state":{"kind":"NodePoolState","value":"recoverable_error"},"message":"no capacity"}`)
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "np"))
 	op := f.op(t, "np")
 	require.Equal(t, arm.ProvisioningStateFailed, op.Status)

@@ -80,7 +80,7 @@ func TestRefusedBillingCreateEndsByTheDeadline(t *testing.T) {
 		TenantID: "tenant-1", StartTime: f.now.Add(-30 * time.Second), NotificationURI: f.armURL})
 	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
 		ActiveOperationID: "op", ProvisioningState: arm.ProvisioningStateProvisioning})
-	f.cs.set(clusterCS, http.StatusOK, clusterStatus("ready"))
+	f.cs.SetStatus(clusterCS, http.StatusOK, clusterStatus("ready"))
 	f.refuse("CreateBilling", "Billing", http.StatusBadRequest)
 	refusedKey := "opstatus.cosmos.refused{container=Billing,status_code=400}"
 
@@ -125,7 +125,7 @@ func TestRefusedBillingCloseEndsByTheDeadline(t *testing.T) {
 	_, err := f.db.CreateBilling(context.Background(), &database.Billing{ID: database.BillingID(clusterKey, "abc"),
 		SubscriptionID: sub, ResourceID: clusterKey, CreationTime: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)})
 	require.NoError(t, err)
-	delete(f.cs.replies, clusterCS) // gone
+	f.cs.Delete(clusterCS) // gone
 	f.refuse("ReplaceBilling", "Billing", http.StatusRequestEntityTooLarge)
 
 	outcome, lines := f.pollErrors(t, "op")
@@ -148,7 +148,7 @@ func TestRefusedResourcesWriteEndsByTheDeadline(t *testing.T) {
 		StartTime: f.now.Add(-time.Hour)})
 	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
 		ActiveOperationID: "op", ProvisioningState: arm.ProvisioningStateProvisioning})
-	f.cs.set(clusterCS, http.StatusOK, clusterStatus("ready"))
+	f.cs.SetStatus(clusterCS, http.StatusOK, clusterStatus("ready"))
 	f.refuse("ReplaceResource", "Resources", http.StatusBadRequest)
 
 	outcome, lines := f.pollErrors(t, "op")
@@ -169,7 +169,7 @@ func TestRefusedOperationWriteIsLoggedEachPoll(t *testing.T) {
 	f.fn.Deadlines = poll.Deadlines{Create: time.Minute}
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning,
 		StartTime: f.now.Add(-time.Hour)})
-	f.cs.set(clusterCS, http.StatusOK, clusterStatus("installing"))
+	f.cs.SetStatus(clusterCS, http.StatusOK, clusterStatus("installing"))
 	f.refuse("ReplaceOperation", "Operations", http.StatusRequestEntityTooLarge)
 	outcome, lines := f.pollErrors(t, "op")
 	require.Equal(t, poll.OutcomeDeferred, outcome)

@@ -51,7 +51,7 @@ func TestPollWithItsClockAhead(t *testing.T) {
 	for _, ahead := range []time.Duration{6 * time.Second, 10 * time.Second} {
 		t.Run(fmt.Sprintf("%v ahead", ahead), func(t *testing.T) {
 			f := newFixture(t)
-			f.cs.set(clusterCS, 200, clusterStatus("installing"))
+			f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 			storage := f.now.Add(-ahead) // Storage's and the scan's clock at the receive
 
 			f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
@@ -64,11 +64,11 @@ func TestPollWithItsClockAhead(t *testing.T) {
 			require.Contains(t, logs, fmt.Sprintf("ahead_ms=%d", ahead.Milliseconds()))
 
 			f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-			calls := f.cs.calls()
+			calls := f.cs.Calls()
 			scanned = storage.Add(-11 * time.Second)
 			tally, logs = f.deliverReceived(t, batch(scanned, "op"), scanned.Add(time.Second), storage)
 			require.Equal(t, poll.Tally{poll.OutcomeSuperseded: 1}, tally, "a message received 11 s after its scan is old")
-			require.Equal(t, calls, f.cs.calls())
+			require.Equal(t, calls, f.cs.Calls())
 			require.NotContains(t, logs, "clock differs", "the skew is told once in a while, not on every message")
 
 			f.now, storage = f.now.Add(11*time.Minute), storage.Add(11*time.Minute)
@@ -86,7 +86,7 @@ func TestPollWithItsClockAhead(t *testing.T) {
 func TestSupersededDuringTheReadByStorageClock(t *testing.T) {
 	f := newFixture(t)
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 	storage := f.now.Add(-10 * time.Second) // the reader 10 s ahead
 	scanned := storage.Add(-9 * time.Second)
 	reads := 0
@@ -100,5 +100,5 @@ func TestSupersededDuringTheReadByStorageClock(t *testing.T) {
 	tally, _ := f.deliverReceived(t, batch(scanned, "op"), scanned, storage)
 	require.Equal(t, poll.Tally{poll.OutcomeSuperseded: 1}, tally)
 	require.Equal(t, 1, reads, "fresh on arrival")
-	require.Zero(t, f.cs.calls())
+	require.Zero(t, f.cs.Calls())
 }

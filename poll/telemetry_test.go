@@ -82,7 +82,7 @@ func TestPollTracesEachOperationAndCounts(t *testing.T) {
 	}
 	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
 		ActiveOperationID: "op", ProvisioningState: arm.ProvisioningStateAccepted})
-	f.cs.set(clusterCS, 200, clusterStatus("installing"))
+	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 
 	msg := fmt.Sprintf(`{"operations":[{"subscriptionId":%q,"operationId":"op"},{"subscriptionId":%q,"operationId":"late"}],"scannedAt":%q}`,
 		sub, sub, f.now.Add(-2*time.Second).Format(time.RFC3339))
@@ -142,5 +142,5 @@ func TestPollCountsASupersededMessage(t *testing.T) {
 	require.Equal(t, poll.Tally{poll.OutcomeSuperseded: 2}, res.ReturnValue)
 	points := metricPoints(t, reader)
 	require.Equal(t, 2.0, points[telemetry.MetricPollOperations+"{outcome=superseded}"])
-	require.Zero(t, f.cs.calls())
+	require.Zero(t, f.cs.Calls())
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
-	"github.com/opstatus/opstatus/internal/opkind"
+	"github.com/opstatus/opstatus/internal/pending"
 	"github.com/opstatus/opstatus/internal/queuemsg"
 	"github.com/opstatus/opstatus/internal/telemetry"
 )
@@ -45,7 +45,7 @@ type Function struct {
 	Interval time.Duration
 	// PickupRuns says that the pickup function checks new operations from
 	// the change feed: scan then leaves them to it for an interval
-	// (LeftToPickup), so that no operation is checked twice in one.
+	// (pending.LeftToPickup), so that no operation is checked twice in one.
 	PickupRuns bool
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -65,7 +65,7 @@ func (f *Function) now() time.Time {
 // subscription locks, and answers them as batch messages stamped with the
 // scan's start, from a message chosen at random and around. An operation
 // poll could not act on is skipped, counted and logged (once an hour); one
-// that is pickup's (LeftToPickup) is left to it while PickupRuns. A
+// that is pickup's (pending.LeftToPickup) is left to it while PickupRuns. A
 // listing that fails, or does not finish by the deadline, fails the
 // invocation (500): the host sends none of its messages, and the next
 // timer tick tries again.
@@ -97,35 +97,31 @@ func (f *Function) Handle(ctx context.Context, inv *functions.Invocation) (*func
 			skips[reasonItem]++
 			continue
 		case errors.Is(err, database.ErrNoSubscription):
-			// poll's read of it fails by the same rule; its text quotes
-			// the id, bounded.
-			f.skip(inv, started, p.PartitionKey+"/"+p.ID, reasonSubscription, err)
-			skips[reasonSubscription]++
-			continue
+			// The operation, as read: pending.Actionable says why poll
+			// cannot act on it.
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			return nil, fmt.Errorf("listing pending operations did not finish within %s (after %d); the host's functionTimeout must also leave time to write the messages", deadline, len(ops))
 		case err != nil:
 			return nil, fmt.Errorf("list pending operations: %w", err)
 		}
-		op := queuemsg.Operation{SubscriptionID: p.SubscriptionID, OperationID: p.ID}
 		// By poll's own rules: whatever scan sends, poll acts on or
 		// answers 2xx, never into the poison queue, and what poll would
 		// call invalid on every scan is not sent.
-		key := p.PartitionKey + "/" + p.ID
-		if err := op.Check(); err != nil { // its text quotes the ids, bounded
-			f.skip(inv, started, key, reasonID, err)
-			skips[reasonID]++
-			continue
-		}
-		if _, _, err := opkind.Check(arm.ProvisioningState(p.Status), arm.Request(p.Request), p.InternalID); err != nil {
-			f.skip(inv, started, key, opkind.Reason(err), err, "subscription_id", p.SubscriptionID, "operation_id", p.ID)
-			skips[opkind.Reason(err)]++
+		op, err := pending.Actionable(p, err)
+		if err != nil { // its text quotes the ids, bounded
+			reason := pending.Reason(err)
+			var attrs []any
+			if reason != pending.ReasonSubscription && reason != pending.ReasonID {
+				attrs = []any{"subscription_id", p.SubscriptionID, "operation_id", p.ID}
+			}
+			f.skip(inv, started, p.PartitionKey+"/"+p.ID, reason, err, attrs...)
+			skips[reason]++
 			continue
 		}
 		if tally != nil {
 			tally.Add(p.Status, p.Request, resourceType(p.InternalID), p.StartTime, !arm.ProvisioningState(p.Status).IsTerminal())
 		}
-		if f.PickupRuns && LeftToPickup(p.Status, p.Request, p.StartTime, p.LastWrite, started, f.Interval) {
+		if f.PickupRuns && pending.LeftToPickup(p.Status, p.Request, p.StartTime, p.LastWrite, started, f.Interval) {
 			leftToPickup++
 			continue
 		}

@@ -8,12 +8,9 @@ import (
 	"github.com/opstatus/opstatus/functions"
 )
 
-// Reasons of scan's own for skipping an operation, beside opkind's.
-const (
-	reasonItem         = "item"         // the listed item does not decode
-	reasonID           = "id"           // an id no Cosmos item can have
-	reasonSubscription = "subscription" // database.ErrNoSubscription: its externalId names no subscription, or another than its partition's
-)
+// reasonItem is scan's own reason for skipping an operation, beside
+// pending's: the listed item does not decode.
+const reasonItem = "item"
 
 // skipLogEvery is how often one skipped operation is logged again: an
 // operator sees it, without an error line every scan for ever.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/opstatus/opstatus/scan"
+	"github.com/opstatus/opstatus/internal/pending"
 )
 
 // The arrivals are new operations as ARO-HCP's frontend writes them, Deletes
@@ -19,7 +19,7 @@ func TestPickupArrivalsIncludeDeletes(t *testing.T) {
 		res, op := arrivalItems(i, o, now)
 		requests[op.Request]++
 		require.Equal(t, op.Status, res.ProvisioningState)
-		require.True(t, scan.ForPickup(op.Status, op.Request, now, now, scanInterval), "arrival %d (%s %s) is new", i, op.Request, op.Status)
+		require.True(t, pending.ForPickup(op.Status, op.Request, now, now, scanInterval), "arrival %d (%s %s) is new", i, op.Request, op.Status)
 	}
 	require.Equal(t, map[string]int{"Create": 2, "Delete": 2}, requests)
 }

@@ -188,6 +188,16 @@ func Batches(ops []Operation, scannedAt time.Time) []Message {
 	return out
 }
 
+// Read returns m as a reader sees it once decoded, for a reader in the
+// same process: no entry has an error.
+func (m Message) Read() Read {
+	r := Read{Entries: make([]Entry, len(m.Operations)), ScannedAt: m.ScannedAt}
+	for i, op := range m.Operations {
+		r.Entries[i].Operation = op
+	}
+	return r
+}
+
 // maxScanAge bounds how old a scannedAt is believed: no scan schedule is
 // slower than a day.
 const maxScanAge = 24 * time.Hour

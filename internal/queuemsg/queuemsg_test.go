@@ -91,6 +91,7 @@ func TestBatchesRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, scanned, r.ScannedAt)
 		require.False(t, r.Single)
+		require.Equal(t, r, m.Read(), "a message handed over in the process reads as the decoded one")
 		for _, e := range r.Entries {
 			require.NoError(t, e.Err)
 			got = append(got, e.Operation)
