@@ -8,9 +8,9 @@
 // OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER, ...), and by the
 // remote-write endpoint the handler gives it (WithRemoteWrite), an Azure
 // Monitor workspace's data collection rule to which metrics are pushed as
-// Prometheus remote write with an Entra token. A signal is exported only when an endpoint is set for it; with
-// none, Setup builds nothing, logs nothing, and every function of this
-// package returns at once.
+// Prometheus remote write with an Entra token. A signal is exported only
+// when an endpoint is set for it; with none, Setup builds nothing, logs
+// nothing, and every function of this package returns at once.
 //
 // Three defaults are opstatus's own, each for how the Functions host runs
 // the handler. The host never sends SIGTERM: after its drain it kills the
