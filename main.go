@@ -50,7 +50,8 @@ func main() {
 		os.Exit(1)
 	}
 	// Before the clients are built: they take their tracing from it.
-	shutdown, err := telemetry.Setup(context.Background(), logger, telemetry.WithCredential(cred), telemetry.WithCluster(cfg.Location))
+	shutdown, err := telemetry.Setup(context.Background(), logger,
+		telemetry.WithRemoteWrite(cfg.MetricsRemoteWriteURL, cred), telemetry.WithCluster(cfg.Location))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "opstatus: setting %v\n", err)
 		os.Exit(1)

@@ -30,8 +30,8 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 func TestServeWaitsForLockReleases(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
 	db := databasetesting.NewMemoryClient(5 * time.Second)
-	db.Hook = func(call string) error {
-		if call == "Lock.Delete" {
+	db.Hook = func(call databasetesting.Op) error {
+		if call == databasetesting.OpLockDelete {
 			time.Sleep(500 * time.Millisecond)
 		}
 		return nil
@@ -89,7 +89,7 @@ func TestCheckLockTTL(t *testing.T) {
 	require.ErrorIs(t, err, lock.ErrBadTTL)
 
 	down := databasetesting.NewMemoryClient(5 * time.Second)
-	down.Hook = func(string) error { return database.ErrUnavailable }
+	down.Hook = func(databasetesting.Op) error { return database.ErrUnavailable }
 	locker := lock.New(down.Locks(), lock.Options{})
 	require.NoError(t, checkLockTTL(ctx, locker, time.Second, logger))
 	// Checked again at first use.

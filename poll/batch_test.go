@@ -20,6 +20,7 @@ import (
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/poll"
 )
 
@@ -132,15 +133,15 @@ func TestBatchWritesHoldTheLockAFewAtATime(t *testing.T) {
 	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 	var mu sync.Mutex
 	held, writes, maxWrites := false, 0, 0
-	f.db.Hook = func(call string) error {
+	f.db.Hook = func(call databasetesting.Op) error {
 		mu.Lock()
 		defer mu.Unlock()
 		switch call {
-		case "Lock.Create":
+		case databasetesting.OpLockCreate:
 			held, writes = true, 0
-		case "Lock.Delete":
+		case databasetesting.OpLockDelete:
 			held = false
-		case "ReplaceOperation":
+		case databasetesting.OpReplaceOperation:
 			if !held {
 				return fmt.Errorf("a write outside the lock")
 			}
@@ -151,7 +152,7 @@ func TestBatchWritesHoldTheLockAFewAtATime(t *testing.T) {
 		return nil
 	}
 	require.Equal(t, poll.Tally{poll.OutcomeUpdated: 10}, f.deliver(t, batch(time.Time{}, ops...), time.Time{}))
-	require.Equal(t, 3, f.count("Lock.Create"), "10 writes, 4 a hold")
+	require.Equal(t, 3, f.count(databasetesting.OpLockCreate), "10 writes, 4 a hold")
 	require.Equal(t, 4, maxWrites)
 }
 
@@ -293,7 +294,7 @@ func TestSupersededMessagesAreDroppedWithoutWork(t *testing.T) {
 			if tc.superseded {
 				require.Equal(t, poll.Tally{poll.OutcomeSuperseded: 1}, tally)
 				require.Equal(t, calls, f.cs.Calls())
-				require.Zero(t, f.count("GetOperation"))
+				require.Zero(t, f.count(databasetesting.OpGetOperation))
 				return
 			}
 			require.Equal(t, poll.Tally{poll.OutcomeUpdated: 1}, tally)
@@ -313,8 +314,8 @@ func TestMessageSupersededDuringTheReadMakesNoCall(t *testing.T) {
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
 	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 	scanned := f.now.Add(-9 * time.Second)
-	f.db.Hook = func(call string) error {
-		if call == "GetOperation" {
+	f.db.Hook = func(call databasetesting.Op) error {
+		if call == databasetesting.OpGetOperation {
 			f.now = f.now.Add(2 * time.Second) // a slow read
 		}
 		return nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/poll"
 )
 
@@ -55,8 +56,8 @@ func TestBillingIsWrittenOnceWhateverTheRetry(t *testing.T) {
 	f := newFixture(t)
 	f.putCreate(t, arm.ProvisioningStateProvisioning)
 	failed := false
-	f.db.Hook = func(call string) error {
-		if call == "ReplaceOperation" && !failed {
+	f.db.Hook = func(call databasetesting.Op) error {
+		if call == databasetesting.OpReplaceOperation && !failed {
 			failed = true
 			return database.ErrUnavailable
 		}
@@ -107,8 +108,8 @@ func TestBillingFailureLeavesTheCreatePending(t *testing.T) {
 	for name, breakIt := range map[string]func(*fixture){
 		"no Billing container": func(f *fixture) { f.db.RemoveBillingContainer() },
 		"the create fails": func(f *fixture) {
-			f.db.Hook = func(call string) error {
-				if call == "CreateBilling" {
+			f.db.Hook = func(call databasetesting.Op) error {
+				if call == databasetesting.OpCreateBilling {
 					return database.ErrUnavailable
 				}
 				return nil
@@ -139,8 +140,8 @@ func TestFinishedClusterDeleteClosesItsBillingFirst(t *testing.T) {
 	require.NoError(t, err)
 	f.cs.Delete(clusterCS) // gone
 	failed := false
-	f.db.Hook = func(call string) error {
-		if call == "ReplaceOperation" && !failed {
+	f.db.Hook = func(call databasetesting.Op) error {
+		if call == databasetesting.OpReplaceOperation && !failed {
 			failed = true
 			return errors.New("boom")
 		}

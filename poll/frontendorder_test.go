@@ -18,6 +18,7 @@ import (
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/clusterservice/clusterservicetesting"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/internal/lock"
 	"github.com/opstatus/opstatus/poll"
 )
@@ -167,29 +168,29 @@ func TestChangeRequestsAndTheLock(t *testing.T) {
 		op       database.Operation
 		resource *database.Resource
 		cs       string // the status; empty for Cluster Service's 404
-		want     []string
+		want     []databasetesting.Op
 	}{{
 		name:     "the item read before the lock follows the operation",
 		op:       database.Operation{Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted},
 		resource: &database.Resource{Key: clusterKey, ActiveOperationID: "op"},
 		cs:       clusterStatus("installing"),
-		want:     []string{"GetOperation", "GetResource", "Lock.Create", "ReplaceResource", "ReplaceOperation", "Lock.Delete"},
+		want:     []databasetesting.Op{databasetesting.OpGetOperation, databasetesting.OpGetResource, databasetesting.OpLockCreate, databasetesting.OpReplaceResource, databasetesting.OpReplaceOperation, databasetesting.OpLockDelete},
 	}, {
 		name: "no item before the lock",
 		op:   database.Operation{Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted},
 		cs:   clusterStatus("installing"),
-		want: []string{"GetOperation", "GetResource", "Lock.Create", "GetResource", "ReplaceOperation", "Lock.Delete"},
+		want: []databasetesting.Op{databasetesting.OpGetOperation, databasetesting.OpGetResource, databasetesting.OpLockCreate, databasetesting.OpGetResource, databasetesting.OpReplaceOperation, databasetesting.OpLockDelete},
 	}, {
 		name:     "another operation's item before the lock",
 		op:       database.Operation{Request: arm.RequestUpdate, Status: arm.ProvisioningStateAccepted},
 		resource: &database.Resource{Key: clusterKey, ActiveOperationID: "previous"},
 		cs:       clusterStatus("ready"),
-		want:     []string{"GetOperation", "GetResource", "Lock.Create", "GetResource", "ReplaceOperation", "Lock.Delete"},
+		want:     []databasetesting.Op{databasetesting.OpGetOperation, databasetesting.OpGetResource, databasetesting.OpLockCreate, databasetesting.OpGetResource, databasetesting.OpReplaceOperation, databasetesting.OpLockDelete},
 	}, {
 		name:     "a finished delete",
 		op:       database.Operation{Request: arm.RequestDelete, Status: arm.ProvisioningStateDeleting, ExternalID: poolKey, InternalID: poolCS},
 		resource: &database.Resource{Key: poolKey, ActiveOperationID: "op"},
-		want:     []string{"GetOperation", "Lock.Create", "GetResource", "ChildResources", "DeleteResource", "ReplaceOperation", "Lock.Delete"},
+		want:     []databasetesting.Op{databasetesting.OpGetOperation, databasetesting.OpLockCreate, databasetesting.OpGetResource, databasetesting.OpChildResources, databasetesting.OpDeleteResource, databasetesting.OpReplaceOperation, databasetesting.OpLockDelete},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
@@ -203,11 +204,11 @@ func TestChangeRequestsAndTheLock(t *testing.T) {
 				f.cs.SetStatus(f.op(t, "op").InternalID, http.StatusOK, tc.cs)
 			}
 			var mu sync.Mutex
-			var calls []string
-			f.db.Hook = func(call string) error {
+			var calls []databasetesting.Op
+			f.db.Hook = func(call databasetesting.Op) error {
 				mu.Lock()
 				defer mu.Unlock()
-				if call != "Lock.TTL" && call != "Lock.Renew" {
+				if call != databasetesting.OpLockTTL && call != databasetesting.OpLockRenew {
 					calls = append(calls, call)
 				}
 				return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/poll"
 )
 
@@ -95,7 +96,7 @@ func TestPollAnswersInvalidToIDsItWillNotUse(t *testing.T) {
 			require.Contains(t, logs, "level=ERROR")
 			require.Contains(t, logs, "skipped")
 			require.Less(t, len(logs), 1000, "the id is bounded in the log")
-			require.Zero(t, f.count("GetOperation"))
+			require.Zero(t, f.count(databasetesting.OpGetOperation))
 			require.Zero(t, f.cs.Calls())
 			require.Zero(t, f.writes())
 			require.Zero(t, f.lockOps())
@@ -122,7 +123,7 @@ func TestPollAnswers400ToMalformedMessages(t *testing.T) {
 			_, err := f.invoke(t, msg)
 			require.Error(t, err)
 			require.Equal(t, http.StatusBadRequest, functions.StatusOf(err))
-			require.Zero(t, f.count("GetOperation"))
+			require.Zero(t, f.count(databasetesting.OpGetOperation))
 			require.Zero(t, f.cs.Calls())
 		})
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/poll"
 )
 
@@ -182,8 +183,8 @@ func TestUnreadableParentChangedMeanwhileIsReadAgain(t *testing.T) {
 	f.db.PutRawResource(parent)
 	f.db.PutRawResource(resourceJSON("np1", clusterKey+"/nodePools/np1", `,"provisioningState":"Succeeded"`))
 	deletes := 0
-	f.db.Hook = func(call string) error {
-		if call == "DeleteResource" {
+	f.db.Hook = func(call databasetesting.Op) error {
+		if call == databasetesting.OpDeleteResource {
 			deletes++
 			if deletes == 2 { // the child's delete went first
 				f.db.PutRawResource(parent)

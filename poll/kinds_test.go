@@ -12,6 +12,7 @@ import (
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice/clusterservicetesting"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/poll"
 )
 
@@ -102,7 +103,7 @@ func TestCredentialRequestWritesTheOperationAlone(t *testing.T) {
 	f.cs.Set(credCS, http.StatusOK, credential("b1", "issued", f.now.Add(time.Hour)))
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 	require.Equal(t, arm.ProvisioningStateSucceeded, f.op(t, "op").Status)
-	require.Zero(t, f.count("GetResource")+f.count("ReplaceResource")+f.count("DeleteResource"))
+	require.Zero(t, f.count(databasetesting.OpGetResource)+f.count(databasetesting.OpReplaceResource)+f.count(databasetesting.OpDeleteResource))
 	require.Len(t, f.arm.got(), 1)
 }
 
@@ -174,7 +175,7 @@ func TestRevocationWaitsForEveryUnexpiredCredential(t *testing.T) {
 	f.cs.SetCredentials(credsCS, credential("a", "revoked", later), credential("b", "revoked", later), credential("c", "issued", earlier))
 	require.Equal(t, poll.OutcomeUpdated, f.poll(t, "op"))
 	require.Equal(t, arm.ProvisioningStateSucceeded, f.op(t, "op").Status)
-	require.Zero(t, f.count("GetResource")+f.count("ReplaceResource"))
+	require.Zero(t, f.count(databasetesting.OpGetResource)+f.count(databasetesting.OpReplaceResource))
 }
 
 // A credential list whose page leaves out an empty items, as ARO-HCP's
@@ -245,7 +246,7 @@ func TestUnchangedCostsOneReadAndOneCallForEveryKind(t *testing.T) {
 			f.resetCounts()
 			require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "op"))
 			require.Equal(t, 1, f.cs.Calls())
-			require.Equal(t, 1, f.count("GetOperation"))
+			require.Equal(t, 1, f.count(databasetesting.OpGetOperation))
 			require.Zero(t, f.writes())
 			require.Zero(t, f.lockOps())
 		})

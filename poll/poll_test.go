@@ -55,7 +55,7 @@ type fixture struct {
 	arm    notifications
 	armURL string
 	fn     *poll.Function
-	calls  map[string]int
+	calls  map[databasetesting.Op]int
 	mu     sync.Mutex
 	now    time.Time
 }
@@ -66,10 +66,10 @@ func newFixture(t testing.TB) *fixture {
 		db:    databasetesting.NewMemoryClient(5 * time.Second),
 		cs:    clusterservicetesting.New(map[string]clusterservicetesting.Reply{clusterCS: {Code: http.StatusOK, Body: clusterObject}}),
 		arm:   notifications{&testenv.ARM{}},
-		calls: map[string]int{},
+		calls: map[databasetesting.Op]int{},
 		now:   time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
 	}
-	f.db.Hook = func(call string) error {
+	f.db.Hook = func(call databasetesting.Op) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.calls[call]++
@@ -99,24 +99,24 @@ func (f *fixture) reconfigure(change func(*poll.Config)) {
 	f.fn = poll.New(cfg)
 }
 
-func (f *fixture) count(call string) int {
+func (f *fixture) count(call databasetesting.Op) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls[call]
 }
 
 func (f *fixture) writes() int {
-	return f.count("ReplaceOperation") + f.count("ReplaceResource") + f.count("DeleteResource")
+	return f.count(databasetesting.OpReplaceOperation) + f.count(databasetesting.OpReplaceResource) + f.count(databasetesting.OpDeleteResource)
 }
 
 func (f *fixture) lockOps() int {
-	return f.count("Lock.Create") + f.count("Lock.Renew") + f.count("Lock.Delete")
+	return f.count(databasetesting.OpLockCreate) + f.count(databasetesting.OpLockRenew) + f.count(databasetesting.OpLockDelete)
 }
 
 func (f *fixture) resetCounts() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = map[string]int{}
+	f.calls = map[databasetesting.Op]int{}
 }
 
 func (f *fixture) putOp(op database.Operation) {
@@ -233,7 +233,7 @@ func TestUnchangedStatusCostsOneReadAndOneCall(t *testing.T) {
 	f.resetCounts()
 	require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "op"))
 	require.Equal(t, 1, f.cs.Calls())
-	require.Equal(t, 1, f.count("GetOperation"))
+	require.Equal(t, 1, f.count(databasetesting.OpGetOperation))
 	require.Zero(t, f.writes())
 	require.Zero(t, f.lockOps())
 }
@@ -369,8 +369,8 @@ func TestDependencyFailuresDefer(t *testing.T) {
 		"cluster service 401":      func(f *fixture) { f.cs.SetStatus(clusterCS, 401, `{"kind":"Error"}`) },
 		"cluster service non-JSON": func(f *fixture) { f.cs.SetStatus(clusterCS, 200, `<html>gateway</html>`) },
 		"cosmos unavailable on read": func(f *fixture) {
-			f.db.Hook = func(call string) error {
-				if call == "GetOperation" {
+			f.db.Hook = func(call databasetesting.Op) error {
+				if call == databasetesting.OpGetOperation {
 					return database.ErrUnavailable
 				}
 				return nil
@@ -378,8 +378,8 @@ func TestDependencyFailuresDefer(t *testing.T) {
 		},
 		"cosmos unavailable on write": func(f *fixture) {
 			f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
-			f.db.Hook = func(call string) error {
-				if call == "ReplaceOperation" {
+			f.db.Hook = func(call databasetesting.Op) error {
+				if call == databasetesting.OpReplaceOperation {
 					return database.ErrUnavailable
 				}
 				return nil
@@ -430,8 +430,8 @@ func TestConcurrentWriterIsReReadAndDecidedAgain(t *testing.T) {
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
 	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 	raced := false
-	f.db.Hook = func(call string) error {
-		if call == "ReplaceOperation" && !raced {
+	f.db.Hook = func(call databasetesting.Op) error {
+		if call == databasetesting.OpReplaceOperation && !raced {
 			raced = true
 			// The frontend rewrites the item between our read and our write.
 			f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted, TenantID: "t2"})
@@ -454,8 +454,8 @@ func TestResourceTakenOverBeforeTheLockIsKept(t *testing.T) {
 		ActiveOperationID: "op", ProvisioningState: arm.ProvisioningStateAccepted})
 	f.cs.SetStatus(clusterCS, 200, clusterStatus("installing"))
 	raced := false
-	f.db.Hook = func(call string) error {
-		if call == "ReplaceResource" && !raced {
+	f.db.Hook = func(call databasetesting.Op) error {
+		if call == databasetesting.OpReplaceResource && !raced {
 			raced = true
 			f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
 				ActiveOperationID: "next", ProvisioningState: arm.ProvisioningStateAccepted})

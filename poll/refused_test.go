@@ -15,6 +15,7 @@ import (
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/poll"
 )
 
@@ -44,9 +45,9 @@ func (f *fixture) pollErrors(t *testing.T, opID string) (poll.Outcome, []map[str
 
 // refuse makes the in-memory client's call fail as Cosmos DB's refusal of
 // it for good.
-func (f *fixture) refuse(call, container string, status int) {
+func (f *fixture) refuse(call databasetesting.Op, container string, status int) {
 	hook := f.db.Hook
-	f.db.Hook = func(c string) error {
+	f.db.Hook = func(c databasetesting.Op) error {
 		if c == call {
 			return &database.RefusedError{Container: container, StatusCode: status, Code: http.StatusText(status),
 				Message: "PartitionKey extracted from document doesn't match the one specified in the header."}
@@ -81,7 +82,7 @@ func TestRefusedBillingCreateEndsByTheDeadline(t *testing.T) {
 	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
 		ActiveOperationID: "op", ProvisioningState: arm.ProvisioningStateProvisioning})
 	f.cs.SetStatus(clusterCS, http.StatusOK, clusterStatus("ready"))
-	f.refuse("CreateBilling", "Billing", http.StatusBadRequest)
+	f.refuse(databasetesting.OpCreateBilling, "Billing", http.StatusBadRequest)
 	refusedKey := "opstatus.cosmos.refused{container=Billing,status_code=400}"
 
 	for i := range 2 {
@@ -126,7 +127,7 @@ func TestRefusedBillingCloseEndsByTheDeadline(t *testing.T) {
 		SubscriptionID: sub, ResourceID: clusterKey, CreationTime: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)})
 	require.NoError(t, err)
 	f.cs.Delete(clusterCS) // gone
-	f.refuse("ReplaceBilling", "Billing", http.StatusRequestEntityTooLarge)
+	f.refuse(databasetesting.OpReplaceBilling, "Billing", http.StatusRequestEntityTooLarge)
 
 	outcome, lines := f.pollErrors(t, "op")
 	require.Equal(t, poll.OutcomeUpdated, outcome)
@@ -149,7 +150,7 @@ func TestRefusedResourcesWriteEndsByTheDeadline(t *testing.T) {
 	f.db.PutResource(&database.Resource{ID: "r1", PartitionKey: sub, Key: clusterKey, InternalID: clusterCS,
 		ActiveOperationID: "op", ProvisioningState: arm.ProvisioningStateProvisioning})
 	f.cs.SetStatus(clusterCS, http.StatusOK, clusterStatus("ready"))
-	f.refuse("ReplaceResource", "Resources", http.StatusBadRequest)
+	f.refuse(databasetesting.OpReplaceResource, "Resources", http.StatusBadRequest)
 
 	outcome, lines := f.pollErrors(t, "op")
 	require.Equal(t, poll.OutcomeUpdated, outcome)
@@ -170,7 +171,7 @@ func TestRefusedOperationWriteIsLoggedEachPoll(t *testing.T) {
 	f.putOp(database.Operation{ID: "op", Request: arm.RequestCreate, Status: arm.ProvisioningStateProvisioning,
 		StartTime: f.now.Add(-time.Hour)})
 	f.cs.SetStatus(clusterCS, http.StatusOK, clusterStatus("installing"))
-	f.refuse("ReplaceOperation", "Operations", http.StatusRequestEntityTooLarge)
+	f.refuse(databasetesting.OpReplaceOperation, "Operations", http.StatusRequestEntityTooLarge)
 	outcome, lines := f.pollErrors(t, "op")
 	require.Equal(t, poll.OutcomeDeferred, outcome)
 	requireRefusalLogged(t, lines, "Operations", http.StatusRequestEntityTooLarge, "left unchanged")

@@ -15,6 +15,7 @@ import (
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/database"
+	"github.com/opstatus/opstatus/internal/database/databasetesting"
 	"github.com/opstatus/opstatus/poll"
 )
 
@@ -90,8 +91,8 @@ func TestSupersededDuringTheReadByStorageClock(t *testing.T) {
 	storage := f.now.Add(-10 * time.Second) // the reader 10 s ahead
 	scanned := storage.Add(-9 * time.Second)
 	reads := 0
-	f.db.Hook = func(call string) error {
-		if call == "GetOperation" {
+	f.db.Hook = func(call databasetesting.Op) error {
+		if call == databasetesting.OpGetOperation {
 			reads++
 			f.now = f.now.Add(2 * time.Second) // a slow read
 		}

@@ -197,8 +197,8 @@ func TestScanFailsWhenTheListingFails(t *testing.T) {
 	for i := range 10 {
 		putPending(db, "s", fmt.Sprint(i))
 	}
-	db.Hook = func(call string) error {
-		if call == "PendingOperations" {
+	db.Hook = func(call databasetesting.Op) error {
+		if call == databasetesting.OpPendingOperations {
 			return database.ErrUnavailable
 		}
 		return nil

@@ -193,6 +193,85 @@ func TestManagedIdentityToken(t *testing.T) {
 	})
 }
 
+// monitorAudience is the resource azidentity asks the identity endpoint
+// for with the remote write's scope.
+const monitorAudience = "https://monitor.azure.com/"
+
+// monitorGate stands in for an Azure Monitor data collection endpoint's
+// authentication: it admits a remote write only with a token the identity
+// endpoint issued for Azure Monitor, and counts what it admitted. Requests
+// wait until ep is set and ready closed.
+type monitorGate struct {
+	ep    *identity.Endpoint
+	ready chan struct{}
+
+	mu               sync.Mutex
+	admitted, denied int
+	tokens           map[string]bool
+}
+
+func (g *monitorGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-g.ready:
+	case <-r.Context().Done():
+		return
+	}
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r.Method != http.MethodPost || !g.ep.Valid(token, monitorAudience) {
+		g.denied++
+		http.Error(w, "bad or missing bearer token", http.StatusUnauthorized)
+		return
+	}
+	g.admitted++
+	g.tokens[token] = true
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (g *monitorGate) counts() (admitted, denied, tokens int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.admitted, g.denied, len(g.tokens)
+}
+
+// TestManagedIdentityForClusterServiceAndRemoteWrite: with
+// METRICS_REMOTE_WRITE_URL set (read by config, passed to telemetry), the
+// metrics' pushes and the Cluster Service requests carry tokens of the
+// one identity in AZURE_CLIENT_ID, one token per audience for all of them.
+func TestManagedIdentityForClusterServiceAndRemoteWrite(t *testing.T) {
+	// The identity endpoint is the stack's: the gate learns it once started.
+	gate := &monitorGate{ready: make(chan struct{}), tokens: map[string]bool{}}
+	monitor := httptest.NewServer(gate)
+	t.Cleanup(monitor.Close)
+	s := startIdentityStack(t, time.Hour, "METRICS_REMOTE_WRITE_URL="+monitor.URL+"/write", "OTEL_METRIC_EXPORT_INTERVAL=200")
+	gate.ep = s.ep
+	close(gate.ready)
+
+	s.seedClusters("mi-rw", 3)
+	for _, m := range s.scanMessages() {
+		r := s.poll(m)
+		require.Equal(t, http.StatusOK, r.Status, r.Logs)
+	}
+	require.Eventually(t, func() bool {
+		admitted, _, _ := gate.counts()
+		return admitted >= 3
+	}, 10*time.Second, 50*time.Millisecond, "remote writes admitted")
+	admitted, denied, tokens := gate.counts()
+	require.Zero(t, denied, "every push carried the identity's token for Azure Monitor")
+	require.Equal(t, 1, tokens, "one token for %d pushes", admitted)
+
+	var resources []string
+	for _, tok := range s.ep.Issued() {
+		resources = append(resources, tok.Resource)
+		require.Equal(t, identityClientID, tok.ClientID)
+	}
+	require.ElementsMatch(t, []string{csAudience, monitorAudience}, resources, "one token per audience")
+	require.Equal(t, 2, s.ep.Requests())
+	require.GreaterOrEqual(t, len(s.gate.seen()), 3)
+	s.requireNothingSecretLogged(t)
+}
+
 // caServer serves h over TLS with a certificate ca issued.
 func caServer(t *testing.T, ca *testca.CA, h http.Handler) *httptest.Server {
 	srv := httptest.NewUnstartedServer(h)

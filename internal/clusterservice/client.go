@@ -187,7 +187,7 @@ func NewClient(cfg Config) (*Client, error) {
 	case token != nil:
 		guard.tokens = newTokenSource(token, cfg.ClientID, cfg.ClientSecret, transport, maxReply, logger)
 	case cfg.Credential != nil:
-		guard.tokens = newEntraTokens(cfg.Credential, entra.Scope(cfg.Audience), logger)
+		guard.tokens = entraTokens{entra.NewTokens(cfg.Credential, entra.Scope(cfg.Audience), logger)}
 	}
 	return &Client{
 		clustersMgmt: cmv1.NewClient(guard, "/api/clusters_mgmt/v1"),
@@ -506,13 +506,14 @@ func (e *httpStatusError) Error() string {
 func (e *httpStatusError) Unwrap() error { return e.err }
 
 // IsTransient reports whether err is worth retrying later: 5xx and 429
-// replies (from Cluster Service or the token endpoint), timeouts, context
-// deadlines and cancellations, refused, reset or dropped connections, and
-// the network's failures on the way to the host: any DNS failure, an
-// unreachable or down network or host, a TCP timeout. 404s (ErrNotFound
-// and a 404 that is not an OCM error), other 4xx replies, invalid IDs,
-// redirects, oversized and malformed replies are not transient, nor is a
-// certificate that is not trusted.
+// replies (from Cluster Service, the token endpoint or the managed
+// identity's endpoint), timeouts, context deadlines and cancellations,
+// refused, reset or dropped connections, and the network's failures on the
+// way to the host: any DNS failure, an unreachable or down network or
+// host, a TCP timeout. 404s (ErrNotFound and a 404 that is not an OCM
+// error), other 4xx replies, invalid IDs, redirects, oversized and
+// malformed replies are not transient, nor is a certificate that is not
+// trusted.
 //
 // Every DNS failure counts, NXDOMAIN too: the only names resolved are the
 // configured hosts', so a failure says nothing about an operation and hits
@@ -528,6 +529,10 @@ func IsTransient(err error) bool {
 	var hs *httpStatusError
 	if errors.As(err, &hs) {
 		return hs.code >= 500 || hs.code == http.StatusTooManyRequests
+	}
+	var identity *entra.StatusError
+	if errors.As(err, &identity) {
+		return identity.Code >= 500 || identity.Code == http.StatusTooManyRequests
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
 		errors.Is(err, os.ErrDeadlineExceeded) {
@@ -603,6 +608,23 @@ func (e *exchange) markTooLarge() {
 	defer e.mu.Unlock()
 	e.tooLarge = true
 }
+
+// accessTokens gives the access token each Cluster Service request
+// carries.
+type accessTokens interface {
+	get(ctx context.Context) (string, error)
+	// invalidate is told that Cluster Service refused token.
+	invalidate(ctx context.Context, token string)
+}
+
+// entraTokens are the managed identity's tokens for Cluster Service's
+// audience. A token Cluster Service refuses is kept (see entra.Tokens): a
+// 401 is not transient and says so.
+type entraTokens struct{ *entra.Tokens }
+
+func (e entraTokens) get(ctx context.Context) (string, error) { return e.Token(ctx) }
+
+func (entraTokens) invalidate(context.Context, string) {}
 
 // guardTransport is the transport of both typed clients. It completes
 // their relative requests with the base URL, the User-Agent and the access

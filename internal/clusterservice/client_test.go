@@ -28,6 +28,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/entra"
 )
 
 // Replies as Cluster Service sends them.
@@ -770,6 +771,10 @@ func TestIsTransient(t *testing.T) {
 		{&httpStatusError{code: 400}, false},
 		{&httpStatusError{code: 403}, false},
 		{&httpStatusError{code: 404, detail: "not an OCM error (empty body)"}, false},
+		// The managed identity's endpoint, as entra reports it.
+		{fmt.Errorf("managed identity token: %w", &entra.StatusError{Code: 500}), true},
+		{fmt.Errorf("managed identity token: %w", &entra.StatusError{Code: 429}), true},
+		{fmt.Errorf("managed identity token: %w", &entra.StatusError{Code: 400}), false},
 		{fmt.Errorf("x: %w", context.DeadlineExceeded), true},
 		{io.ErrUnexpectedEOF, true},
 		{io.EOF, false}, // only an EOF from the transport counts

@@ -24,7 +24,10 @@ const (
 
 // tokenSource gets OAuth access tokens with the client credentials grant
 // (RFC 6749 section 4.4) and keeps the current one until it is about to
-// expire. It is safe for concurrent use; one request at a time goes to the
+// expire. It stays beside the client, not in entra: its endpoint is
+// CLUSTER_SERVICE_TOKEN_URL, Cluster Service's own OAuth server rather
+// than Microsoft Entra ID, and it shares the client's transport (CA
+// bundle), reply bound and status errors. It is safe for concurrent use; one request at a time goes to the
 // token endpoint, and a caller whose context ends stops waiting for it.
 //
 // It is not x/oauth2's clientcredentials: its ReuseTokenSource takes no

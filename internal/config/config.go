@@ -50,9 +50,14 @@ type Config struct {
 	Location string
 
 	// AzureClientID is the client ID of the app's user-assigned identity
-	// (AZURE_CLIENT_ID), whose tokens reach Cosmos DB without a key and
-	// Cluster Service with an audience; empty: the system-assigned one.
+	// (AZURE_CLIENT_ID), whose tokens reach Cosmos DB without a key,
+	// Cluster Service with an audience and the metrics' remote write;
+	// empty: the system-assigned one.
 	AzureClientID string
+	// MetricsRemoteWriteURL is the Prometheus remote-write endpoint of the
+	// handler's metrics (METRICS_REMOTE_WRITE_URL), which telemetry checks;
+	// empty: none.
+	MetricsRemoteWriteURL string
 
 	ClusterServiceURL                string
 	ClusterServiceInsecureSkipVerify bool
@@ -161,6 +166,7 @@ func Load(getenv func(string) string) (Config, error) {
 		LeasesContainer:                  strings.TrimSpace(getenv("COSMOS_LEASES_CONTAINER")),
 		Location:                         r.location("AZURE_LOCATION"),
 		AzureClientID:                    strings.TrimSpace(getenv("AZURE_CLIENT_ID")),
+		MetricsRemoteWriteURL:            strings.TrimSpace(getenv("METRICS_REMOTE_WRITE_URL")),
 		ClusterServiceURL:                r.url("CLUSTER_SERVICE_URL", true),
 		ClusterServiceInsecureSkipVerify: r.bool("CLUSTER_SERVICE_INSECURE_SKIP_VERIFY"),
 		ClusterServiceCAs:                r.certificates("CLUSTER_SERVICE_CA_BUNDLE"),

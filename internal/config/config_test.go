@@ -124,6 +124,14 @@ func TestLoadOptionalSettings(t *testing.T) {
 			func(t *testing.T, c Config) { require.Empty(t, c.OperationsPartitionKey) }},
 		{"location", with("AZURE_LOCATION", " westus2 "),
 			func(t *testing.T, c Config) { require.Equal(t, "westus2", c.Location) }},
+		{"the identity and the metrics' remote write", with("AZURE_CLIENT_ID", " 0b7c6f3e-5a2d-4e1f-9c8b-7a6d5e4f3c2b ",
+			"METRICS_REMOTE_WRITE_URL", " https://dce.example/dataCollectionRules/dcr-1/streams/Microsoft-PrometheusMetrics/api/v1/write "),
+			func(t *testing.T, c Config) {
+				require.Equal(t, "0b7c6f3e-5a2d-4e1f-9c8b-7a6d5e4f3c2b", c.AzureClientID)
+				require.Equal(t, "https://dce.example/dataCollectionRules/dcr-1/streams/Microsoft-PrometheusMetrics/api/v1/write", c.MetricsRemoteWriteURL)
+			}},
+		{"no remote write by default", validEnv(),
+			func(t *testing.T, c Config) { require.Empty(t, c.MetricsRemoteWriteURL) }},
 		{"bools", with("COSMOS_INSECURE_SKIP_VERIFY", "true", "CLUSTER_SERVICE_INSECURE_SKIP_VERIFY", "TRUE", "NOTIFICATIONS_ALLOW_HTTP", " 1 ",
 			"COSMOS_ENDPOINT", "https://127.0.0.1:8081", "CLUSTER_SERVICE_URL", "https://localhost:8443", "CLUSTER_SERVICE_TOKEN_URL", "https://[::1]:8444/token"),
 			func(t *testing.T, c Config) {

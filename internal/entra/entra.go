@@ -2,7 +2,10 @@
 // identity, which the Functions host hands to the process as the local
 // endpoint IDENTITY_ENDPOINT with the secret IDENTITY_HEADER (IMDS
 // elsewhere). Every client that needs an Entra token (Cosmos DB, Cluster
-// Service) shares the one credential.
+// Service, the metrics' remote write) shares the one credential. Tokens
+// keeps the token of one audience for the clients that set it on their
+// own requests (Cluster Service, the remote write); Cosmos DB's azcore
+// pipeline keeps its own.
 package entra
 
 import (

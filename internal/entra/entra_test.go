@@ -63,9 +63,9 @@ func TestCredentialIsTheUserAssignedIdentity(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, failed.RawResponse.StatusCode)
 }
 
-// TestCredentialCachesUntilNearExpiry checks what the Cluster Service
-// client relies on: azidentity hands back its token until five minutes
-// before it expires, and a new one within them.
+// TestCredentialCachesUntilNearExpiry checks what Tokens relies on:
+// azidentity hands back its token until five minutes before it expires,
+// and a new one within them.
 func TestCredentialCachesUntilNearExpiry(t *testing.T) {
 	ep := standIn(t)
 	first, _, err := token(t, "api://entra-test-cache")

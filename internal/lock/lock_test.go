@@ -43,8 +43,8 @@ func memoryEnvTTL(ttl time.Duration) func(t *testing.T) env {
 func newMemoryEnv(ttl time.Duration) env {
 	m := databasetesting.NewMemoryClient(ttl)
 	var fail atomic.Bool
-	m.Hook = func(call string) error {
-		if call == "Lock.Renew" && fail.Load() {
+	m.Hook = func(call databasetesting.Op) error {
+		if call == databasetesting.OpLockRenew && fail.Load() {
 			return database.ErrUnavailable
 		}
 		return nil
@@ -407,8 +407,8 @@ func TestCallersInOneProcessTakeTurns(t *testing.T) {
 	t.Parallel()
 	m := databasetesting.NewMemoryClient(5 * time.Second)
 	var creates atomic.Int64
-	m.Hook = func(call string) error {
-		if call == "Lock.Create" {
+	m.Hook = func(call databasetesting.Op) error {
+		if call == databasetesting.OpLockCreate {
 			creates.Add(1)
 		}
 		return nil
@@ -458,8 +458,8 @@ func TestWaitCoversTheRelease(t *testing.T) {
 	ctx := context.Background()
 	m := databasetesting.NewMemoryClient(lock.MinTTL)
 	unblock := make(chan struct{})
-	m.Hook = func(call string) error {
-		if call == "Lock.Delete" {
+	m.Hook = func(call databasetesting.Op) error {
+		if call == databasetesting.OpLockDelete {
 			<-unblock
 		}
 		return nil
@@ -500,8 +500,8 @@ func TestWaitCoversTheUnknownCreateCleanup(t *testing.T) {
 	ctx := context.Background()
 	m := databasetesting.NewMemoryClient(lock.MinTTL)
 	deleting, unblock := make(chan struct{}), make(chan struct{})
-	m.Hook = func(call string) error {
-		if call == "Lock.Delete" {
+	m.Hook = func(call databasetesting.Op) error {
+		if call == databasetesting.OpLockDelete {
 			close(deleting)
 			<-unblock
 		}

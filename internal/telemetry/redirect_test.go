@@ -27,7 +27,7 @@ func TestRemoteWriteFollowsNoRedirect(t *testing.T) {
 	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusFound} {
 		receiver := httptest.NewServer(http.RedirectHandler(target.URL+"/stolen", code))
 		t.Cleanup(receiver.Close)
-		w, err := newRemoteWrite(receiver.URL+"/write", &staticCredential{token: "MONITOR-TOKEN"}, nil)
+		w, err := newRemoteWrite(receiver.URL+"/write", &staticCredential{token: "MONITOR-TOKEN"}, nil, nil)
 		require.NoError(t, err)
 		now := time.Now()
 		rm := &metricdata.ResourceMetrics{ScopeMetrics: []metricdata.ScopeMetrics{{

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
@@ -14,7 +15,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/golang/snappy"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -22,12 +22,13 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/opstatus/opstatus/internal/entra"
 	"github.com/opstatus/opstatus/internal/loopback"
 )
 
 // RemoteWriteURLSetting names the Prometheus remote-write endpoint the
-// handler pushes its metrics to: an Azure Monitor workspace's data
-// collection rule,
+// handler pushes its metrics to, which config reads and Setup takes with
+// WithRemoteWrite: an Azure Monitor workspace's data collection rule,
 // <DCE metrics ingestion endpoint>/dataCollectionRules/<DCR immutable
 // id>/streams/Microsoft-PrometheusMetrics/api/v1/write?api-version=2023-04-24
 // (the form ARO-HCP's own Prometheus writes to). Flex runs no sidecar, so
@@ -53,11 +54,13 @@ const remoteWriteTimeout = 10 * time.Second
 // from the resource (target).
 type remoteWrite struct {
 	url    string
-	cred   azcore.TokenCredential
+	tokens *entra.Tokens
 	client *http.Client
 }
 
-func newRemoteWrite(rawURL string, cred azcore.TokenCredential, client *http.Client) (*remoteWrite, error) {
+// newRemoteWrite returns the exporter to rawURL with cred's tokens for
+// Azure Monitor; logger gets a failed token refresh it survives.
+func newRemoteWrite(rawURL string, cred azcore.TokenCredential, logger *slog.Logger, client *http.Client) (*remoteWrite, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", RemoteWriteURLSetting, err)
@@ -75,7 +78,7 @@ func newRemoteWrite(rawURL string, cred azcore.TokenCredential, client *http.Cli
 	// a redirect's target on the same host name, from https to http too.
 	c := *client
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &remoteWrite{url: rawURL, cred: cred, client: &c}, nil
+	return &remoteWrite{url: rawURL, tokens: entra.NewTokens(cred, RemoteWriteScope, logger), client: &c}, nil
 }
 
 // Temporality is cumulative for every instrument, as Prometheus counters
@@ -95,7 +98,7 @@ func (e *remoteWrite) Export(ctx context.Context, rm *metricdata.ResourceMetrics
 	if len(body) == 0 {
 		return nil
 	}
-	tok, err := e.cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{RemoteWriteScope}})
+	tok, err := e.tokens.Token(ctx)
 	if err != nil {
 		return fmt.Errorf("remote write: token for %s: %w", RemoteWriteScope, err)
 	}
@@ -103,7 +106,7 @@ func (e *remoteWrite) Export(ctx context.Context, rm *metricdata.ResourceMetrics
 	if err != nil {
 		return fmt.Errorf("remote write: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+tok.Token)
+	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	req.Header.Set("Content-Encoding", "snappy")
 	req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")

@@ -5,12 +5,12 @@
 // the OpenTelemetry SDK and its OTLP/HTTP exporters read themselves
 // (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS,
 // OTEL_METRIC_EXPORT_INTERVAL, OTEL_BSP_SCHEDULE_DELAY, OTEL_SERVICE_NAME,
-// OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER, ...), and by
-// METRICS_REMOTE_WRITE_URL, an Azure Monitor workspace's data collection
-// rule to which metrics are pushed as Prometheus remote write with an Entra
-// token. A signal is exported only when an endpoint is set for it; with
-// none, Setup builds nothing, logs nothing, and every function of this
-// package returns at once.
+// OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER, ...), and by the
+// remote-write endpoint the handler gives it (WithRemoteWrite), an Azure
+// Monitor workspace's data collection rule to which metrics are pushed as
+// Prometheus remote write with an Entra token. A signal is exported only
+// when an endpoint is set for it; with none, Setup builds nothing, logs
+// nothing, and every function of this package returns at once.
 //
 // Three defaults are opstatus's own, each for how the Functions host runs
 // the handler. The host never sends SIGTERM: after its drain it kills the
@@ -35,7 +35,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
@@ -46,8 +45,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/opstatus/opstatus/internal/entra"
 )
 
 // ScopeName is the instrumentation scope of opstatus's spans and metrics.
@@ -128,10 +125,10 @@ func Use(tp trace.TracerProvider, mp metric.MeterProvider) (restore func()) {
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT),
 // builds the SDK provider with its OTLP/HTTP exporter, installs it (globally
 // too, with the W3C trace-context propagator), and routes the SDK's errors
-// to logger at Warn, at most one a minute. With METRICS_REMOTE_WRITE_URL
-// set, metrics are also pushed there (see remoteWrite) with a token of
-// WithCredential's credential, or of the managed identity. With no
-// endpoint, or with OTEL_SDK_DISABLED=true, it builds and logs nothing.
+// to logger at Warn, at most one a minute. With WithRemoteWrite's URL,
+// metrics are also pushed there (see remoteWrite) with its credential's
+// tokens for Azure Monitor. With no endpoint, or with
+// OTEL_SDK_DISABLED=true, it builds and logs nothing.
 //
 // shutdown flushes and stops what Setup built; its context bounds it. A
 // setting the handler cannot honour (a protocol other than http/protobuf,
@@ -142,7 +139,7 @@ func Setup(ctx context.Context, logger *slog.Logger, opts ...Option) (shutdown f
 		opt(&o)
 	}
 	traces, metrics, err := signals(os.Getenv)
-	remote := remoteWriteURL(os.Getenv)
+	remote := o.remoteWriteURL(os.Getenv)
 	if err != nil || !traces && !metrics && remote == "" {
 		return func(context.Context) error { return nil }, err
 	}
@@ -197,7 +194,7 @@ func Setup(ctx context.Context, logger *slog.Logger, opts ...Option) (shutdown f
 		readers = append(readers, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, every)))
 	}
 	if remote != "" {
-		exp, err := newRemoteWrite(remote, o.credential(), nil)
+		exp, err := newRemoteWrite(remote, o.cred, logger, nil)
 		if err != nil {
 			if tp != nil {
 				_ = tp.Shutdown(ctx)
@@ -233,6 +230,7 @@ func Setup(ctx context.Context, logger *slog.Logger, opts ...Option) (shutdown f
 type Option func(*options)
 
 type options struct {
+	remote  string
 	cred    azcore.TokenCredential
 	cluster string
 }
@@ -255,39 +253,21 @@ func (o *options) clusterAttrs() []attribute.KeyValue {
 	return []attribute.KeyValue{ClusterKey.String(o.cluster)}
 }
 
-// WithCredential gives the Entra credential of remote writes' tokens, so
-// that the handler's clients share one. Without it Setup uses the
-// Functions host's managed identity (AZURE_CLIENT_ID's, when set).
-func WithCredential(cred azcore.TokenCredential) Option {
-	return func(o *options) { o.cred = cred }
+// WithRemoteWrite pushes metrics to rawURL (METRICS_REMOTE_WRITE_URL; ""
+// for none) with cred's tokens for Azure Monitor: the handler's one
+// credential, its managed identity, which its clients share. A URL
+// without a credential is an error of Setup's.
+func WithRemoteWrite(rawURL string, cred azcore.TokenCredential) Option {
+	return func(o *options) { o.remote, o.cred = strings.TrimSpace(rawURL), cred }
 }
 
-// credential is the given credential, or the managed identity's; a
-// credential that cannot be built fails each export with its error.
-func (o *options) credential() azcore.TokenCredential {
-	if o.cred != nil {
-		return o.cred
-	}
-	cred, err := entra.Credential(strings.TrimSpace(os.Getenv("AZURE_CLIENT_ID")))
-	if err != nil {
-		return failedCredential{err}
-	}
-	return cred
-}
-
-type failedCredential struct{ err error }
-
-func (f failedCredential) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
-	return azcore.AccessToken{}, f.err
-}
-
-// remoteWriteURL is the remote-write endpoint, or "" when none is set or
+// remoteWriteURL is the remote-write endpoint, or "" when none is given or
 // OTEL_SDK_DISABLED turns all telemetry off.
-func remoteWriteURL(getenv func(string) string) string {
+func (o *options) remoteWriteURL(getenv func(string) string) string {
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return ""
 	}
-	return strings.TrimSpace(getenv(RemoteWriteURLSetting))
+	return o.remote
 }
 
 // defaultSampler records every span when OTEL_TRACES_SAMPLER is not set.

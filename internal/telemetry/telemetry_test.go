@@ -24,14 +24,14 @@ import (
 	"github.com/opstatus/opstatus/dev/otlpsink"
 )
 
-// otelEnv are the variables Setup and the SDK read; each test starts with
-// none of them set.
+// otelEnv are the variables Setup, the SDK and azidentity read; each test
+// starts with none of them set.
 var otelEnv = []string{
 	"OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 	"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
 	"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER",
 	"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES",
-	RemoteWriteURLSetting, "IDENTITY_ENDPOINT", "IDENTITY_HEADER", "MSI_ENDPOINT", "AZURE_CLIENT_ID",
+	"IDENTITY_ENDPOINT", "IDENTITY_HEADER", "MSI_ENDPOINT",
 }
 
 func clearEnv(t *testing.T) {

@@ -18,11 +18,13 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/opstatus/opstatus/dev/remotewritesink"
+	"github.com/opstatus/opstatus/internal/entra"
 )
 
 // identityEndpoint stands in for the Functions host's managed identity
@@ -58,15 +60,16 @@ func identityEndpoint(t *testing.T, resource, clientID, token string) *atomic.In
 func TestSetupRemoteWritesWithTheManagedIdentity(t *testing.T) {
 	clearEnv(t)
 	issued := identityEndpoint(t, "https://monitor.azure.com/", "00000000-0000-0000-0000-0000000000c1", "mi-token")
-	t.Setenv("AZURE_CLIENT_ID", "00000000-0000-0000-0000-0000000000c1")
+	cred, err := entra.Credential("00000000-0000-0000-0000-0000000000c1")
+	require.NoError(t, err)
 	sink, err := remotewritesink.Start("mi-token")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sink.Close() })
-	t.Setenv(RemoteWriteURLSetting, sink.URL)
 	// Long intervals: only the shutdown's flush can deliver in time.
 	t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "600000")
 	var log bytes.Buffer
-	shutdown, err := Setup(context.Background(), slog.New(slog.NewTextHandler(&log, nil)), WithCluster("eastus"))
+	shutdown, err := Setup(context.Background(), slog.New(slog.NewTextHandler(&log, nil)),
+		WithRemoteWrite(sink.URL, cred), WithCluster("eastus"))
 	require.NoError(t, err)
 	t.Cleanup(func() { Use(nil, nil) })
 	require.True(t, Metering())
@@ -143,10 +146,9 @@ func TestRemoteWriteUsesTheGivenCredential(t *testing.T) {
 	sink, err := remotewritesink.Start("shared")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sink.Close() })
-	t.Setenv(RemoteWriteURLSetting, sink.URL)
 	t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "600000")
 	cred := &staticCredential{token: "shared"}
-	shutdown, err := Setup(context.Background(), slog.New(slog.DiscardHandler), WithCredential(cred))
+	shutdown, err := Setup(context.Background(), slog.New(slog.DiscardHandler), WithRemoteWrite(sink.URL, cred))
 	require.NoError(t, err)
 	t.Cleanup(func() { Use(nil, nil) })
 	PollOperation(context.Background(), "unchanged", "Create")
@@ -156,7 +158,7 @@ func TestRemoteWriteUsesTheGivenCredential(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, 1.0, v)
 
-	wrong, err := newRemoteWrite(sink.URL, &staticCredential{token: "someone else's"}, nil)
+	wrong, err := newRemoteWrite(sink.URL, &staticCredential{token: "someone else's"}, nil, nil)
 	require.NoError(t, err)
 	_, reader := recorders(t)
 	PollOperation(context.Background(), "unchanged", "Create")
@@ -173,12 +175,71 @@ func TestRemoteWriteRefusesBadSettings(t *testing.T) {
 		{"://", "missing protocol scheme"},
 		{"https:///path", "not an https URL"},
 	} {
-		_, err := newRemoteWrite(tc.url, &staticCredential{}, nil)
+		_, err := newRemoteWrite(tc.url, &staticCredential{}, nil, nil)
 		require.ErrorContains(t, err, tc.want, tc.url)
 		require.ErrorContains(t, err, RemoteWriteURLSetting)
 	}
-	_, err := newRemoteWrite("https://dce.example/write", nil, nil)
+	_, err := newRemoteWrite("https://dce.example/write", nil, nil, nil)
 	require.ErrorContains(t, err, "no credential")
+}
+
+// TestSetupRemoteWriteNeedsTheCredential: Setup builds no credential of
+// its own; a URL without one is a setting it cannot honour.
+func TestSetupRemoteWriteNeedsTheCredential(t *testing.T) {
+	clearEnv(t)
+	_, err := Setup(context.Background(), slog.New(slog.DiscardHandler), WithRemoteWrite("https://dce.example/write", nil))
+	require.ErrorContains(t, err, RemoteWriteURLSetting)
+	require.ErrorContains(t, err, "no credential")
+
+	// OTEL_SDK_DISABLED turns the remote write off too: nothing is built.
+	t.Setenv("OTEL_SDK_DISABLED", "true")
+	shutdown, err := Setup(context.Background(), slog.New(slog.DiscardHandler), WithRemoteWrite("https://dce.example/write", nil))
+	require.NoError(t, err)
+	require.NoError(t, shutdown(context.Background()))
+	require.False(t, Metering())
+}
+
+// countingCredential hands out token-1, token-2, … living an hour, or
+// fails with a 503 of the identity endpoint while down is set.
+type countingCredential struct {
+	calls atomic.Int32
+	down  atomic.Bool
+}
+
+func (c *countingCredential) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	n := c.calls.Add(1)
+	if c.down.Load() {
+		return azcore.AccessToken{}, &azidentity.AuthenticationFailedError{RawResponse: &http.Response{
+			StatusCode: http.StatusServiceUnavailable, Body: http.NoBody, Request: &http.Request{}}}
+	}
+	return azcore.AccessToken{Token: "token-" + strconv.Itoa(int(n)), ExpiresOn: time.Now().Add(time.Hour)}, nil
+}
+
+// TestRemoteWriteTokens: pushes share one token of entra's source, and a
+// failing identity endpoint fails the push with its status alone.
+func TestRemoteWriteTokens(t *testing.T) {
+	sink, err := remotewritesink.Start("token-1")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sink.Close() })
+	cred := &countingCredential{}
+	w, err := newRemoteWrite(sink.URL, cred, nil, nil)
+	require.NoError(t, err)
+	_, reader := recorders(t)
+	PollOperation(context.Background(), "unchanged", "Create")
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	for range 3 {
+		require.NoError(t, w.Export(context.Background(), &rm))
+	}
+	require.Equal(t, 3, sink.Requests())
+	require.Equal(t, int32(1), cred.calls.Load(), "one token for every push")
+
+	cred.down.Store(true)
+	down, err := newRemoteWrite(sink.URL, cred, nil, nil)
+	require.NoError(t, err)
+	err = down.Export(context.Background(), &rm)
+	require.ErrorContains(t, err, "remote write: token for https://monitor.azure.com//.default: managed identity token: HTTP 503 Service Unavailable")
+	require.Equal(t, 3, sink.Requests(), "nothing sent without a token")
 }
 
 func TestPrometheusName(t *testing.T) {

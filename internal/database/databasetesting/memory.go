@@ -47,11 +47,35 @@ type MemoryClient struct {
 	// 2024-10. Set it before the first call.
 	BillingKey database.BillingKey
 
-	// Hook, when set, runs before every call with the call's name
-	// ("GetOperation", "ReplaceResource", "Lock.Create", ...); an error it
-	// returns fails the call. Tests use it to count calls and inject faults.
-	Hook func(call string) error
+	// Hook, when set, runs before every call with the call's Op; an error
+	// it returns fails the call. Tests use it to count calls and inject
+	// faults.
+	Hook func(op Op) error
 }
+
+// Op names a MemoryClient call for Hook: a DBClient method, or a
+// LockStore one (Lock.*).
+type Op string
+
+// The calls, each by its method's name.
+const (
+	OpPendingOperations Op = "PendingOperations"
+	OpGetOperation      Op = "GetOperation"
+	OpReplaceOperation  Op = "ReplaceOperation"
+	OpGetResource       Op = "GetResource"
+	OpResourceHeads     Op = "ResourceHeads"
+	OpChildResources    Op = "ChildResources"
+	OpReplaceResource   Op = "ReplaceResource"
+	OpDeleteResource    Op = "DeleteResource"
+	OpCreateBilling     Op = "CreateBilling"
+	OpOpenBilling       Op = "OpenBilling"
+	OpReplaceBilling    Op = "ReplaceBilling"
+	OpLockTTL           Op = "Lock.TTL"
+	OpLockCreate        Op = "Lock.Create"
+	OpLockRenew         Op = "Lock.Renew"
+	OpLockGet           Op = "Lock.Get"
+	OpLockDelete        Op = "Lock.Delete"
+)
 
 // itemKey names an item as Cosmos DB does: by partition and id.
 type itemKey struct {
@@ -121,20 +145,20 @@ func always(items map[itemKey]memItem) func() (map[itemKey]memItem, error) {
 	return func() (map[itemKey]memItem, error) { return items, nil }
 }
 
-func (m *MemoryClient) hook(call string) error {
+func (m *MemoryClient) hook(op Op) error {
 	if m.Hook == nil {
 		return nil
 	}
-	if err := m.Hook(call); err != nil {
-		return fmt.Errorf("%s: %w", call, err)
+	if err := m.Hook(op); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil
 }
 
 // begin runs the hook, then fails the call as the Cosmos client's request
 // fails when ctx is done.
-func (m *MemoryClient) begin(ctx context.Context, call string) error {
-	if err := m.hook(call); err != nil {
+func (m *MemoryClient) begin(ctx context.Context, op Op) error {
+	if err := m.hook(op); err != nil {
 		return err
 	}
 	return ctxErr(ctx)
@@ -264,7 +288,7 @@ func (m *MemoryClient) Resources() []*database.Resource {
 // ErrNoSubscription.
 func (m *MemoryClient) PendingOperations(ctx context.Context) iter.Seq2[database.PendingOperation, error] {
 	return func(yield func(database.PendingOperation, error) bool) {
-		if err := m.begin(ctx, "PendingOperations"); err != nil {
+		if err := m.begin(ctx, OpPendingOperations); err != nil {
 			yield(database.PendingOperation{}, fmt.Errorf("query pending operations: %w", err))
 			return
 		}
@@ -327,7 +351,7 @@ func pending(body []byte) bool {
 // GetOperation point-reads one operation in the partition of its
 // subscription, or in the fixed one.
 func (m *MemoryClient) GetOperation(ctx context.Context, subscriptionID, operationID string) (*database.Operation, error) {
-	if err := m.begin(ctx, "GetOperation"); err != nil {
+	if err := m.begin(ctx, OpGetOperation); err != nil {
 		return nil, fmt.Errorf("read operation %s: %w", operationID, err)
 	}
 	m.mu.Lock()
@@ -344,7 +368,7 @@ func (m *MemoryClient) GetOperation(ctx context.Context, subscriptionID, operati
 func (m *MemoryClient) ReplaceOperation(ctx context.Context, op *database.Operation) (*database.Operation, error) {
 	out := &database.Operation{}
 	k := m.operationKey(op.PartitionKey, op.ID)
-	if err := m.replaceAt(ctx, "ReplaceOperation", always(m.operations), partitionKeyField, k, op, op.ETag, out); err != nil {
+	if err := m.replaceAt(ctx, OpReplaceOperation, always(m.operations), partitionKeyField, k, op, op.ETag, out); err != nil {
 		return nil, fmt.Errorf("replace operation %s: %w", op.ID, err)
 	}
 	if err := m.OperationsPartition.Tell(out); err != nil {
@@ -355,7 +379,7 @@ func (m *MemoryClient) ReplaceOperation(ctx context.Context, op *database.Operat
 
 // replace is a Cosmos replace with If-Match in the subscription's
 // partition (see replaceAt).
-func (m *MemoryClient) replace(ctx context.Context, call string, items func() (map[itemKey]memItem, error),
+func (m *MemoryClient) replace(ctx context.Context, call Op, items func() (map[itemKey]memItem, error),
 	partitionField, subscriptionID, id string, v any, etag azcore.ETag, out json.Unmarshaler) error {
 	return m.replaceAt(ctx, call, items, partitionField, lookup(subscriptionID, id), v, etag, out)
 }
@@ -365,7 +389,7 @@ func (m *MemoryClient) replace(ctx context.Context, call string, items func() (m
 // partition it is sent to refused (Cosmos DB's 400, which carries no
 // sentinel). items returns the container's items, or the error of a
 // missing container; it runs under m.mu.
-func (m *MemoryClient) replaceAt(ctx context.Context, call string, items func() (map[itemKey]memItem, error),
+func (m *MemoryClient) replaceAt(ctx context.Context, call Op, items func() (map[itemKey]memItem, error),
 	partitionField string, k itemKey, v any, etag azcore.ETag, out json.Unmarshaler) error {
 	id := k.id
 	if err := m.hook(call); err != nil {
@@ -407,8 +431,8 @@ func (m *MemoryClient) replaceAt(ctx context.Context, call string, items func() 
 }
 
 // containers names the container of each replace call, for refusals.
-var containers = map[string]string{
-	"ReplaceOperation": "Operations", "ReplaceResource": "Resources", "ReplaceBilling": "Billing",
+var containers = map[Op]string{
+	OpReplaceOperation: "Operations", OpReplaceResource: "Resources", OpReplaceBilling: "Billing",
 }
 
 // maxItemBytes is the largest item Cosmos DB stores: 2 MB of JSON.
@@ -441,7 +465,7 @@ func ifMatch(etag, cur azcore.ETag) bool {
 // does, it matches by the key alone and then fails on an item that does not
 // decode.
 func (m *MemoryClient) GetResource(ctx context.Context, subscriptionID, key string) (*database.Resource, error) {
-	if err := m.begin(ctx, "GetResource"); err != nil {
+	if err := m.begin(ctx, OpGetResource); err != nil {
 		return nil, fmt.Errorf("find resource %s: %w", key, err)
 	}
 	var found []*database.Resource
@@ -464,7 +488,7 @@ func (m *MemoryClient) GetResource(ctx context.Context, subscriptionID, key stri
 // ResourceHeads lists the resources of key, whatever their other fields
 // hold, as the Cosmos query's projection does.
 func (m *MemoryClient) ResourceHeads(ctx context.Context, subscriptionID, key string) ([]database.ResourceHead, error) {
-	if err := m.begin(ctx, "ResourceHeads"); err != nil {
+	if err := m.begin(ctx, OpResourceHeads); err != nil {
 		return nil, fmt.Errorf("list resources of %s: %w", key, err)
 	}
 	var out []database.ResourceHead
@@ -481,7 +505,7 @@ func (m *MemoryClient) ResourceHeads(ctx context.Context, subscriptionID, key st
 // ChildResources lists the resources below key, whatever their other
 // fields hold, as the Cosmos query's projection does.
 func (m *MemoryClient) ChildResources(ctx context.Context, subscriptionID, key string) ([]database.ResourceRef, error) {
-	if err := m.begin(ctx, "ChildResources"); err != nil {
+	if err := m.begin(ctx, OpChildResources); err != nil {
 		return nil, fmt.Errorf("list children of %s: %w", key, err)
 	}
 	prefix := strings.ToLower(key + "/")
@@ -527,7 +551,7 @@ func (m *MemoryClient) findResources(subscriptionID string, match func(key strin
 // ReplaceResource replaces r if its item still has r.ETag.
 func (m *MemoryClient) ReplaceResource(ctx context.Context, r *database.Resource) (*database.Resource, error) {
 	out := &database.Resource{}
-	if err := m.replace(ctx, "ReplaceResource", always(m.resources), partitionKeyField, r.PartitionKey, r.ID, r, r.ETag, out); err != nil {
+	if err := m.replace(ctx, OpReplaceResource, always(m.resources), partitionKeyField, r.PartitionKey, r.ID, r, r.ETag, out); err != nil {
 		return nil, fmt.Errorf("replace resource %s: %w", r.Key, err)
 	}
 	return out, nil
@@ -535,7 +559,7 @@ func (m *MemoryClient) ReplaceResource(ctx context.Context, r *database.Resource
 
 // DeleteResource deletes the item r names if it still has r.ETag.
 func (m *MemoryClient) DeleteResource(ctx context.Context, r database.ResourceRef) error {
-	if err := m.begin(ctx, "DeleteResource"); err != nil {
+	if err := m.begin(ctx, OpDeleteResource); err != nil {
 		return fmt.Errorf("delete resource %s: %w", r.Key, err)
 	}
 	m.mu.Lock()

@@ -104,7 +104,7 @@ func (m *MemoryClient) RemoveBillingContainer() {
 // CreateBilling creates b; ErrConflict when an item with its id exists in
 // its partition.
 func (m *MemoryClient) CreateBilling(ctx context.Context, b *database.Billing) (*database.Billing, error) {
-	if err := m.hook("CreateBilling"); err != nil {
+	if err := m.hook(OpCreateBilling); err != nil {
 		return nil, fmt.Errorf("create billing item %s: %w", b.ID, err)
 	}
 	// The Cosmos client refuses this before it sends a request.
@@ -153,7 +153,7 @@ func (m *MemoryClient) CreateBilling(ctx context.Context, b *database.Billing) (
 // item is not listed; a deletionTime of any value, null included, is
 // defined.
 func (m *MemoryClient) OpenBilling(ctx context.Context, subscriptionID, resourceID string) ([]*database.Billing, error) {
-	if err := m.begin(ctx, "OpenBilling"); err != nil {
+	if err := m.begin(ctx, OpOpenBilling); err != nil {
 		return nil, fmt.Errorf("list open billing items of %s: %w", resourceID, err)
 	}
 	partition := strings.ToLower(subscriptionID)
@@ -202,7 +202,7 @@ func (m *MemoryClient) ReplaceBilling(ctx context.Context, b *database.Billing) 
 	key := m.billingKey()
 	b = key.Keyed(b)
 	out := &database.Billing{}
-	if err := m.replaceAt(ctx, "ReplaceBilling", m.billingContainer, key.Field(),
+	if err := m.replaceAt(ctx, OpReplaceBilling, m.billingContainer, key.Field(),
 		itemKey{partition: key.Partition(b), id: b.ID}, b, b.ETag, out); err != nil {
 		return nil, fmt.Errorf("replace billing item %s: %w", b.ID, err)
 	}

@@ -18,14 +18,14 @@ func (m *MemoryClient) Locks() database.LockStore { return memLocks{m} }
 type memLocks struct{ m *MemoryClient }
 
 func (l memLocks) TTL(ctx context.Context) (time.Duration, error) {
-	if err := l.m.begin(ctx, "Lock.TTL"); err != nil {
+	if err := l.m.begin(ctx, OpLockTTL); err != nil {
 		return 0, fmt.Errorf("read locks container: %w", err)
 	}
 	return time.Duration(max(l.m.defaultTTL, 0)) * time.Second, nil
 }
 
 func (l memLocks) Create(ctx context.Context, id, owner string, ttl time.Duration) (azcore.ETag, error) {
-	if err := l.m.begin(ctx, "Lock.Create"); err != nil {
+	if err := l.m.begin(ctx, OpLockCreate); err != nil {
 		return "", fmt.Errorf("create lock %s: %w", id, err)
 	}
 	l.m.mu.Lock()
@@ -38,7 +38,7 @@ func (l memLocks) Create(ctx context.Context, id, owner string, ttl time.Duratio
 
 // Renew is a replace, as in Cosmos DB: a vanished item is not re-created.
 func (l memLocks) Renew(ctx context.Context, id, owner string, ttl time.Duration, etag azcore.ETag) (azcore.ETag, error) {
-	if err := l.m.begin(ctx, "Lock.Renew"); err != nil {
+	if err := l.m.begin(ctx, OpLockRenew); err != nil {
 		return "", fmt.Errorf("renew lock %s: %w", id, err)
 	}
 	l.m.mu.Lock()
@@ -54,7 +54,7 @@ func (l memLocks) Renew(ctx context.Context, id, owner string, ttl time.Duration
 }
 
 func (l memLocks) Get(ctx context.Context, id string) (string, azcore.ETag, error) {
-	if err := l.m.begin(ctx, "Lock.Get"); err != nil {
+	if err := l.m.begin(ctx, OpLockGet); err != nil {
 		return "", "", fmt.Errorf("read lock %s: %w", id, err)
 	}
 	l.m.mu.Lock()
@@ -71,7 +71,7 @@ func (l memLocks) Get(ctx context.Context, id string) (string, azcore.ETag, erro
 }
 
 func (l memLocks) Delete(ctx context.Context, id string, etag azcore.ETag) error {
-	if err := l.m.begin(ctx, "Lock.Delete"); err != nil {
+	if err := l.m.begin(ctx, OpLockDelete); err != nil {
 		return fmt.Errorf("delete lock %s: %w", id, err)
 	}
 	l.m.mu.Lock()
