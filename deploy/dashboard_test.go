@@ -42,7 +42,7 @@ type variable struct {
 }
 
 // servicesDatasources is ARO-HCP's filter for the service clusters' Azure
-// Monitor workspaces' data sources (docs/grafana-dashboards.md), where
+// Monitor workspaces' data sources (ARO-HCP's Grafana dashboards guide), where
 // opstatus's metrics land.
 const servicesDatasources = "^Managed_Prometheus_services-.*$"
 

@@ -50,7 +50,7 @@ func (c *firstCall) since(start time.Time) time.Duration {
 }
 
 // The host's costs on the queue path, in the Flex regime, where pickup and
-// poll run in instances of their own (see ARCHITECTURE.md): one Storage
+// poll run in instances of their own (docs/design.md, "At scale"): one Storage
 // write per output message, and poll finding the message only by polling
 // the queue with the extension's back-off (host.json's maxPollingInterval,
 // 0.5 s), while scan's messages arrive once an interval.

@@ -12,8 +12,8 @@ import (
 
 // This file is the state mapping: one pure function per kind of operation
 // from what Cluster Service said to what poll writes, as the tables of
-// ARCHITECTURE.md ("Operation kinds and Cluster Service") give them, and
-// decide, which applies the rules every kind shares.
+// docs/design.md ("State mapping") give them, and decide, which applies the
+// rules every kind shares.
 
 // said is what Cluster Service said about an operation's object: what
 // check gathered for the decision.

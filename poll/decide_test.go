@@ -13,8 +13,8 @@ import (
 	"github.com/opstatus/opstatus/internal/opkind"
 )
 
-// The expected values below are written from the tables of ARCHITECTURE.md
-// ("Operation kinds and Cluster Service") as data, one row each,
+// The expected values below are written from the tables of docs/design.md
+// ("State mapping") as data, one row each,
 // independently of decide's switch statements.
 
 const (

@@ -199,8 +199,8 @@ func TestKindString(t *testing.T) {
 	require.Equal(t, "Kind(0)", Kind(0).String())
 }
 
-// knownPath is the internalId forms of ARCHITECTURE.md, written apart from
-// the parser.
+// knownPath is the internalId forms of docs/design.md's Kinds table,
+// written apart from the parser.
 var knownPath = regexp.MustCompile(`^/api/(` +
 	`clusters_mgmt/v1/clusters/[A-Za-z0-9_-]{1,64}(/node_pools/[A-Za-z0-9_-]{1,64}|/break_glass_credentials/[A-Za-z0-9_-]{1,64})?` + `|` +
 	`aro_hcp/v1alpha1/clusters/[A-Za-z0-9_-]{1,64}(/node_pools/[A-Za-z0-9_-]{1,64}|/external_auth_config/external_auths/[A-Za-z0-9_-]{1,64})?` +
@@ -233,7 +233,7 @@ func FuzzParseInternalID(f *testing.F) {
 		require.Equal(t, id.Kind == KindExternalAuth, id.ExternalAuthID != "")
 		require.Equal(t, id.Kind == KindBreakGlassCredential, id.CredentialID != "")
 		// Matched independently of the parser: one of the forms of
-		// ARCHITECTURE.md's table, nothing else.
+		// the Kinds table, nothing else.
 		require.Regexp(t, knownPath, s)
 		// Parsing is stable.
 		again, err := ParseInternalID(id.render())

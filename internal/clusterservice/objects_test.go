@@ -731,21 +731,23 @@ type reqURL struct {
 	forceQuery                     bool
 }
 
-// allowedRequest is every request the client may send, from ARCHITECTURE.md's
-// table, written apart from the client and the parser.
+// allowedRequest is every request the client may send, from docs/design.md's
+// Kinds table, written apart from the client and the parser.
 var allowedRequest = regexp.MustCompile(`^/api/(` +
 	`(clusters_mgmt/v1|aro_hcp/v1alpha1)/clusters/[A-Za-z0-9_-]{1,64}(/status|/inflight_checks)?` + `|` +
 	`aro_hcp/v1alpha1/clusters/[A-Za-z0-9_-]{1,64}/node_pools/[A-Za-z0-9_-]{1,64}/status` + `|` +
+	`clusters_mgmt/v1/clusters/[A-Za-z0-9_-]{1,64}/node_pools/[A-Za-z0-9_-]{1,64}` + `|` +
 	`aro_hcp/v1alpha1/clusters/[A-Za-z0-9_-]{1,64}/external_auth_config/external_auths/[A-Za-z0-9_-]{1,64}` + `|` +
 	`clusters_mgmt/v1/clusters/[A-Za-z0-9_-]{1,64}/break_glass_credentials/[A-Za-z0-9_-]{1,64}` + `|` +
 	`clusters_mgmt/v1/clusters/[A-Za-z0-9_-]{1,64}/break_glass_credentials\?page=1&size=100` +
 	`)$`)
 
 // FuzzClientRequests: whatever internalId comes, every call of the client
-// sends only requests of ARCHITECTURE.md's table, as they reach the server.
+// sends only requests of the Kinds table, as they reach the server.
 func FuzzClientRequests(f *testing.F) {
 	for _, s := range []string{
 		cmCluster.Path, hcpCluster.Path, hcpPool.Path, hcpExternalAuth.Path, cmCredential.Path,
+		"/api/clusters_mgmt/v1/clusters/abc/node_pools/np",
 		"/api/clusters_mgmt/v1/clusters/abc/external_auth_config/external_auths/ea",
 		"/api/aro_hcp/v1alpha1/clusters/abc/break_glass_credentials/bgc",
 		"/api/clusters_mgmt/v1/clusters/abc/break_glass_credentials",
@@ -776,6 +778,7 @@ func FuzzClientRequests(f *testing.F) {
 		_, _ = c.Status(ctx, id)
 		_, _ = c.InflightChecks(ctx, id)
 		_, _ = c.Cluster(ctx, id)
+		_ = c.NodePool(ctx, id)
 		_, _ = c.ExternalAuth(ctx, id)
 		_, _ = c.Credential(ctx, id)
 		_, _ = c.Credentials(ctx, id)
