@@ -100,7 +100,7 @@ func TestTargets(t *testing.T) {
 			map[string]int{"p1": 3, "p2": 2, "p3": 2, "p4": 1, "a": 24}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := budget.Targets(tc.budget, tc.holders)
+			got := budget.Ledger{Budget: tc.budget, Holders: tc.holders}.Targets()
 			require.Equal(t, tc.want, got)
 			total := 0
 			for _, n := range got {
