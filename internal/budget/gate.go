@@ -191,22 +191,6 @@ func (g *Gate) leaseLeft(now Instant) time.Duration {
 	return max(g.cfg.Validity-heldFor(g.grant.send, now), 0)
 }
 
-// held is the permits the process may use now: 0 once its lease has run
-// out.
-func (g *Gate) held() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.usable(g.cfg.Clock.Now())
-}
-
-// inFlightNow is the permits taken by Acquire and not yet released, and
-// those of requests abandoned less than Grace ago.
-func (g *Gate) inFlightNow() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.inUse(g.cfg.Clock.Now())
-}
-
 // LeaseLeft is the time left on the process's lease by its own clock;
 // without a ledger, a very long time.
 func (g *Gate) LeaseLeft() time.Duration {
@@ -260,16 +244,6 @@ func (g *Gate) release() {
 	if g.inUse(g.cfg.Clock.Now()) <= g.grant.cap && g.grant.cap < g.grant.committed {
 		g.poke() // a give-back was waiting for this
 	}
-}
-
-// tryAcquire takes a permit if one is usable now.
-func (g *Gate) tryAcquire() (release func(), ok bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.take() {
-		return nil, false
-	}
-	return sync.OnceFunc(g.release), true
 }
 
 // Acquire waits for a permit and returns its release; what names the wait
