@@ -120,48 +120,15 @@ type decision struct {
 // in use fit. It reads nothing but its arguments and changes none of
 // them.
 func plan(s state, l Ledger, in local, now Instant, cfg Config) decision {
-	d := decision{invalid: map[string]string{}}
-	s.observed = maps.Clone(s.observed)
+	var d decision
+	s.observed = maps.Clone(s.observed) // plan's own from here
 	if s.observed == nil {
 		s.observed = map[string]observation{}
 	}
-	if l.Epoch != s.epoch {
-		if s.epoch != "" {
-			d.newEpoch = l.Epoch
-			s = s.reset(s.spare).wait(now)
-			s.spare = ""
-		}
-		s.epoch, s.epochSeen = l.Epoch, now
-		clear(s.observed)
-	}
-	own, present := l.Holders[s.owner]
-	if s.joined && !present {
-		d.reclaimed = s.owner
-		s = s.reset(s.spare)
-		s.spare = ""
-	}
-	// An entry no member writes (a hand edit, a corruption) counts as
-	// expired: kept, it could pin its permits for good.
-	for o, e := range l.Holders {
-		if o == s.owner {
-			continue
-		}
-		if why := l.invalid(e, cfg.ExpireAfter); why != "" {
-			d.invalid[o] = why
-		}
-	}
-	for o, e := range l.Holders {
-		if obs, ok := s.observed[o]; o != s.owner && d.invalid[o] == "" && (!ok || obs.seq != e.Seq) {
-			s.observed[o] = observation{seq: e.Seq, at: now, base: time.Duration(e.UnchangedMs) * time.Millisecond}
-		}
-	}
-	for o := range s.observed {
-		if _, ok := l.Holders[o]; !ok {
-			delete(s.observed, o)
-		}
-	}
+	s, d.newEpoch, d.reclaimed = s.follow(l, now)
+	d.invalid = s.observe(l, now, cfg)
 	current := 0
-	if present { // the owner id is random: an entry under it is ours, even one whose reply was lost
+	if own, present := l.Holders[s.owner]; present { // the owner id is random: an entry under it is ours, even one whose reply was lost
 		current = own.Permits
 		// A write whose reply was lost raised it: never write a seq twice.
 		s.seq = max(s.seq, own.Seq)
@@ -171,66 +138,14 @@ func plan(s state, l Ledger, in local, now Instant, cfg Config) decision {
 			s.capLocal = min(s.capLocal, own.Permits)
 		}
 	}
-	view := l.Clone()
-	view.Holders[s.owner] = s.entry(current, in, cfg)
-	dropped := false
-	for o, e := range view.Holders {
-		if o == s.owner {
-			continue
-		}
-		if d.invalid[o] != "" {
-			delete(view.Holders, o)
-			dropped = true
-			continue
-		}
-		unchanged := s.observed[o].unchanged(e, now)
-		if unchanged >= cfg.ExpireAfter {
-			delete(view.Holders, o)
-			dropped = true
-			continue
-		}
-		e.UnchangedMs = unchanged.Milliseconds()
-		view.Holders[o] = e
-	}
+	view, dropped := s.view(l, current, d.invalid, in, now, cfg)
 	if s.waiting && seenFor(s.waitFrom, now) >= cfg.ExpireAfter {
 		s.waiting = false
 		s.capLocal = s.committed
 	}
-	// Growth stays within the process's own budget, and within the
-	// ledger's while this epoch is younger than ExpireAfter, so that a
-	// fence of a smaller budget holds off a larger one too. The ledger's
-	// budget is only ever lowered: members of two deployments never take
-	// turns setting it back to their own.
-	limit := cfg.Budget
-	if l.Budget > 0 {
-		view.Budget = min(l.Budget, cfg.Budget)
-		if seenFor(s.epochSeen, now) < cfg.ExpireAfter {
-			limit = min(limit, l.Budget)
-		}
-	} else {
-		view.Budget = cfg.Budget
-	}
-	// Every member computes targets with the smallest budget of the live
-	// entries (its own among them), so that a deployment that lowers it is
-	// not starved by the old one's share.
-	least := view.least()
-	targets, floors := shares(least, view.Holders)
-	s.target = targets[s.owner]
-	need := min(s.target, view.Holders[s.owner].Demand)
-	p := current
-	switch {
-	case s.waiting:
-	case need > current:
-		if free := limit - view.Sum(); free > 0 {
-			p = current + min(need-current, free)
-		}
-	case current > need:
-		if in.demand == 0 && seenFor(in.idleSince, now) >= cfg.IdleAfter {
-			p = 0
-		} else if short(view, targets, floors, s.owner) > least-view.Sum() {
-			p = min(current, s.target)
-		}
-	}
+	var limit, p int
+	view.Budget, limit = s.budgets(l, now, cfg)
+	p, s.target = s.permits(view, current, limit, in, now, cfg)
 	if p < current {
 		s.capLocal = min(s.capLocal, p)
 		if in.inUse > p {
@@ -257,6 +172,130 @@ func plan(s state, l Ledger, in local, now Instant, cfg Config) decision {
 	}
 	d.state, d.write = s, write
 	return d
+}
+
+// follow is s once it has read l at now: a new epoch makes the process a
+// newcomer under its spare owner id that waits the epoch out, and its own
+// entry gone makes it a newcomer too. It clears s.observed, which is
+// plan's own, on a new epoch.
+func (s state) follow(l Ledger, now Instant) (next state, newEpoch, reclaimed string) {
+	if l.Epoch != s.epoch {
+		if s.epoch != "" {
+			newEpoch = l.Epoch
+			s = s.reset(s.spare).wait(now)
+			s.spare = ""
+		}
+		s.epoch, s.epochSeen = l.Epoch, now
+		clear(s.observed)
+	}
+	if _, present := l.Holders[s.owner]; s.joined && !present {
+		reclaimed = s.owner
+		s = s.reset(s.spare)
+		s.spare = ""
+	}
+	return s, newEpoch, reclaimed
+}
+
+// observe records in s.observed, which is plan's own, each other entry of
+// l whose seq it sees change at now, forgets the entries gone, and returns
+// why each entry no member writes is not one (a hand edit, a corruption):
+// those count as expired, since kept they could pin their permits for
+// good.
+func (s state) observe(l Ledger, now Instant, cfg Config) (invalid map[string]string) {
+	invalid = map[string]string{}
+	for o, e := range l.Holders {
+		if o == s.owner {
+			continue
+		}
+		if why := l.invalid(e, cfg.ExpireAfter); why != "" {
+			invalid[o] = why
+			continue
+		}
+		if obs, ok := s.observed[o]; !ok || obs.seq != e.Seq {
+			s.observed[o] = observation{seq: e.Seq, at: now, base: time.Duration(e.UnchangedMs) * time.Millisecond}
+		}
+	}
+	for o := range s.observed {
+		if _, ok := l.Holders[o]; !ok {
+			delete(s.observed, o)
+		}
+	}
+	return invalid
+}
+
+// view is l as the process would write it at now: its own entry holding
+// current, the other entries dropped when invalid or seen unchanged for
+// ExpireAfter, the rest carrying how long they were seen unchanged;
+// dropped says whether any went.
+func (s state) view(l Ledger, current int, invalid map[string]string, in local, now Instant, cfg Config) (view Ledger, dropped bool) {
+	view = l.Clone()
+	view.Holders[s.owner] = s.entry(current, in, cfg)
+	for o, e := range view.Holders {
+		if o == s.owner {
+			continue
+		}
+		if invalid[o] != "" {
+			delete(view.Holders, o)
+			dropped = true
+			continue
+		}
+		unchanged := s.observed[o].unchanged(e, now)
+		if unchanged >= cfg.ExpireAfter {
+			delete(view.Holders, o)
+			dropped = true
+			continue
+		}
+		e.UnchangedMs = unchanged.Milliseconds()
+		view.Holders[o] = e
+	}
+	return view, dropped
+}
+
+// budgets are the ledger's budget to write over l at now, and the limit
+// growth stays within: the process's own budget, and the ledger's while
+// this epoch is younger than ExpireAfter, so that a fence of a smaller
+// budget holds off a larger one too. The ledger's budget is only ever
+// lowered: members of two deployments never take turns setting it back
+// to their own.
+func (s state) budgets(l Ledger, now Instant, cfg Config) (ledger, limit int) {
+	if l.Budget <= 0 {
+		return cfg.Budget, cfg.Budget
+	}
+	limit = cfg.Budget
+	if seenFor(s.epochSeen, now) < cfg.ExpireAfter {
+		limit = min(limit, l.Budget)
+	}
+	return min(l.Budget, cfg.Budget), limit
+}
+
+// permits is what the process should hold of view, where it holds
+// current, and its target. Every member computes targets with the
+// smallest budget of the live entries (its own among them), so that a
+// deployment that lowers it is not starved by the old one's share. It
+// grows towards its need only into free permits within limit, takes
+// nothing while it waits out an epoch, writes 0 once idle for IdleAfter,
+// and gives back down to its target only when the free permits do not
+// cover what the others lack.
+func (s state) permits(view Ledger, current, limit int, in local, now Instant, cfg Config) (p, target int) {
+	least := view.least()
+	targets, floors := shares(least, view.Holders)
+	target = targets[s.owner]
+	need := min(target, view.Holders[s.owner].Demand)
+	p = current
+	switch {
+	case s.waiting:
+	case need > current:
+		if free := limit - view.Sum(); free > 0 {
+			p = current + min(need-current, free)
+		}
+	case current > need:
+		if in.demand == 0 && seenFor(in.idleSince, now) >= cfg.IdleAfter {
+			p = 0
+		} else if short(view, targets, floors, s.owner) > least-view.Sum() {
+			p = min(current, target)
+		}
+	}
+	return p, target
 }
 
 // short is what the holders other than owner lack of what they should
