@@ -18,7 +18,8 @@ import (
 
 // BenchmarkCeiling measures what CLUSTER_SERVICE_MAX_IN_FLIGHT a process
 // needs: unchanged operations checked per second by one process against a
-// Cluster Service answering after 50 ms (a typical latency), four invocations of 100-operation messages at once, for each
+// Cluster Service answering after 50 ms (a typical Cluster Service
+// latency), four invocations of 100-operation messages at once, for each
 // ceiling. Run it on one core, as a Flex instance of the template's size
 // has: taskset -c 0 go test -run x -bench Ceiling -cpu 1 ./poll. The
 // in-memory DBClient stands in for Cosmos DB; the Cluster Service stand-in

@@ -100,7 +100,7 @@ func TestPollCallsNothingWithoutALease(t *testing.T) {
 	f.reconfigure(func(c *poll.Config) { c.Deadline = 300 * time.Millisecond })
 	require.Equal(t, poll.OutcomeDeferred, f.poll(t, "op"))
 	require.Zero(t, f.cs.Calls())
-	require.Zero(t, g.Held())
+	require.Zero(t, g.Figures().Permits)
 	broken.Store(false)
 	f.reconfigure(func(c *poll.Config) { c.Deadline = time.Minute })
 	require.Equal(t, poll.OutcomeUnchanged, f.poll(t, "op"))
@@ -269,7 +269,7 @@ func TestNoSecondCallAfterAReclaim(t *testing.T) {
 		clockB.Advance(time.Second)
 		require.NoError(t, b.Tick(context.Background()))
 	}
-	require.Equal(t, 10, b.Held())
+	require.Equal(t, 10, b.Figures().Permits)
 	require.NoError(t, a.Tick(context.Background())) // resumed: a rejoins
 	require.Positive(t, a.LeaseLeft())
 	close(cs.let)

@@ -71,7 +71,7 @@ func (w *ledgerWatch) run(ctx context.Context) {
 			continue
 		}
 		// What every member computes (internal/budget).
-		targets := budget.Targets(l.Budget, l.Holders)
+		targets := l.Targets()
 		w.mu.Lock()
 		if w.reads == 0 {
 			w.begun = now
@@ -406,7 +406,7 @@ func crashHolder(ctx context.Context, host *hostemu.Host, w *ledgerWatch) (time.
 		if _, still := l.Holders[dead]; still {
 			return false
 		}
-		targets := budget.Targets(l.Budget, l.Holders)
+		targets := l.Targets()
 		for id, h := range l.Holders {
 			if h.Demand > 0 && h.Permits < targets[id] {
 				return false

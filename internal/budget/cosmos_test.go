@@ -4,12 +4,14 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/opstatus/opstatus/dev/faultproxy"
 	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/budget"
 	"github.com/opstatus/opstatus/internal/telemetry"
@@ -109,4 +111,33 @@ func TestGatesThroughCosmos(t *testing.T) {
 	b.tick(t)
 	require.Equal(t, 5, a.Held())
 	require.Equal(t, 5, b.Held())
+}
+
+// The Cosmos store's calls retry once and briefly: a throttled Leases
+// container (429 with a Retry-After the client's default options would
+// honour three times) fails a read within a second, for the Gate to read
+// again at its next tick. Through the Cosmos test server, behind a proxy
+// that throttles the ledger's requests.
+func TestLedgerRetriesAreShortAndFew(t *testing.T) {
+	testenv.NeedsServers(t)
+	ctx := context.Background()
+	cosmos := testenv.SharedCosmos(t)
+	db := cosmos.NewDatabase(t, testenv.ContainerSpec{Name: "Leases", PartitionKeyPath: "/id"})
+	proxy, err := faultproxy.New(cosmos.Endpoint, faultproxy.Options{TLS: true})
+	require.NoError(t, err)
+	require.NoError(t, proxy.Start())
+	t.Cleanup(func() { _ = proxy.Close() })
+	client, err := testenv.NewCosmosClient(proxy.URL(), cosmos.Key)
+	require.NoError(t, err)
+	c, err := client.NewContainer(db.Name, "Leases")
+	require.NoError(t, err)
+	s := budget.NewCosmos(c)
+	require.NoError(t, budget.Seed(ctx, s, 4))
+	proxy.SetFaults(faultproxy.Faults{Rate429: 1, RetryAfter: 300 * time.Millisecond,
+		Match: func(r faultproxy.Request) bool { return r.ItemID == budget.ID }})
+	begun := time.Now()
+	_, _, err = s.Read(ctx)
+	require.Error(t, err)
+	require.Less(t, time.Since(begun), time.Second)
+	require.LessOrEqual(t, proxy.Stats().Throttled, int64(2), "tries of one read")
 }

@@ -13,100 +13,11 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/opstatus/opstatus/dev/faultproxy"
 	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/budget"
 	"github.com/opstatus/opstatus/internal/budget/budgettesting"
 	"github.com/opstatus/opstatus/internal/telemetry"
 )
-
-// A check that took its permit before its process froze past E must not
-// call Cluster Service after the process rejoins: the renewed lease is
-// the new entry's, which holds nothing, and the permits are another's.
-func TestPermitsTakenBeforeAReclaimStartNoRequestAfterTheRejoin(t *testing.T) {
-	s := seeded(10)
-	a := join(t, s, 10)
-	a.Queue(100)
-	a.tick(t)
-	var releases []func()
-	for range 4 { // checks that made their first call before the freeze
-		release, ok := a.TryAcquire()
-		require.True(t, ok)
-		releases = append(releases, release)
-	}
-	b := join(t, s, 10)
-	b.Queue(100)
-	for range 40 { // a is frozen
-		advance(time.Second, a, b)
-		b.tick(t)
-	}
-	require.Equal(t, 10, b.Held())
-	a.tick(t) // resumed: finds its entry gone and rejoins with 0
-	require.Contains(t, ledger(t, s).Holders, a.Figures().Owner)
-	require.Positive(t, a.LeaseLeft(), "the rejoin renewed the lease")
-	for range releases {
-		_, _, err := a.Start(context.Background())
-		require.ErrorIs(t, err, budget.ErrNotHeld, "a second call on a permit the ledger gave to b")
-	}
-	for _, r := range releases {
-		r()
-	}
-	// Once its old checks are done it starts on what it holds.
-	for range 40 {
-		advance(time.Second, a, b)
-		a.tick(t)
-		b.tick(t)
-	}
-	release, err := a.Acquire(context.Background(), "to call Cluster Service")
-	require.NoError(t, err)
-	defer release()
-	_, cancel, err := a.Start(context.Background())
-	require.NoError(t, err)
-	cancel()
-	require.LessOrEqual(t, a.InFlight()+b.Held(), 10)
-}
-
-// A process that waits out a new epoch starts nothing, whatever its lease.
-func TestStartRefusedWhileWaitingOutANewEpoch(t *testing.T) {
-	s := seeded(10)
-	a := join(t, s, 10)
-	a.Queue(100)
-	a.tick(t)
-	release, ok := a.TryAcquire()
-	require.True(t, ok)
-	defer release()
-	s.Delete()
-	a.tick(t) // creates the ledger again, under the fence
-	require.Positive(t, a.LeaseLeft())
-	_, _, err := a.Start(context.Background())
-	require.ErrorIs(t, err, budget.ErrNotHeld)
-}
-
-// A permit given back by a request the client abandoned stays counted for
-// the grace: Cluster Service may still work on it.
-func TestAbandonedRequestKeepsItsPermitForTheGrace(t *testing.T) {
-	s := seeded(1)
-	m := join(t, s, 1, func(c *budget.Config) { c.Grace = 20 * time.Second })
-	m.Queue(10)
-	m.tick(t)
-	release, ok := m.TryAcquire()
-	require.True(t, ok)
-	m.Abandoned()
-	release()
-	require.Equal(t, 1, m.InFlight())
-	_, ok = m.TryAcquire()
-	require.False(t, ok, "a permit whose request Cluster Service may still work on")
-	advance(19*time.Second, m)
-	m.tick(t)
-	_, ok = m.TryAcquire()
-	require.False(t, ok)
-	advance(time.Second, m)
-	m.tick(t)
-	require.Zero(t, m.InFlight())
-	release, ok = m.TryAcquire()
-	require.True(t, ok)
-	release()
-}
 
 // leasesContainer is the Leases container of a new database of the
 // Cosmos test server.
@@ -327,33 +238,4 @@ func TestLedgerCallsHaveTheirOwnDeadline(t *testing.T) {
 	h.hang.Store(false)
 	require.NoError(t, g.Tick(context.Background()))
 	require.Equal(t, 4, g.Held())
-}
-
-// The Cosmos store's calls retry once and briefly: a throttled Leases
-// container (429 with a Retry-After the client's default options would
-// honour three times) fails a read within a second, for the Gate to read
-// again at its next tick. Through the Cosmos test server, behind a proxy
-// that throttles the ledger's requests.
-func TestLedgerRetriesAreShortAndFew(t *testing.T) {
-	testenv.NeedsServers(t)
-	ctx := context.Background()
-	cosmos := testenv.SharedCosmos(t)
-	db := cosmos.NewDatabase(t, testenv.ContainerSpec{Name: "Leases", PartitionKeyPath: "/id"})
-	proxy, err := faultproxy.New(cosmos.Endpoint, faultproxy.Options{TLS: true})
-	require.NoError(t, err)
-	require.NoError(t, proxy.Start())
-	t.Cleanup(func() { _ = proxy.Close() })
-	client, err := testenv.NewCosmosClient(proxy.URL(), cosmos.Key)
-	require.NoError(t, err)
-	c, err := client.NewContainer(db.Name, "Leases")
-	require.NoError(t, err)
-	s := budget.NewCosmos(c)
-	require.NoError(t, budget.Seed(ctx, s, 4))
-	proxy.SetFaults(faultproxy.Faults{Rate429: 1, RetryAfter: 300 * time.Millisecond,
-		Match: func(r faultproxy.Request) bool { return r.ItemID == budget.ID }})
-	begun := time.Now()
-	_, _, err = s.Read(ctx)
-	require.Error(t, err)
-	require.Less(t, time.Since(begun), time.Second)
-	require.LessOrEqual(t, proxy.Stats().Throttled, int64(2), "tries of one read")
 }

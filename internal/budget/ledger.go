@@ -1,10 +1,3 @@
-// Package budget shares the app-wide Cluster Service budget among the
-// handler processes through one ledger item in the Leases container
-// (ARCHITECTURE.md, "The Cluster Service budget"; the design and its
-// sources: design/budget-ledger.md). Each process holds permits in the
-// ledger, grows only into free ones, gives back cooperatively, and uses
-// them only until its own lease end, measured on its own clock; nobody
-// takes permits from a live holder.
 package budget
 
 import (

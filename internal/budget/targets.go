@@ -2,24 +2,38 @@ package budget
 
 import (
 	"cmp"
+	"math"
 	"slices"
 )
 
-// Targets are the permits each holder of l should have out of budget, as
-// every member computes them alike: the pickup group's floor first (the
-// largest floor its entries carry, at most a quarter of the budget, shared among them:
-// up to its demand to each busy one first, the rest evenly to the idle
-// ones), then the rest water-filled over the holders with demand, each
-// getting at most its demand beyond its floor, ties broken by owner id. A
-// lone busy holder gets all it asks for; pickup entries together hold one
-// floor however many there are, since a dead one's stays until it is
-// reclaimed.
-func Targets(budget int, holders map[string]Entry) map[string]int {
-	targets, _ := shares(budget, holders)
+// Targets are the permits each holder of l should have, as every member
+// computes them alike, out of the smallest budget of the entries: the
+// pickup group's floor first (the largest floor its entries carry, at
+// most a quarter of the budget, shared among them: up to its demand to
+// each busy one first, the rest evenly to the idle ones), then the rest
+// water-filled over the holders with demand, each getting at most its
+// demand beyond its floor, ties broken by owner id. A lone busy holder
+// gets all it asks for; pickup entries together hold one floor however
+// many there are, since a dead one's stays until it is reclaimed. Read
+// from a ledger a member wrote, they are that member's.
+func (l Ledger) Targets() map[string]int {
+	targets, _ := shares(l.least(), l.Holders)
 	return targets
 }
 
-// shares is Targets, and the floors they hold.
+// least is the smallest budget of l's entries; l's own without any.
+func (l Ledger) least() int {
+	if len(l.Holders) == 0 {
+		return l.Budget
+	}
+	least := math.MaxInt
+	for _, e := range l.Holders {
+		least = min(least, l.budgetOf(e))
+	}
+	return least
+}
+
+// shares is the targets out of budget, and the floors they hold.
 func shares(budget int, holders map[string]Entry) (targets, floors map[string]int) {
 	group := 0
 	busy, idle := map[string]int{}, map[string]int{}
