@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // hostLevelOf is the level the host gives a record logged at l, once

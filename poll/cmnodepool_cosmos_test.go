@@ -12,13 +12,13 @@ import (
 
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/frontend"
-	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/functions"
 	"github.com/opstatus/opstatus/internal/arm"
 	"github.com/opstatus/opstatus/internal/clusterservice"
 	"github.com/opstatus/opstatus/internal/database"
 	"github.com/opstatus/opstatus/internal/lock"
 	"github.com/opstatus/opstatus/internal/queuemsg"
+	"github.com/opstatus/opstatus/internal/testenv"
 	"github.com/opstatus/opstatus/poll"
 	"github.com/opstatus/opstatus/scan"
 )

@@ -4,7 +4,7 @@
 // Azurite for opstatus tests and benchmarks: the pinned npm package with
 // fixes to its metadata store (LokiJS) that keep a queue of thousands of
 // messages fast, and to two costs it pays on every request. Queue
-// semantics are unchanged (dev/testenv's tests).
+// semantics are unchanged (internal/testenv's tests).
 //
 // Usage: node dev/azurite/server.js <azurite|azurite-queue> [azurite flags]
 //

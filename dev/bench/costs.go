@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/opstatus/opstatus/dev/frontend"
-	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // requests counts the requests one side of the comparison made in a window.

@@ -21,8 +21,8 @@ import (
 
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/otlpsink"
-	"github.com/opstatus/opstatus/dev/testenv"
 	opconfig "github.com/opstatus/opstatus/internal/config"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // lockTTL is the Locks container's DefaultTimeToLive, as in make run.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/opstatus/opstatus/dev/hostemu"
-	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // The production regime is Flex Consumption as deploy/azuredeploy.json

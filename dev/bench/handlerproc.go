@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/opstatus/opstatus/dev/frontend"
-	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // handlerProc is a handler started by the harness, outside the host.

@@ -45,7 +45,7 @@ import (
 	"time"
 
 	"github.com/opstatus/opstatus/dev/hostemu"
-	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // config is a run's settings: the command line, and the values no flag

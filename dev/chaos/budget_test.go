@@ -21,8 +21,8 @@ import (
 	"github.com/opstatus/opstatus/dev/faultproxy"
 	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/hostemu"
-	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/budget"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // The plan of TestBudgetUnderChaos: few instances allowed, more run

@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/dev/hostemu"
-	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/queuemsg"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // The Flex Consumption plan of TestChaos: the deployment's instance limit

@@ -27,7 +27,7 @@ import (
 	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/stack"
-	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 var soakFlag = flag.Bool("soak", false, "run the long chaos soak (also OPSTATUS_SOAK=1 or OPSTATUS_SOAK=<duration>)")

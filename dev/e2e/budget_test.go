@@ -10,8 +10,8 @@ import (
 
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/frontend"
-	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/budget"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // The built handler with a budget creates the ledger in Leases, where none

@@ -20,8 +20,8 @@ import (
 	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/otlpsink"
 	"github.com/opstatus/opstatus/dev/stack"
-	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/telemetry"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // The built handler, run by the host emulator with OTEL_* app settings

@@ -13,8 +13,8 @@ import (
 
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/otlpsink"
-	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/telemetry"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // exportMargin is the time an export itself may take after its interval,

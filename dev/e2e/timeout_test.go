@@ -16,7 +16,7 @@ import (
 	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/dev/stack"
-	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // appWithTimeout copies the function app (host.json, the function.json

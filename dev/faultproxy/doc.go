@@ -4,7 +4,7 @@
 // A [Proxy] listens on 127.0.0.1 (TLS with an in-memory self-signed
 // certificate, or plain HTTP) and forwards every request to one upstream
 // Cosmos DB endpoint, such as the project's test server started by
-// dev/testenv, skipping verification of the upstream's certificate. Client
+// internal/testenv, skipping verification of the upstream's certificate. Client
 // and upstream connections are kept alive. The account read (GET /) is
 // rewritten so that the account's locations name the proxy: a client that
 // follows them keeps talking to the proxy.

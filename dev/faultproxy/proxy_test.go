@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/opstatus/opstatus/dev/faultproxy"
-	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 func TestPassthrough(t *testing.T) {

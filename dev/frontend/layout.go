@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // Shape is how the stand-in writes a request's items.

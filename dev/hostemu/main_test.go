@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/testenv"
 	"github.com/stretchr/testify/require"
 )
 

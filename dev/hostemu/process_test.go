@@ -15,7 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/stretchr/testify/require"
 
-	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 const scanEverySecondJSON = `{"bindings":[{"name":"timer","type":"timerTrigger","direction":"in","schedule":"%SCAN_SCHEDULE%"}]}`

@@ -13,7 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/stretchr/testify/require"
 
-	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 func TestScaleOvershoot(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/opstatus/opstatus/dev/stack"
-	"github.com/opstatus/opstatus/dev/testenv"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // funcStart writes local.settings.json for the running stack and starts the

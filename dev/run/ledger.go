@@ -5,8 +5,8 @@ import (
 
 	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/stack"
-	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/budget"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // seedLedger creates an empty ledger of budget in the stack's Leases

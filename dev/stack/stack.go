@@ -26,8 +26,8 @@ import (
 	"github.com/opstatus/opstatus/dev/clustersim"
 	"github.com/opstatus/opstatus/dev/frontend"
 	"github.com/opstatus/opstatus/dev/hostemu"
-	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/config"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // Database is the demo database name.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/arm"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // TestNotifierReusesConnections sends two rounds of 32 concurrent

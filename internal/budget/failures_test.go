@@ -13,10 +13,10 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/budget"
 	"github.com/opstatus/opstatus/internal/budget/budgettesting"
 	"github.com/opstatus/opstatus/internal/telemetry"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // leasesContainer is the Leases container of a new database of the

@@ -27,8 +27,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/opstatus/opstatus/dev/testenv"
 	"github.com/opstatus/opstatus/internal/entra"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // Replies as Cluster Service sends them.
