@@ -116,13 +116,13 @@ func payload(docs ...string) map[string]json.RawMessage {
 }
 
 // invoke runs pickup on data and returns its result, error and log.
-func (f *fixture) invoke(t *testing.T, data map[string]json.RawMessage) (*functions.Result, error, string) {
+func (f *fixture) invoke(t *testing.T, data map[string]json.RawMessage) (*functions.Result, string, error) {
 	t.Helper()
 	var logs bytes.Buffer
 	inv := &functions.Invocation{ID: "pickup-1", Function: "pickup", Data: data, Metadata: map[string]json.RawMessage{},
 		Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	res, err := f.pickup.Handle(context.Background(), inv)
-	return res, err, logs.String()
+	return res, logs.String(), err
 }
 
 func (f *fixture) status(t *testing.T, id string) arm.ProvisioningState {
@@ -158,7 +158,7 @@ func TestPickupPollsOnlyNewOperations(t *testing.T) {
 		// Documents that are no operation at all.
 		`42`, `"text"`, `null`, `[]`, `{}`, `{"id":"no-partition"}`, `{"id":7,"partitionKey":"sub"}`,
 	}
-	res, err, logs := f.invoke(t, payload(docs...))
+	res, logs, err := f.invoke(t, payload(docs...))
 	require.NoError(t, err)
 	require.Equal(t, poll.Tally{poll.OutcomeUpdated: 2}, res.ReturnValue, logs)
 	require.Equal(t, 1, f.calls("new"))
@@ -187,7 +187,7 @@ func TestPickupPollsNewDeletes(t *testing.T) {
 		f.doc(t, "create", nil),
 		f.doc(t, "update", nil),
 	}
-	res, err, logs := f.invoke(t, payload(docs...))
+	res, logs, err := f.invoke(t, payload(docs...))
 	require.NoError(t, err)
 	require.Equal(t, poll.Tally{poll.OutcomeUnchanged: 1}, res.ReturnValue, logs)
 	require.Equal(t, 1, f.calls("delete"), "the new Delete is checked in the invocation")
@@ -203,7 +203,7 @@ func TestPickupLogsUnusableDocumentsBounded(t *testing.T) {
 	for i := range docs {
 		docs[i] = fmt.Sprintf(`{"id":%d}`, i)
 	}
-	res, err, logs := f.invoke(t, payload(docs...))
+	res, logs, err := f.invoke(t, payload(docs...))
 	require.NoError(t, err)
 	require.Equal(t, poll.Tally{}, res.ReturnValue)
 	require.Equal(t, 11, strings.Count(logs, "level=WARN"), logs)
@@ -215,13 +215,13 @@ func TestPickupLogsUnusableDocumentsBounded(t *testing.T) {
 // to do.
 func TestPickupBatchShapes(t *testing.T) {
 	f := newFixture(t, "installing")
-	_, err, logs := f.invoke(t, map[string]json.RawMessage{pickup.Binding: json.RawMessage(`{"id":"x"}`)})
+	_, logs, err := f.invoke(t, map[string]json.RawMessage{pickup.Binding: json.RawMessage(`{"id":"x"}`)})
 	require.Equal(t, http.StatusBadRequest, functions.StatusOf(err))
 	require.Contains(t, logs, "unreadable change feed batch")
-	_, err, _ = f.invoke(t, map[string]json.RawMessage{"other": json.RawMessage(`[]`)})
+	_, _, err = f.invoke(t, map[string]json.RawMessage{"other": json.RawMessage(`[]`)})
 	require.Equal(t, http.StatusBadRequest, functions.StatusOf(err))
 
-	res, err, _ := f.invoke(t, payload())
+	res, _, err := f.invoke(t, payload())
 	require.NoError(t, err)
 	require.Equal(t, poll.Tally{}, res.ReturnValue)
 }
@@ -233,7 +233,7 @@ func TestPickupDeferredOperationIsScansAfterTheInterval(t *testing.T) {
 	f := newFixture(t, "installing")
 	f.create("new")
 	f.cs.SetStatus(internalID("new"), http.StatusServiceUnavailable, `{"kind":"Error","reason":"down"}`)
-	res, err, _ := f.invoke(t, payload(f.doc(t, "new", nil)))
+	res, _, err := f.invoke(t, payload(f.doc(t, "new", nil)))
 	require.NoError(t, err)
 	require.Equal(t, poll.Tally{poll.OutcomeDeferred: 1}, res.ReturnValue)
 	require.Equal(t, arm.ProvisioningStateAccepted, f.status(t, "new"))
@@ -251,7 +251,7 @@ func TestPickupDeferredOperationIsScansAfterTheInterval(t *testing.T) {
 func TestPickupAndScanCheckOnceAnInterval(t *testing.T) {
 	f := newFixture(t, "pending")
 	f.create("new")
-	_, err, _ := f.invoke(t, payload(f.doc(t, "new", nil)))
+	_, _, err := f.invoke(t, payload(f.doc(t, "new", nil)))
 	require.NoError(t, err)
 	require.Equal(t, 1, f.calls("new"))
 
@@ -281,7 +281,7 @@ func TestPickupLateIsSuperseded(t *testing.T) {
 	// though not since the pickup.
 	f.pickup.Now = func() time.Time { return time.Now().Add(interval / 2) }
 	f.offset = interval + time.Second
-	res, err, _ := f.invoke(t, payload(doc))
+	res, _, err := f.invoke(t, payload(doc))
 	require.NoError(t, err)
 	require.Equal(t, poll.Tally{poll.OutcomeSuperseded: 1}, res.ReturnValue)
 	require.Zero(t, f.cs.Calls())
@@ -330,7 +330,7 @@ func TestPickupInAFixedPartition(t *testing.T) {
 		f.doc(t, "no-sub", nil),
 		f.doc(t, "new", func(m map[string]any) { m["id"], m["partitionKey"] = "elsewhere", sub }),
 	}
-	res, err, logs := f.invoke(t, payload(docs...))
+	res, logs, err := f.invoke(t, payload(docs...))
 	require.NoError(t, err)
 	require.Equal(t, poll.Tally{poll.OutcomeUpdated: 1}, res.ReturnValue, logs)
 	require.Equal(t, 1, f.cs.Calls())

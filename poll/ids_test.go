@@ -20,7 +20,7 @@ import (
 
 // invokeLogged delivers a message built from fields, as JSON, and returns
 // the answer with the invocation's log.
-func (f *fixture) invokeLogged(t *testing.T, fields map[string]any) (*functions.Result, error, string) {
+func (f *fixture) invokeLogged(t *testing.T, fields map[string]any) (*functions.Result, string, error) {
 	t.Helper()
 	msg, err := json.Marshal(fields)
 	require.NoError(t, err)
@@ -33,7 +33,7 @@ func (f *fixture) invokeLogged(t *testing.T, fields map[string]any) (*functions.
 		Log:      slog.New(slog.NewTextHandler(&logs, nil)),
 	}
 	res, err := f.fn.Handle(context.Background(), inv)
-	return res, err, logs.String()
+	return res, logs.String(), err
 }
 
 // Every id Cosmos DB stores, however awkward, is polled like any other.
@@ -48,7 +48,7 @@ func TestPollActsOnEveryIDCosmosAccepts(t *testing.T) {
 	}
 	for _, id := range ops {
 		f.putOp(database.Operation{ID: id, Request: arm.RequestCreate, Status: arm.ProvisioningStateAccepted})
-		res, err, logs := f.invokeLogged(t, map[string]any{"subscriptionId": sub, "operationId": id})
+		res, logs, err := f.invokeLogged(t, map[string]any{"subscriptionId": sub, "operationId": id})
 		require.NoError(t, err, "%q", id)
 		require.Equal(t, poll.OutcomeUpdated, only(t, res), "%q: %s", id, logs)
 		require.Equal(t, arm.ProvisioningStateProvisioning, f.op(t, id).Status, "%q", id)
@@ -62,7 +62,7 @@ func TestPollActsOnEveryIDCosmosAccepts(t *testing.T) {
 		op := &database.Operation{ID: "op", PartitionKey: strings.ToLower(s), Request: arm.RequestCreate,
 			Status: arm.ProvisioningStateAccepted, ExternalID: strings.Replace(clusterKey, sub, s, 1), InternalID: clusterCS}
 		f.db.PutOperation(op)
-		res, err, logs := f.invokeLogged(t, map[string]any{"subscriptionId": s, "operationId": "op"})
+		res, logs, err := f.invokeLogged(t, map[string]any{"subscriptionId": s, "operationId": "op"})
 		require.NoError(t, err, "%q", s)
 		require.Equal(t, poll.OutcomeUpdated, only(t, res), "%q: %s", s, logs)
 	}
@@ -90,7 +90,7 @@ func TestPollAnswersInvalidToIDsItWillNotUse(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
-			res, err, logs := f.invokeLogged(t, map[string]any{"subscriptionId": ids[0], "operationId": ids[1]})
+			res, logs, err := f.invokeLogged(t, map[string]any{"subscriptionId": ids[0], "operationId": ids[1]})
 			require.NoError(t, err)
 			require.Equal(t, poll.OutcomeInvalid, only(t, res))
 			require.Contains(t, logs, "level=ERROR")

@@ -55,7 +55,7 @@ func TestFailedNotificationLogsNoQuery(t *testing.T) {
 		spans.WriteString(s.Status().Description + "\n")
 		for _, e := range s.Events() {
 			for _, kv := range e.Attributes {
-				spans.WriteString(kv.Value.Emit() + "\n")
+				spans.WriteString(kv.Value.String() + "\n")
 			}
 		}
 	}

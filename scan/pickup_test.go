@@ -37,7 +37,7 @@ func TestScanLeavesNewOperationsToPickup(t *testing.T) {
 
 	scanAt := func(at time.Time, pickupRuns bool) ([]string, string) {
 		fn := &scan.Function{DB: db, Interval: interval, PickupRuns: pickupRuns, Now: func() time.Time { return at }}
-		res, err, logs := scanLogged(t, fn, timer)
+		res, logs, err := scanLogged(t, fn, timer)
 		require.NoError(t, err)
 		return flat(res.Outputs[scan.OutputBinding].([]queuemsg.Message)), logs
 	}

@@ -30,7 +30,7 @@ const timer = `{"Schedule":{"AdjustForDST":true},"ScheduleStatus":null,"IsPastDu
 var scanStart = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
 // scanLogged runs fn as the host would and returns the result and the log.
-func scanLogged(t *testing.T, fn *scan.Function, timerPayload string) (*functions.Result, error, string) {
+func scanLogged(t *testing.T, fn *scan.Function, timerPayload string) (*functions.Result, string, error) {
 	t.Helper()
 	if fn.Now == nil {
 		fn.Now = func() time.Time { return scanStart }
@@ -43,14 +43,14 @@ func scanLogged(t *testing.T, fn *scan.Function, timerPayload string) (*function
 		Log:      slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	res, err := fn.Handle(context.Background(), inv)
-	return res, err, logs.String()
+	return res, logs.String(), err
 }
 
 // messages scans db and returns the messages, checking what every message
 // must be.
 func messages(t *testing.T, fn *scan.Function) []queuemsg.Message {
 	t.Helper()
-	res, err, _ := scanLogged(t, fn, timer)
+	res, _, err := scanLogged(t, fn, timer)
 	require.NoError(t, err)
 	msgs, ok := res.Outputs[scan.OutputBinding].([]queuemsg.Message)
 	require.True(t, ok, "%T", res.Outputs[scan.OutputBinding])
@@ -122,7 +122,7 @@ func TestScanInAFixedPartition(t *testing.T) {
 	put("workaround", "no-sub", "/resourceGroups/rg")
 	put("sub-a", "elsewhere", "/subscriptions/sub-a/resourceGroups/rg/providers/Microsoft.RedHatOpenShift/hcpOpenShiftClusters/c3")
 
-	res, err, logs := scanLogged(t, &scan.Function{DB: db}, timer)
+	res, logs, err := scanLogged(t, &scan.Function{DB: db}, timer)
 	require.NoError(t, err)
 	require.Equal(t, []string{"sub-a/2", "sub-b/1"}, flat(res.Outputs[scan.OutputBinding].([]queuemsg.Message)))
 	require.Contains(t, logs, "reason=subscription")
@@ -168,7 +168,7 @@ func TestScanBatchesInSubscriptionOrder(t *testing.T) {
 }
 
 func TestScanWithNothingPendingSendsNoMessage(t *testing.T) {
-	res, err, _ := scanLogged(t, &scan.Function{DB: databasetesting.NewMemoryClient(time.Second)}, `"not even a timer"`)
+	res, _, err := scanLogged(t, &scan.Function{DB: databasetesting.NewMemoryClient(time.Second)}, `"not even a timer"`)
 	require.NoError(t, err, "an odd timer payload does not stop the scan")
 	require.Empty(t, res.Outputs[scan.OutputBinding])
 	require.Equal(t, 0, res.ReturnValue)
@@ -184,7 +184,7 @@ func TestScanIgnoresTheScheduleStatus(t *testing.T) {
 		`{"Schedule":{"AdjustForDST":true},"ScheduleStatus":{"Last":"0001-01-01T00:00:00","Next":"2026-11-30T12:00:00+00:00","LastUpdated":"0001-01-01T00:00:00"},"IsPastDue":true}`,
 		`{}`,
 	} {
-		res, err, _ := scanLogged(t, &scan.Function{DB: db}, payload)
+		res, _, err := scanLogged(t, &scan.Function{DB: db}, payload)
 		require.NoError(t, err)
 		msgs := res.Outputs[scan.OutputBinding].([]queuemsg.Message)
 		require.Len(t, msgs, 1)
@@ -203,7 +203,7 @@ func TestScanFailsWhenTheListingFails(t *testing.T) {
 		}
 		return nil
 	}
-	_, err, _ := scanLogged(t, &scan.Function{DB: db}, timer)
+	_, _, err := scanLogged(t, &scan.Function{DB: db}, timer)
 	require.ErrorIs(t, err, database.ErrUnavailable)
 	require.ErrorContains(t, err, "list pending operations")
 }
@@ -237,7 +237,7 @@ func (s slowListing) PendingOperations(ctx context.Context) iter.Seq2[database.P
 func TestScanStopsAtItsDeadline(t *testing.T) {
 	fn := &scan.Function{DB: slowListing{DBClient: databasetesting.NewMemoryClient(time.Second), n: 1000, delay: 10 * time.Millisecond},
 		Deadline: 100 * time.Millisecond}
-	_, err, _ := scanLogged(t, fn, timer)
+	_, _, err := scanLogged(t, fn, timer)
 	require.ErrorContains(t, err, "did not finish within 100ms")
 	require.ErrorContains(t, err, "functionTimeout")
 }
@@ -272,7 +272,7 @@ func TestScanSkipsOnlyTheIDsPollRefuses(t *testing.T) {
 		putPending(db, ids[0], ids[1])
 	}
 
-	res, err, logs := scanLogged(t, &scan.Function{DB: db}, timer)
+	res, logs, err := scanLogged(t, &scan.Function{DB: db}, timer)
 	require.NoError(t, err)
 	msgs := res.Outputs[scan.OutputBinding].([]queuemsg.Message)
 	for _, m := range msgs {
@@ -315,7 +315,7 @@ func TestScanSkipsWhatPollWouldCallInvalidAndLogsItHourly(t *testing.T) {
 		return strings.Count(logs, "operation skipped: poll could not act on it")
 	}
 
-	res, err, logs := scanLogged(t, fn, timer)
+	res, logs, err := scanLogged(t, fn, timer)
 	require.NoError(t, err)
 	require.Equal(t, []string{"sub/good"}, flat(res.Outputs[scan.OutputBinding].([]queuemsg.Message)))
 	require.Equal(t, 3, skippedLines(logs), logs)
@@ -324,13 +324,13 @@ func TestScanSkipsWhatPollWouldCallInvalidAndLogsItHourly(t *testing.T) {
 	}
 
 	now = now.Add(10 * time.Second)
-	res, err, logs = scanLogged(t, fn, timer)
+	res, logs, err = scanLogged(t, fn, timer)
 	require.NoError(t, err)
 	require.Equal(t, []string{"sub/good"}, flat(res.Outputs[scan.OutputBinding].([]queuemsg.Message)))
 	require.Zero(t, skippedLines(logs), "logged again ten seconds later:\n%s", logs)
 
 	now = now.Add(time.Hour)
-	_, _, logs = scanLogged(t, fn, timer)
+	_, logs, _ = scanLogged(t, fn, timer)
 	require.Equal(t, 3, skippedLines(logs), "not logged again an hour later:\n%s", logs)
 }
 
@@ -352,7 +352,7 @@ func TestScanSendsNodePoolsOfEitherAPI(t *testing.T) {
 		put(form.name+"-update", arm.RequestUpdate, arm.ProvisioningStateUpdating, form.path)
 		put(form.name+"-delete", arm.RequestDelete, arm.ProvisioningStateDeleting, form.path)
 	}
-	res, err, logs := scanLogged(t, &scan.Function{DB: db}, timer)
+	res, logs, err := scanLogged(t, &scan.Function{DB: db}, timer)
 	require.NoError(t, err)
 	require.NotContains(t, logs, "operation skipped")
 	require.ElementsMatch(t, []string{"sub/cm-create", "sub/cm-update", "sub/cm-delete", "sub/hcp-create", "sub/hcp-update", "sub/hcp-delete"},

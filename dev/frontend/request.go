@@ -399,7 +399,7 @@ func (f *Frontend) updateResource(ctx context.Context, sub, key string, change f
 			return err
 		}
 		if doc == nil {
-			return fmt.Errorf("Resources item for %s: not found", key)
+			return fmt.Errorf("no Resources item for %s", key)
 		}
 		change(doc)
 		body, err := json.Marshal(doc)

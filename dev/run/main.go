@@ -68,7 +68,7 @@ func run(ctx context.Context, out io.Writer, keep, realHost bool, timeout time.D
 	if realHost {
 		host = "the Functions host (func start)"
 		if _, err := exec.LookPath("func"); err != nil {
-			return 1, errors.New("Azure Functions Core Tools (func) is not installed; make run uses the host emulator instead")
+			return 1, errors.New("func, Azure Functions Core Tools, is not installed; make run uses the host emulator instead")
 		}
 	}
 	fmt.Fprintf(out, "starting Azurite, the Cosmos test server, the Cluster Service simulator and %s…\n", host)
