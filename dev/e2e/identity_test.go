@@ -343,19 +343,28 @@ func TestClusterServiceAuthSettingsAtStart(t *testing.T) {
 			"opstatus: setting CLUSTER_SERVICE_CA_BUNDLE: a Key Vault reference the platform did not resolve (the identity's access to the secret, keyVaultReferenceIdentity)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// A handler that starts instead is stopped, and fails the test.
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			port, err := testenv.FreePort()
-			require.NoError(t, err)
-			cmd := exec.CommandContext(ctx, testenv.Build(t, "."))
-			cmd.Env = append([]string{"FUNCTIONS_CUSTOMHANDLER_PORT=" + strconv.Itoa(port), "COSMOS_ENDPOINT=https://127.0.0.1:1",
-				"COSMOS_DATABASE=d", "AZURE_LOCATION=eastus", "CLUSTER_SERVICE_URL=https://127.0.0.1:2"}, tc.env...)
-			out, err := cmd.CombinedOutput()
-			var exit *exec.ExitError
-			require.ErrorAs(t, err, &exit, string(out))
-			require.Equal(t, 1, exit.ExitCode())
-			require.Equal(t, tc.want+"\n", string(out))
+			out := refusedAtStart(t, tc.env...)
+			require.Equal(t, tc.want+"\n", out)
 		})
 	}
+}
+
+// refusedAtStart runs the built handler with a minimal valid environment
+// plus env, requires it to stop at start with status 1, and returns what it
+// printed. A handler that starts instead is stopped after 30 s, and fails
+// the test.
+func refusedAtStart(t *testing.T, env ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	port, err := testenv.FreePort()
+	require.NoError(t, err)
+	cmd := exec.CommandContext(ctx, testenv.Build(t, "."))
+	cmd.Env = append([]string{"FUNCTIONS_CUSTOMHANDLER_PORT=" + strconv.Itoa(port), "COSMOS_ENDPOINT=https://127.0.0.1:1",
+		"COSMOS_DATABASE=d", "AZURE_LOCATION=eastus", "CLUSTER_SERVICE_URL=https://127.0.0.1:2"}, env...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, string(out))
+	require.Equal(t, 1, exit.ExitCode())
+	return string(out)
 }
