@@ -46,23 +46,33 @@ function itemID(req, kind, segs) {
 
 /**
  * observe records the request's effect on a lock item once its answer has
- * been sent. database, container, kind and segs are counts.js's view of it.
+ * been sent, timed when the answer was written. database, container, kind and segs are counts.js's view of it.
  */
 function observe(req, res, database, container, kind, segs) {
   if (container !== LOCKS_CONTAINER || (kind !== "create" && kind !== "delete")) return;
   const id = itemID(req, kind, segs);
   if (id === undefined) return;
   const owner = String(req.headers[OWNER_HEADER] || "");
+  // The time the answer's head is written (res.end writes it through
+  // writeHead too), not its "finish": on a loaded machine "finish" can run
+  // after the client has read the answer and acted on it.
+  let answered;
+  const writeHead = res.writeHead;
+  res.writeHead = function (...args) {
+    answered ??= now();
+    return writeHead.apply(this, args);
+  };
   res.on("finish", () => {
     const s = state(database);
+    const at = answered ?? now();
     if (kind === "create" && res.statusCode === 201) {
       if (s.open.has(id)) s.expired += 1;
-      s.open.set(id, { owner, start: now() });
+      s.open.set(id, { owner, start: at });
     } else if (kind === "delete" && res.statusCode === 204) {
       const open = s.open.get(id);
       if (!open) return;
       s.open.delete(id);
-      s.holds.push({ id, owner: open.owner, start: open.start, end: now() });
+      s.holds.push({ id, owner: open.owner, start: open.start, end: at });
     }
   });
 }
