@@ -123,7 +123,8 @@ var table = []scenario{{
 		fs.IntVar(&c.warmupMax, "warmup-max", 1000, "largest N whose opstatus runs start with a warm-up pass (above it the first pass is measured)")
 		fs.BoolVar(&c.fromIdle, "from-idle", false, "opstatus runs measure their first pass, poll starting from its always-ready instances (none by default), without a warm-up or a wait for scale-out")
 	},
-	perN: runOpstatus,
+	fixed: func(c *config) { c.freshTimeout = 90 * time.Second },
+	perN:  runOpstatus,
 }, {
 	name:     "baseline",
 	measures: "the serial polling loop opstatus replaces, on the same data, at N = 1,000 (extrapolated linearly to the other N)",

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -119,4 +120,20 @@ func TestRunScenariosOrder(t *testing.T) {
 	require.ErrorContains(t, err, "boom")
 	require.Empty(t, got, "a failed scenario ends the run")
 	require.True(t, slices.Equal(scenarios, []string{"coldstart", "scan", "opstatus", "baseline", "holds", "backlog", "pickup", "pickupcold", "budget", "mixed"}), "%v", scenarios)
+}
+
+// TestDefaultsSetEveryNumber parses no flags and requires each number of
+// the run's settings to be set, by a flag's default or a scenario's fixed
+// values: a value no flag sets any more must still have one (a zero wait
+// for the flip's updates once measured no freshness at all).
+func TestDefaultsSetEveryNumber(t *testing.T) {
+	cfg, err := parseFlags(nil)
+	require.NoError(t, err)
+	v := reflect.ValueOf(cfg)
+	for i := range v.NumField() {
+		switch f := v.Field(i); f.Kind() {
+		case reflect.Int, reflect.Int64, reflect.Float64:
+			require.False(t, f.IsZero(), "config.%s is zero by default", v.Type().Field(i).Name)
+		}
+	}
 }
