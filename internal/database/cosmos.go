@@ -129,12 +129,12 @@ func NewCosmosClient(cfg CosmosConfig) (*CosmosClient, error) {
 	return c, nil
 }
 
-// ReadContainer reads container name of the client's database, which
-// holds holds, so that a setting that names one that does not exist, or
-// one whose partition key opstatus cannot fill, is found at start, before
-// a request to it fails: ErrContainerNotFound when it or its database does
-// not exist, a *PartitionKeyError when its partition key is not one of
-// servedPath's.
+// ReadContainer reads container name of the client's database, the one
+// for what holds says, so that a setting that names one that does not
+// exist, or one whose partition key opstatus cannot fill, is found at
+// start, before a request to it fails: ErrContainerNotFound when it or its
+// database does not exist, a *PartitionKeyError when its partition key is
+// not one opstatus fills for what it holds.
 func (c *CosmosClient) ReadContainer(ctx context.Context, name string, holds Holds) error {
 	container, err := c.client.NewContainer(c.database, name)
 	if err != nil {
