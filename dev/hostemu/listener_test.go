@@ -43,6 +43,13 @@ func (f *fakeQueue) receive(ctx context.Context, n int) ([]*azqueue.DequeuedMess
 // hour, so that only a notification or a found batch brings the next
 // receive soon. It runs until the test ends.
 func testListener(t *testing.T, batch, threshold int, handle func(id string)) (*poller, *fakeQueue) {
+	p, f := newTestListener(batch, threshold, handle)
+	startListener(t, p)
+	return p, f
+}
+
+// newTestListener is testListener's listener before it runs.
+func newTestListener(batch, threshold int, handle func(id string)) (*poller, *fakeQueue) {
 	h := &Host{config: HostConfig{Queues: QueuesConfig{
 		BatchSize: batch, NewBatchThreshold: threshold, MaxDequeueCount: 5,
 		MaxPollingInterval: time.Hour, MessageEncoding: EncodingNone,
@@ -64,11 +71,15 @@ func testListener(t *testing.T, batch, threshold int, handle func(id string)) (*
 		},
 	}
 	in.watchers["q"] = []*poller{p}
+	return p, f
+}
+
+// startListener runs p until the test ends.
+func startListener(t *testing.T, p *poller) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { p.run(ctx, ctx, &wg) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return p, f
 }
 
 // nextReceive waits for the listener's next receive.
@@ -107,8 +118,9 @@ func messages(from, n int) []*azqueue.DequeuedMessage {
 func TestListenerForgetsNotificationsFromBeforeTheReceive(t *testing.T) {
 	// QueueListener.ExecuteAsync replaces its notification source before
 	// it receives: a queue write from before does not shorten the back-off.
-	p, f := testListener(t, 16, 8, nil)
+	p, f := newTestListener(16, 8, nil)
 	p.in.notify("q") // a write lands before the first receive
+	startListener(t, p)
 	c := nextReceive(t, f)
 	require.Empty(t, p.wake, "the notification was forgotten when the receive began")
 	c.reply <- nil
