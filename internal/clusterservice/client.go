@@ -43,9 +43,10 @@ const (
 	UserAgent = "opstatus"
 )
 
-// Connection pool sizing: as many idle connections per host as poll has
-// requests in flight by default (CLUSTER_SERVICE_MAX_IN_FLIGHT). The number
-// of connections is not capped: a poll that waited for one between its
+// Connection pool sizing: up to 64 idle connections per host are kept;
+// requests in flight beyond them (CLUSTER_SERVICE_MAX_IN_FLIGHT, 256 by
+// default) dial connections that are closed once done. The number of
+// connections is not capped: a poll that waited for one between its
 // superseded check and its call could call Cluster Service twice in one
 // scan interval.
 const (
