@@ -1358,7 +1358,7 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			edit: func(t *testing.T, tmpl map[string]any) {
 				setSetting(t, tmpl, "GOMAXPROCS", "2")
 			},
-			want: `GOMAXPROCS is "2", want 1: the cores of a 2048 MB instance`,
+			want: `GOMAXPROCS is "2", want 1: the cores of a 512 MB instance`,
 		},
 	})
 }

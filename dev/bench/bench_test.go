@@ -218,7 +218,7 @@ func TestParseFlags(t *testing.T) {
 	require.Equal(t, []int{1000, 10000, 50000}, cfg.ns)
 	require.Equal(t, []int{40}, cfg.instances, "the template's maximumInstanceCount")
 	require.Equal(t, map[string]int{"poll": 1, "pickup": 1}, cfg.alwaysReady, "the template's alwaysReady")
-	require.Equal(t, 2048, cfg.instanceMemory, "the template's instanceMemoryMB: 1 core")
+	require.Equal(t, 512, cfg.instanceMemory, "the template's instanceMemoryMB: 0.25 core")
 	require.Equal(t, 30*time.Second, cfg.scaleInterval, "the platform's")
 	require.Equal(t, 256, cfg.budget, "the template's")
 	require.Equal(t, []int{1000}, cfg.baselineNs)

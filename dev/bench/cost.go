@@ -162,11 +162,11 @@ type deployment struct {
 	Host hostLogging
 }
 
-// templateDeployment is deploy/azuredeploy.json's defaults: 2,048 MB
+// templateDeployment is deploy/azuredeploy.json's defaults: 512 MB
 // instances, one always-ready instance each for poll and pickup; one lease
 // assumed (a container under 10,000 RU/s and 50 GB has one physical
 // partition).
-var templateDeployment = deployment{MemoryMB: 2048, AlwaysReady: map[string]int{"poll": 1, "pickup": 1}, PickupLeases: 1,
+var templateDeployment = deployment{MemoryMB: 512, AlwaysReady: map[string]int{"poll": 1, "pickup": 1}, PickupLeases: 1,
 	Host: repoHostLogging()}
 
 // gb is the instance memory in the GB of the GB-s meters.
@@ -710,13 +710,6 @@ func (r *results) costRun(n int) (hostResult, bool) {
 // costNs are the N the report estimates a month for.
 var costNs = []int{targetN1k, targetN10k}
 
-// smallDeployment is the template's with 512 MB instances.
-func smallDeployment() deployment {
-	d := templateDeployment
-	d.MemoryMB = 512
-	return d
-}
-
 // readyList formats always-ready counts as the template names them.
 func readyList(ready map[string]int) string {
 	var parts []string
@@ -768,8 +761,8 @@ func (r *results) costs(w io.Writer) {
 	}
 	fmt.Fprintf(w, "), so it already pays %s RU/s every hour (10 %% of each maximum: $%.2f a month, not opstatus's); opstatus adds its request units a second to each hour's peak\n",
 		grouped(float64(rpFloorRUs())), float64(rpFloorRUs())/100*costMonth.Hours()*priceCosmosAutoscale.USD)
-	fmt.Fprintf(w, "  an always-ready instance costs $%.2f a month at %d MB, $%.2f at 512 MB (baseline, in the totals; its execution time then bills at %s per GB-s)\n",
-		alwaysReadyUSD(d.MemoryMB), d.MemoryMB, alwaysReadyUSD(512), usd(priceFlexReadyGBs.USD))
+	fmt.Fprintf(w, "  an always-ready instance costs $%.2f a month at %d MB, $%.2f at 2048 MB (baseline, in the totals; its execution time then bills at %s per GB-s)\n",
+		alwaysReadyUSD(d.MemoryMB), d.MemoryMB, alwaysReadyUSD(2048), usd(priceFlexReadyGBs.USD))
 	for _, n := range costNs {
 		h, ok := r.costRun(n)
 		m, measured := r.estimate(h, d)
@@ -820,9 +813,8 @@ func (r *results) costs(w io.Writer) {
 			s := pickupShare(h, r.Pickup, d)
 			share = fmt.Sprintf(" (pickup's share $%.2f: without it $%.2f)", s, m.Total-s)
 		}
-		small, _ := r.estimate(h, smallDeployment())
-		fmt.Fprintf(w, "  total           $%.2f a month%s; at 512 MB instances $%.2f (the same execution times assumed); the free grants, unused elsewhere, would take off $%.2f; the same work on one always-on EP1 instance: $%.2f ($%.2f of compute, the same queue, Cosmos DB and logs)\n",
-			m.Total, share, small.Total, m.Grants, m.AlwaysOn, priceEP1Hour.USD*costMonth.Hours())
+		fmt.Fprintf(w, "  total           $%.2f a month%s; the free grants, unused elsewhere, would take off $%.2f; the same work on one always-on EP1 instance: $%.2f ($%.2f of compute, the same queue, Cosmos DB and logs)\n",
+			m.Total, share, m.Grants, m.AlwaysOn, priceEP1Hour.USD*costMonth.Hours())
 	}
 }
 
@@ -839,9 +831,7 @@ func (r *results) costHeadlines() {
 		if !measured {
 			continue
 		}
-		small, _ := r.estimate(h, smallDeployment())
 		r.add(fmt.Sprintf("cost_usd_month_n%d", n), f2(m.Total))
-		r.add(fmt.Sprintf("cost_usd_month_512mb_n%d", n), f2(small.Total))
 		r.add(fmt.Sprintf("cost_usd_month_always_on_n%d", n), f2(m.AlwaysOn))
 		if r.Pickup != nil {
 			r.add(fmt.Sprintf("cost_usd_month_pickup_n%d", n), f2(pickupShare(h, r.Pickup, templateDeployment)))

@@ -177,7 +177,7 @@ func hostAtN1000() hostResult {
 	}
 }
 
-// onDemand is the template's deployment without always-ready instances:
+// onDemand is a 2,048 MB deployment without always-ready instances:
 // every execution at the on-demand rate, and the host logging every
 // invocation's request, "Executing", "Executed" and trigger details.
 var onDemand = deployment{MemoryMB: 2048, AlwaysReady: map[string]int{}, PickupLeases: 1, Host: hostLogging{Timer: 3, Queue: 4}}
@@ -324,8 +324,8 @@ func TestAlwaysReady(t *testing.T) {
 
 	// Without pickup the template buys no always-ready instance for it, so
 	// pickup's share holds its baseline.
-	d = templateDeployment
-	d.Host = onDemand.Host
+	d = onDemand
+	d.AlwaysReady = templateDeployment.AlwaysReady
 	require.InDelta(t, pickupShare(hostAtN1000(), p, onDemand)+21.024-
 		(m.group("pickup").GBs*(0.000026-0.000016)), pickupShare(hostAtN1000(), p, d), 1e-6)
 }
@@ -352,8 +352,8 @@ func TestTemplateDeployment(t *testing.T) {
 		}
 	}
 	require.NoError(t, json.Unmarshal(b, &tmpl))
-	require.JSONEq(t, "2048", string(tmpl.Parameters["instanceMemoryMB"].DefaultValue))
-	require.Equal(t, 2048, templateDeployment.MemoryMB)
+	require.JSONEq(t, "512", string(tmpl.Parameters["instanceMemoryMB"].DefaultValue))
+	require.Equal(t, 512, templateDeployment.MemoryMB)
 	sites := 0
 	for _, r := range tmpl.Resources {
 		if r.Type != "Microsoft.Web/sites" {
@@ -416,18 +416,16 @@ func TestCostReport(t *testing.T) {
 	r.report(&out)
 	text := out.String()
 	m, _ := estimate(hostAtN1000(), nil, templateDeployment)
-	small, _ := estimate(hostAtN1000(), nil, smallDeployment())
 	require.Contains(t, text, "\ncost_usd_month_n1000="+f2(m.Total)+"\n")
-	require.Contains(t, text, "\ncost_usd_month_512mb_n1000="+f2(small.Total)+"\n")
 	require.Contains(t, text, "\ncost_usd_month_always_on_n1000="+f2(m.AlwaysOn)+"\n")
 	require.NotContains(t, text, "cost_usd_month_n10000=")
 	require.Contains(t, text, "N=10000: not measured in this run")
 	// poll's execution at the always-ready rate, scan's on demand, and the
 	// two always-ready instances' baseline.
-	require.Contains(t, text, "billed 1.00 s of at most 10 s, 10.0 invocations; × 2.00 GB = 525,600 GB-s = $8.41")
-	require.Contains(t, text, "billed 1.00 s of at most 10 s, 1.0 invocations; × 2.00 GB = 525,600 GB-s = $13.67")
+	require.Contains(t, text, "billed 1.00 s of at most 10 s, 10.0 invocations; × 0.50 GB = 131,400 GB-s = $2.10")
+	require.Contains(t, text, "billed 1.00 s of at most 10 s, 1.0 invocations; × 0.50 GB = 131,400 GB-s = $3.42")
 	require.Contains(t, text, "always-ready instances: function:pickup 1, function:poll 1;")
-	require.Contains(t, text, "always ready    function:pickup 1, function:poll 1, each $21.02 a month in baseline = $42.05")
+	require.Contains(t, text, "always ready    function:pickup 1, function:poll 1, each $5.26 a month in baseline = $10.51")
 	require.Contains(t, text, "free grants a month")
 	require.Contains(t, text, "\nalways_ready_usd_month_per_instance_2048mb=21.02\n")
 	require.Contains(t, text, "\nalways_ready_usd_month_per_instance_512mb=5.26\n")

@@ -35,7 +35,7 @@ var everyRun = scenario{
 	figures: []string{"binary_mib", "cs_budget", "cs_in_flight_max",
 		"always_ready_usd_month_per_instance_2048mb", "always_ready_usd_month_per_instance_512mb"},
 	fixed: func(c *config) {
-		c.instanceMemory, c.opsPerSub, c.settings = 2048, 4, map[string]string{}
+		c.instanceMemory, c.opsPerSub, c.settings = templateDeployment.MemoryMB, 4, map[string]string{}
 	},
 	flags: func(fs *flag.FlagSet, c *config) {
 		fs.DurationVar(&c.latency, "latency", 50*time.Millisecond, "Cluster Service simulator latency on every status call")
@@ -115,7 +115,7 @@ var table = []scenario{{
 		"rss_mib", "rss_mib_n10000", "lock_hold_p99_ms", "frontend_lock_wait_p99_ms", "frontend_lock_busy_pct",
 		"lock_hold_p99_ms_n10000", "cores_busy_changed_n10000", "cosmos_requests_per_lock_hold_n10000",
 		"cs_budget_used_mean", "cs_in_flight_max_n<N>", "poll_instances_max_n<N>", "poll_instances_max",
-		"cost_usd_month_n<N>", "cost_usd_month_512mb_n<N>", "cost_usd_month_always_on_n<N>"},
+		"cost_usd_month_n<N>", "cost_usd_month_always_on_n<N>"},
 	flags: func(fs *flag.FlagSet, c *config) {
 		fs.IntVar(&c.repeat, "repeat", 1, "runs of each opstatus scenario at N=1,000, where the speed-up and CPU targets are judged: tables show the run with the median pass, targets the median of each figure and its range (3 for a range)")
 		fs.IntVar(&c.flipMax, "flip-max", 10000, "largest N whose opstatus runs flip the clusters and measure freshness; above it the runs measure unchanged passes only and share one dataset")
