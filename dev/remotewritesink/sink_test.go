@@ -1,105 +1,35 @@
 package remotewritesink
 
 import (
-	"encoding/json"
+	"bytes"
+	"cmp"
+	"io"
 	"math"
+	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/golang/snappy"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
-// prometheusVersion is the module version the Makefile builds promtool
-// from.
-const prometheusVersion = "v0.316.0"
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-// protoField is one field of a .proto message as Prometheus declares it.
-type protoField struct {
-	repeated bool
-	typ      string // scalar type, or the message's name without package
-	number   int
-}
-
-var (
-	messageRE = regexp.MustCompile(`(?m)^message (\w+) \{\n((?:.*\n)*?)\}`)
-	fieldRE   = regexp.MustCompile(`(?m)^\s*(repeated\s+)?([\w.]+)\s+(\w+)\s*=\s*(\d+)`)
-)
-
-// prometheusSchema reads the messages of prompb/types.proto and remote.proto
-// at prometheusVersion, from the module cache (where `make promtool` leaves
-// it) or the module proxy. Without either it skips, and fails when CI=true.
-func prometheusSchema(t *testing.T) map[string]map[string]protoField {
-	t.Helper()
-	out, err := exec.Command("go", "mod", "download", "-json", "github.com/prometheus/prometheus@"+prometheusVersion).Output()
-	var mod struct{ Dir, Error string }
-	if err == nil {
-		err = json.Unmarshal(out, &mod)
-	}
-	if err != nil || mod.Error != "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Prometheus %s: %v %s", prometheusVersion, err, mod.Error)
-		}
-		t.Skipf("Prometheus %s is neither in the module cache nor reachable: %v %s", prometheusVersion, err, mod.Error)
-	}
-	dir := filepath.Join(mod.Dir, "prompb")
-	schema := map[string]map[string]protoField{}
-	for _, file := range []string{"types.proto", "remote.proto"} {
-		src, err := os.ReadFile(filepath.Join(dir, file))
-		require.NoError(t, err)
-		for _, m := range messageRE.FindAllStringSubmatch(string(src), -1) {
-			fields := map[string]protoField{}
-			for _, f := range fieldRE.FindAllStringSubmatch(m[2], -1) {
-				n, err := strconv.Atoi(f[4])
-				require.NoError(t, err)
-				fields[f[3]] = protoField{repeated: f[1] != "", typ: strings.TrimPrefix(f[2], "prometheus."), number: n}
-			}
-			schema[m[1]] = fields
-		}
-	}
-	return schema
-}
-
-// The sink's schema is Prometheus's, field for field: a field number, type
-// or cardinality of its own would let a writer that agrees with it pass
-// while Azure Monitor refuses or misreads the request. It leaves out only
-// fields opstatus never sends.
-func TestSchemaIsPrometheus(t *testing.T) {
+// The receiver decodes with the prompb of the Prometheus whose promtool
+// checks the alert rules: one Prometheus version in the repository.
+func TestReceiverIsTheMakefilesPrometheus(t *testing.T) {
 	makefile, err := os.ReadFile("../../Makefile")
 	require.NoError(t, err)
-	require.Contains(t, string(makefile), "PROMTOOL_VERSION := "+prometheusVersion, "the version the Makefile pins")
-
-	schema := prometheusSchema(t)
-	seen := map[string]bool{}
-	var check func(md protoreflect.MessageDescriptor)
-	check = func(md protoreflect.MessageDescriptor) {
-		name := string(md.Name())
-		if seen[name] {
-			return
-		}
-		seen[name] = true
-		theirs, ok := schema[name]
-		require.True(t, ok, "Prometheus has no message %s", name)
-		for i := range md.Fields().Len() {
-			fd := md.Fields().Get(i)
-			want, ok := theirs[string(fd.Name())]
-			require.True(t, ok, "Prometheus's %s has no field %s", name, fd.Name())
-			typ := fd.Kind().String()
-			if fd.Kind() == protoreflect.MessageKind {
-				typ = string(fd.Message().Name())
-				check(fd.Message())
-			}
-			require.Equal(t, want, protoField{repeated: fd.IsList(), typ: typ, number: int(fd.Number())}, "%s.%s", name, fd.Name())
-		}
-	}
-	check(writeRequest)
-	require.Len(t, seen, 4, "WriteRequest, TimeSeries, Label, Sample")
+	gomod, err := os.ReadFile("receiver/go.mod")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?github\.com/prometheus/prometheus (v\S+)`).FindSubmatch(gomod)
+	require.NotNil(t, m, "the receiver requires Prometheus")
+	require.Contains(t, string(makefile), "PROMTOOL_VERSION := "+string(m[1])+"\n")
 }
 
 // request encodes a WriteRequest of one series and one sample, letting a
@@ -143,33 +73,73 @@ func (r request) encode() []byte {
 	return protowire.AppendBytes(b, ts)
 }
 
-// A request that deviates from Prometheus's schema anywhere in it is
-// refused, not read with a field missing.
-func TestDecodeRefusesWhatTheSchemaDoesNot(t *testing.T) {
-	good := request{seriesField: 1, labelNameField: 1, labelValueField: 2, valueField: 1, timestampField: 2, timestampType: protowire.VarintType}
-	samples, err := decode(good.encode())
+// post sends body as a remote-write 1.0 request with token, after edit
+// has changed the request, and returns the status and the answer's body.
+func post(t *testing.T, url, token string, body []byte, edit func(*http.Request)) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(snappy.Encode(nil, body)))
 	require.NoError(t, err)
-	require.Equal(t, []Sample{{Labels: map[string]string{"__name__": "up", "job": "opstatus"}, Value: 2.5, MS: 1000}}, samples)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Encoding", "snappy")
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
+	if edit != nil {
+		edit(req)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(answer)
+}
+
+// A request that deviates from Prometheus's schema anywhere in it, or is
+// not a remote-write 1.0 request to the rule with the token, is refused,
+// not read with a field missing.
+func TestReceiverRefusesWhatPrometheusDoesNot(t *testing.T) {
+	sink := Start(t, "token")
+	good := request{seriesField: 1, labelNameField: 1, labelValueField: 2, valueField: 1, timestampField: 2, timestampType: protowire.VarintType}
+	code, answer := post(t, sink.URL, "token", good.encode(), nil)
+	require.Equal(t, http.StatusNoContent, code, answer)
+	require.Equal(t, []Sample{{Labels: map[string]string{"__name__": "up", "job": "opstatus"}, Value: 2.5, MS: 1000}}, sink.Samples())
+	v, ok := sink.Last("up", map[string]string{"job": "opstatus"})
+	require.True(t, ok)
+	require.Equal(t, 2.5, v)
 
 	for _, tc := range []struct {
 		name   string
 		change func(*request)
+		edit   func(*http.Request)
+		token  string
+		code   int
 		want   string
 	}{
-		{"series under metadata's number", func(r *request) { r.seriesField = 3 }, "WriteRequest: a field outside"},
-		{"label name and value swapped", func(r *request) { r.labelNameField, r.labelValueField = 2, 1 }, "labels not sorted"},
-		{"label value under 3", func(r *request) { r.labelValueField = 3 }, "Label: a field outside"},
-		{"value under 3", func(r *request) { r.valueField = 3 }, "Sample: a field outside"},
-		{"timestamp under 3", func(r *request) { r.timestampField = 3 }, "Sample: a field outside"},
-		{"timestamp as fixed64", func(r *request) { r.timestampType = protowire.Fixed64Type }, "Sample: a field outside"},
-		{"exemplars", func(r *request) { r.extraSeriesField = 3 }, "TimeSeries: a field outside"},
-		{"native histograms", func(r *request) { r.extraSeriesField = 4 }, "TimeSeries: a field outside"},
+		{name: "series under metadata's number", change: func(r *request) { r.seriesField = 3 }, want: "WriteRequest: "},
+		{name: "label name and value swapped", change: func(r *request) { r.labelNameField, r.labelValueField = 2, 1 }, want: "labels not sorted"},
+		{name: "label value under 3", change: func(r *request) { r.labelValueField = 3 }, want: "Label: a field outside"},
+		{name: "value under 3", change: func(r *request) { r.valueField = 3 }, want: "Sample: a field outside"},
+		{name: "timestamp under 3", change: func(r *request) { r.timestampField = 3 }, want: "Sample: a field outside"},
+		{name: "timestamp as fixed64", change: func(r *request) { r.timestampType = protowire.Fixed64Type }, want: "wrong wireType"},
+		{name: "exemplars", change: func(r *request) { r.extraSeriesField = 3 }, want: "TimeSeries: exemplars, which opstatus never sends"},
+		{name: "native histograms", change: func(r *request) { r.extraSeriesField = 4 }, want: "TimeSeries: histograms, which opstatus never sends"},
+		{name: "another token", token: "someone else's", code: http.StatusUnauthorized, want: "bad or missing bearer token"},
+		{name: "not snappy", edit: func(r *http.Request) { r.Header.Del("Content-Encoding") }, code: http.StatusBadRequest, want: "not a remote-write 1.0 request"},
+		{name: "remote-write 2.0", edit: func(r *http.Request) { r.Header.Set("X-Prometheus-Remote-Write-Version", "2.0.0") }, code: http.StatusBadRequest, want: "not a remote-write 1.0 request"},
+		{name: "another path", edit: func(r *http.Request) { r.URL.Path += "/v2" }, code: http.StatusNotFound, want: "POST "},
+		{name: "no api-version", edit: func(r *http.Request) { r.URL.RawQuery = "" }, code: http.StatusNotFound, want: "POST "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := good
-			tc.change(&r)
-			_, err := decode(r.encode())
-			require.ErrorContains(t, err, tc.want)
+			r, token, want := good, cmp.Or(tc.token, "token"), cmp.Or(tc.code, http.StatusBadRequest)
+			if tc.change != nil {
+				tc.change(&r)
+			}
+			code, answer := post(t, sink.URL, token, r.encode(), tc.edit)
+			require.Equal(t, want, code, answer)
+			require.Contains(t, answer, tc.want)
+			require.Contains(t, sink.Refused(), strings.TrimSuffix(answer, "\n"), "the sink lists why")
 		})
 	}
+	require.Equal(t, 1, sink.Requests(), "only the good request was taken")
+	require.Len(t, sink.Samples(), 1)
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -25,7 +26,11 @@ import (
 
 	"github.com/opstatus/opstatus/dev/remotewritesink"
 	"github.com/opstatus/opstatus/internal/entra"
+	"github.com/opstatus/opstatus/internal/testenv"
 )
+
+// TestMain removes the remote-write sink the tests build.
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // identityEndpoint stands in for the Functions host's managed identity
 // endpoint (IDENTITY_ENDPOINT, IDENTITY_HEADER, App Service's protocol):
@@ -62,9 +67,7 @@ func TestSetupRemoteWritesWithTheManagedIdentity(t *testing.T) {
 	issued := identityEndpoint(t, "https://monitor.azure.com/", "00000000-0000-0000-0000-0000000000c1", "mi-token")
 	cred, err := entra.Credential("00000000-0000-0000-0000-0000000000c1")
 	require.NoError(t, err)
-	sink, err := remotewritesink.Start("mi-token")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sink.Close() })
+	sink := remotewritesink.Start(t, "mi-token")
 	// Long intervals: only the shutdown's flush can deliver in time.
 	t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "600000")
 	var log bytes.Buffer
@@ -143,9 +146,7 @@ func (c *staticCredential) GetToken(_ context.Context, o policy.TokenRequestOpti
 // Monitor's scope; a receiver that refuses the token is an export error.
 func TestRemoteWriteUsesTheGivenCredential(t *testing.T) {
 	clearEnv(t)
-	sink, err := remotewritesink.Start("shared")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sink.Close() })
+	sink := remotewritesink.Start(t, "shared")
 	t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "600000")
 	cred := &staticCredential{token: "shared"}
 	shutdown, err := Setup(context.Background(), slog.New(slog.DiscardHandler), WithRemoteWrite(sink.URL, cred))
@@ -218,9 +219,7 @@ func (c *countingCredential) GetToken(context.Context, policy.TokenRequestOption
 // TestRemoteWriteTokens: pushes share one token of entra's source, and a
 // failing identity endpoint fails the push with its status alone.
 func TestRemoteWriteTokens(t *testing.T) {
-	sink, err := remotewritesink.Start("token-1")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sink.Close() })
+	sink := remotewritesink.Start(t, "token-1")
 	cred := &countingCredential{}
 	w, err := newRemoteWrite(sink.URL, cred, nil, nil)
 	require.NoError(t, err)

@@ -68,7 +68,7 @@ func startAzurite(ctx context.Context, command string, services ...string) (*Azu
 		return nil, fmt.Errorf("starting %s: %w", command, err)
 	}
 	args := []string{
-		filepath.Join(dev, "azurite", "server.js"), command,
+		"node", filepath.Join(dev, "azurite", "server.js"), command,
 		"--silent", "--inMemoryPersistence", "--skipApiVersionCheck", "--loose", "--disableTelemetry",
 	}
 	for _, s := range services {

@@ -60,7 +60,7 @@ func StartCosmos(ctx context.Context, opts CosmosOptions) (*Cosmos, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting cosmos: %w", err)
 	}
-	args := []string{nodeYoungGeneration, filepath.Join(dev, "cosmosdb", "server.js"), "--port", "0", "--host", "127.0.0.1"}
+	args := []string{"node", nodeYoungGeneration, filepath.Join(dev, "cosmosdb", "server.js"), "--port", "0", "--host", "127.0.0.1"}
 	if opts.PlainHTTP {
 		args = append(args, "--no-ssl")
 	}

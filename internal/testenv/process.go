@@ -36,10 +36,10 @@ type process struct {
 	stopErr  error
 }
 
-// startProcess runs node with args in dir and waits until ready, called with
-// each line of the process's stdout, returns true. Its stdout and stderr go
-// to a log file under $TMPDIR/opstatus-testenv, kept for debugging.
-func startProcess(ctx context.Context, name, dir string, args []string, ready func(line string) bool) (*process, error) {
+// startProcess runs argv in dir and waits until ready, called with each line
+// of the process's stdout, returns true. Its stdout and stderr go to a log
+// file under $TMPDIR/opstatus-testenv, kept for debugging.
+func startProcess(ctx context.Context, name, dir string, argv []string, ready func(line string) bool) (*process, error) {
 	logDir := filepath.Join(os.TempDir(), "opstatus-testenv")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
@@ -56,7 +56,7 @@ func startProcess(ctx context.Context, name, dir string, args []string, ready fu
 
 	// Not CommandContext: the process must outlive ctx, which only bounds
 	// the start.
-	cmd := exec.Command("node", args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Stdout = stdoutW
 	cmd.Stderr = logFile

@@ -141,7 +141,8 @@ func lazyIn[K comparable, T any](m *map[K]*lazy[T], key K) *lazy[T] {
 
 // Build builds the main package pkg, a path relative to the repository
 // root such as "." (the handler), without cgo, once per test binary, and
-// returns the path of the executable; Main removes it. What tests build is
+// returns the path of the executable; Main removes it. A pkg directory with
+// a go.mod of its own is built in its own module. What tests build is
 // a server they run (the handler, a fake of it), so Build, like
 // SharedCosmos, skips the test under -short.
 func Build(t testing.TB, pkg string) string {
@@ -177,11 +178,32 @@ func build(pkg string) (string, error) {
 	// go test puts its own toolchain's bin first on PATH.
 	cmd := exec.Command("go", "build", "-o", out, pkg)
 	cmd.Dir = root
+	if _, err := os.Stat(filepath.Join(root, pkg, "go.mod")); err == nil {
+		cmd.Args[len(cmd.Args)-1], cmd.Dir = ".", filepath.Join(root, pkg)
+	}
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %w\n%s", err, b)
 	}
 	return out, nil
+}
+
+// Run starts the program at path (one Build returned) with args, waits
+// until ready accepts a line of its stdout, and stops it when t ends. Its
+// stdout and stderr go to a log file that an error names.
+func Run(t testing.TB, path string, args []string, ready func(line string) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	p, err := startProcess(ctx, filepath.Base(path), "", append([]string{path}, args...), ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(); err != nil {
+			t.Errorf("%v; log %s", err, p.logPath)
+		}
+	})
 }
 
 // Main is the TestMain body of a package whose tests use SharedCosmos,
