@@ -14,19 +14,22 @@ import (
 	"time"
 
 	"github.com/opstatus/opstatus/dev/frontend"
+	"github.com/opstatus/opstatus/dev/hostemu"
 	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // handlerProc is a handler started by the harness, outside the host.
 type handlerProc struct {
-	cmd    *exec.Cmd
-	url    string
-	exited chan struct{}
+	cmd     *exec.Cmd
+	url     string
+	exited  chan struct{}
+	release func() // the CPU hold's, or nil
 }
 
 // startHandler execs the handler with settings and returns once GET /
-// answers 2xx, with the time from exec to that answer.
-func (e *env) startHandler(ctx context.Context, settings map[string]string) (*handlerProc, time.Duration, error) {
+// answers 2xx, with the time from exec to that answer. With memoryMB above
+// 0 the handler runs held to the CPU of a Flex instance of that memory.
+func (e *env) startHandler(ctx context.Context, settings map[string]string, memoryMB int) (*handlerProc, time.Duration, error) {
 	port, err := testenv.FreePort()
 	if err != nil {
 		return nil, 0, err
@@ -48,6 +51,12 @@ func (e *env) startHandler(ctx context.Context, settings map[string]string) (*ha
 		return nil, 0, err
 	}
 	go func() { _ = cmd.Wait(); close(p.exited) }()
+	if memoryMB > 0 {
+		if p.release, err = hostemu.HoldToCores(cmd.Process.Pid, memoryMB); err != nil {
+			p.stop()
+			return nil, 0, err
+		}
+	}
 	deadline := start.Add(10 * time.Second)
 	for {
 		resp, err := client.Get(p.url + "/")
@@ -82,6 +91,9 @@ func (p *handlerProc) stop() {
 	case <-time.After(10 * time.Second):
 		_ = p.cmd.Process.Kill()
 		<-p.exited
+	}
+	if p.release != nil {
+		p.release()
 	}
 }
 
@@ -135,9 +147,9 @@ func (p *handlerProc) scan(ctx context.Context) ([]byte, error) {
 	return raw, nil
 }
 
-// coldStart execs the handler runs times and returns each time from exec
-// to the first 2xx on GET /.
-func coldStart(ctx context.Context, e *env, runs int) ([]time.Duration, error) {
+// coldStart execs the handler runs times, held to the CPU of an instance of
+// memoryMB, and returns each time from exec to the first 2xx on GET /.
+func coldStart(ctx context.Context, e *env, runs, memoryMB int) ([]time.Duration, error) {
 	db, err := e.coldStartDatabase(ctx)
 	if err != nil {
 		return nil, err
@@ -146,7 +158,7 @@ func coldStart(ctx context.Context, e *env, runs int) ([]time.Duration, error) {
 	settings := e.handlerSettings(db)
 	var out []time.Duration
 	for range runs {
-		p, d, err := e.startHandler(ctx, settings)
+		p, d, err := e.startHandler(ctx, settings, memoryMB)
 		if err != nil {
 			return out, err
 		}
@@ -186,7 +198,7 @@ type scanResult struct {
 // n pending operations.
 func scanBench(ctx context.Context, e *env, db string, n, times int) (scanResult, error) {
 	res := scanResult{N: n}
-	p, _, err := e.startHandler(ctx, e.handlerSettings(db))
+	p, _, err := e.startHandler(ctx, e.handlerSettings(db), 0)
 	if err != nil {
 		return res, err
 	}

@@ -67,11 +67,11 @@ var everyRun = scenario{
 // table is every scenario, in the order a run takes them.
 var table = []scenario{{
 	name:     "coldstart",
-	measures: "the handler's cold start: exec to the first 2xx on GET /, the median of 11",
+	measures: "the handler's cold start, held to the CPU of the template's instance: exec to the first 2xx on GET /, the median of 11",
 	figures:  []string{"cold_start_ms"},
 	fixed:    func(c *config) { c.coldRuns = 11 },
 	run: func(ctx context.Context, e *env, c config, res *results) error {
-		runs, err := coldStart(ctx, e, c.coldRuns)
+		runs, err := coldStart(ctx, e, c.coldRuns, c.instanceMemory)
 		if err != nil {
 			return fmt.Errorf("cold start: %w", err)
 		}

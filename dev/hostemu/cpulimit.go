@@ -82,5 +82,20 @@ func (g *cpuGroup) add(pid int) error {
 	return nil
 }
 
+// HoldToCores holds process pid, started outside the emulator, to the CPU
+// of a Flex instance of memoryMB, as the emulator holds an instance's
+// handler. release removes the hold once the process has ended.
+func HoldToCores(pid, memoryMB int) (release func(), err error) {
+	g, err := newCPUGroup(fmt.Sprintf("hostemu-%d-pid-%d", os.Getpid(), pid), CoresOf(memoryMB))
+	if err != nil {
+		return nil, err
+	}
+	if err := g.add(pid); err != nil {
+		g.remove()
+		return nil, err
+	}
+	return g.remove, nil
+}
+
 // remove deletes the group; its processes must have ended.
 func (g *cpuGroup) remove() { _ = os.Remove(g.dir) }
