@@ -44,7 +44,9 @@ func Start(t testing.TB, token string) *Sink {
 	s := &Sink{t: t}
 	testenv.Run(t, bin, []string{"-token", token}, func(line string) bool {
 		url, ok := strings.CutPrefix(line, "listening on ")
-		s.URL = url
+		if ok {
+			s.URL = url
+		}
 		return ok
 	})
 	return s
@@ -57,17 +59,22 @@ type received struct {
 	Refused  []string
 }
 
+// received asks the receiver what it took and refused. A failure fails
+// the test that started the sink (Errorf: the caller may be a subtest) and
+// answers nothing.
 func (s *Sink) received() received {
 	s.t.Helper()
 	base, _, _ := strings.Cut(s.URL, "/dataCollectionRules/")
 	resp, err := http.Get(base + "/received")
 	if err != nil {
-		s.t.Fatalf("remote-write sink: %v", err)
+		s.t.Errorf("remote-write sink: %v", err)
+		return received{}
 	}
 	defer resp.Body.Close()
 	var r received
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != http.StatusOK {
-		s.t.Fatalf("remote-write sink: GET /received: %s: %v", resp.Status, err)
+		s.t.Errorf("remote-write sink: GET /received: %s: %v", resp.Status, err)
+		return received{}
 	}
 	return r
 }
