@@ -62,8 +62,11 @@ func TestInvocationSpanContinuesTheHostTrace(t *testing.T) {
 func TestFailedInvocationsCounted(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	t.Cleanup(telemetry.Use(nil, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	// A function of its own: an invocation another test left in flight
+	// (TestServeGivesUpAfterTheDrainTimeout's poll) may fail meanwhile,
+	// counted by the same global meter.
 	s := NewServer(nil, map[string]Handler{
-		"poll": func(_ context.Context, inv *Invocation) (*Result, error) {
+		"counted": func(_ context.Context, inv *Invocation) (*Result, error) {
 			if inv.ID == "bad" {
 				return nil, BadRequest(errors.New("malformed"))
 			}
@@ -73,7 +76,7 @@ func TestFailedInvocationsCounted(t *testing.T) {
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
 	for _, id := range []string{"ok", "bad", "bad"} {
-		req, err := http.NewRequest(http.MethodPost, ts.URL+"/poll", strings.NewReader(`{"Data":{},"Metadata":{}}`))
+		req, err := http.NewRequest(http.MethodPost, ts.URL+"/counted", strings.NewReader(`{"Data":{},"Metadata":{}}`))
 		require.NoError(t, err)
 		req.Header.Set(InvocationIDHeader, id)
 		resp, err := http.DefaultClient.Do(req)
@@ -89,9 +92,9 @@ func TestFailedInvocationsCounted(t *testing.T) {
 				continue
 			}
 			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-				fn, _ := dp.Attributes.Value(telemetry.FunctionKey)
-				require.Equal(t, "poll", fn.AsString())
-				got += dp.Value
+				if fn, _ := dp.Attributes.Value(telemetry.FunctionKey); fn.AsString() == "counted" {
+					got += dp.Value
+				}
 			}
 		}
 	}
