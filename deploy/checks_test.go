@@ -649,6 +649,10 @@ type bound struct {
 	perProcess, budget int64
 }
 
+// perCore is the ceiling for each core of an instance when
+// clusterServiceMaxInFlight is 0.
+const perCore = 256
+
 // removedSettings fed the static split of the budget by instance counts,
 // which the ledger replaced: the handler reads them no more, and a
 // template that still sets them says something untrue.
@@ -702,8 +706,15 @@ func checkBudget(d *armeval.Deployment) error {
 	if want, ok := d.Params["clusterServiceBudget"].(int64); !ok || b.budget != want {
 		return fmt.Errorf("CLUSTER_SERVICE_BUDGET is %d, not clusterServiceBudget %v", b.budget, d.Params["clusterServiceBudget"])
 	}
-	if want, ok := d.Params["clusterServiceMaxInFlight"].(int64); !ok || b.perProcess != want {
-		return fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT is %d, not clusterServiceMaxInFlight %v", b.perProcess, d.Params["clusterServiceMaxInFlight"])
+	want, ok := d.Params["clusterServiceMaxInFlight"].(int64)
+	if memory, _ := d.Params["instanceMemoryMB"].(int64); ok && want == 0 {
+		// 256 a core: more keeps a quarter core CPU-bound, its lock holds
+		// stretched.
+		want = perCore * memory / 2048
+	}
+	if !ok || b.perProcess != want {
+		return fmt.Errorf("CLUSTER_SERVICE_MAX_IN_FLIGHT is %d, not %d (clusterServiceMaxInFlight %v, instanceMemoryMB %v)",
+			b.perProcess, want, d.Params["clusterServiceMaxInFlight"], d.Params["instanceMemoryMB"])
 	}
 	settings, err := appSettings(d)
 	if err != nil {
@@ -1189,9 +1200,17 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			name:  "the ceiling lowered by the static split",
 			check: "budget",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				setSetting(t, tmpl, "CLUSTER_SERVICE_MAX_IN_FLIGHT", "[string(min(parameters('clusterServiceMaxInFlight'), div(parameters('clusterServiceBudget'), mul(2, parameters('maximumInstanceCount')))))]")
+				setSetting(t, tmpl, "CLUSTER_SERVICE_MAX_IN_FLIGHT", "[string(div(parameters('clusterServiceBudget'), mul(2, parameters('maximumInstanceCount'))))]")
 			},
-			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 3, not clusterServiceMaxInFlight 256",
+			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 3, not 64",
+		},
+		{
+			name:  "the ceiling not by the instance's cores",
+			check: "budget",
+			edit: func(t *testing.T, tmpl map[string]any) {
+				setSetting(t, tmpl, "CLUSTER_SERVICE_MAX_IN_FLIGHT", "[string(parameters('clusterServiceMaxInFlight'))]")
+			},
+			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 0, not 64",
 		},
 		{
 			name:  "the budget without the ledger's container",

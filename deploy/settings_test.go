@@ -193,7 +193,7 @@ func checkCombination(t *testing.T, f fixture, c combination) {
 	require.Equal(t, c.partitionKey, settings["COSMOS_OPERATIONS_PARTITION_KEY"], what)
 	require.Equal(t, c.telemetry, settings["OTEL_EXPORTER_OTLP_ENDPOINT"] != "", what)
 	require.Equal(t, int64(40), d.Params["maximumInstanceCount"])
-	require.Equal(t, config.DefaultClusterServiceMaxInFlight, cfg.ClusterServiceMaxInFlight, what)
+	require.Equal(t, 64, cfg.ClusterServiceMaxInFlight, "256 a core of a 512 MB instance: %s", what)
 	require.Equal(t, 256, cfg.ClusterServiceBudget, what)
 
 	site, err := d.One("Microsoft.Web/sites")

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/opstatus/opstatus/deploy/internal/armeval"
-	"github.com/opstatus/opstatus/internal/config"
 	"github.com/stretchr/testify/require"
 )
 
@@ -121,7 +120,7 @@ func TestDefaultsGiveTheStatedBudget(t *testing.T) {
 			require.NoError(t, checkBudget(d))
 			b, err := clusterServiceBound(d)
 			require.NoError(t, err)
-			require.Equal(t, bound{perProcess: config.DefaultClusterServiceMaxInFlight, budget: 256}, b)
+			require.Equal(t, bound{perProcess: 64, budget: 256}, b, "256 a core of the default 512 MB instance")
 		})
 	}
 }
@@ -135,29 +134,36 @@ func TestBudgetHoldsForAnyParameters(t *testing.T) {
 	n := 0
 	for _, instances := range []int64{1, 40, 257, 1000} {
 		for _, pickup := range []bool{true, false} {
-			for _, perProcess := range []int64{1, 64, 4096} {
+			for _, perProcess := range []int64{0, 1, 64, 4096} {
 				for _, budget := range []int64{4, 256, 1000} {
-					values := map[string]any{}
-					for k, v := range f.values {
-						values[k] = v
+					for _, memory := range []int64{512, 2048, 4096} {
+						values := map[string]any{}
+						for k, v := range f.values {
+							values[k] = v
+						}
+						values["maximumInstanceCount"] = instances
+						values["pickupEnabled"] = pickup
+						values["clusterServiceMaxInFlight"] = perProcess
+						values["clusterServiceBudget"] = budget
+						values["instanceMemoryMB"] = memory
+						what := fmt.Sprintf("%v", values)
+						d, err := armeval.Resolve(f.template, values, exampleScope)
+						require.NoError(t, err, what)
+						require.NoError(t, checkBudget(d), what)
+						b, err := clusterServiceBound(d)
+						require.NoError(t, err, what)
+						want := perProcess
+						if want == 0 {
+							want = memory / 8 // 256 a core, a core every 2,048 MB
+						}
+						require.Equal(t, bound{perProcess: want, budget: budget}, b, what)
+						n++
 					}
-					values["maximumInstanceCount"] = instances
-					values["pickupEnabled"] = pickup
-					values["clusterServiceMaxInFlight"] = perProcess
-					values["clusterServiceBudget"] = budget
-					what := fmt.Sprintf("%v", values)
-					d, err := armeval.Resolve(f.template, values, exampleScope)
-					require.NoError(t, err, what)
-					require.NoError(t, checkBudget(d), what)
-					b, err := clusterServiceBound(d)
-					require.NoError(t, err, what)
-					require.Equal(t, bound{perProcess: perProcess, budget: budget}, b, what)
-					n++
 				}
 			}
 		}
 	}
-	require.Equal(t, 4*2*3*3, n)
+	require.Equal(t, 4*2*4*3*3, n)
 }
 
 func TestParametersFileDeclaresOnlyTemplateParameters(t *testing.T) {

@@ -24,9 +24,6 @@ import (
 const (
 	// defaultBudget is the template's clusterServiceBudget.
 	defaultBudget = 256
-	// templateMaxInFlight is the template's clusterServiceMaxInFlight, the
-	// per-process cap it lowers to fit the budget.
-	templateMaxInFlight = 256
 	// opsPerMessage is the most operations a scan puts in one message.
 	opsPerMessage = 100
 	// scaleWaitDecisions bounds the decisions a run waits for one that
@@ -58,13 +55,18 @@ func limitText(appWide bool) string {
 // partition.
 const pickupReach = 1
 
+// templateMaxInFlight is the per-process ceiling the template sets for an
+// instance of memoryMB: 256 a core.
+func templateMaxInFlight(memoryMB int) int { return 256 * memoryMB / 2048 }
+
 // flexSettings are the Cluster Service settings as the template sets
-// them: the app-wide budget, which the handlers share through the ledger
-// in the Leases container, and the per-process ceiling.
-func flexSettings(budget int) map[string]string {
+// them for instances of memoryMB: the app-wide budget, which the handlers
+// share through the ledger in the Leases container, and the per-process
+// ceiling.
+func flexSettings(budget, memoryMB int) map[string]string {
 	return map[string]string{
 		"CLUSTER_SERVICE_BUDGET":        strconv.Itoa(budget),
-		"CLUSTER_SERVICE_MAX_IN_FLIGHT": strconv.Itoa(templateMaxInFlight),
+		"CLUSTER_SERVICE_MAX_IN_FLIGHT": strconv.Itoa(templateMaxInFlight(memoryMB)),
 	}
 }
 
@@ -73,7 +75,7 @@ func flexSettings(budget int) map[string]string {
 // Leases container the ledger lives in), the budget, GOMAXPROCS, metrics
 // to the sink; -setting still wins, for experiments.
 func (e *env) flexHandlerSettings(cfg config, db string, maxInstances int) map[string]string {
-	s := flexSettings(cfg.budget)
+	s := flexSettings(cfg.budget, cfg.instanceMemory)
 	maps.Copy(s, e.pickupSettings())
 	maps.Copy(s, e.telemetrySettings())
 	if cfg.instanceMemory > 0 {

@@ -16,8 +16,9 @@ import (
 // The handlers get the template's budget and per-process ceiling, and
 // none of the settings of the static split the ledger replaced.
 func TestFlexSettingsAreTheTemplates(t *testing.T) {
-	s := flexSettings(256)
-	require.Equal(t, map[string]string{"CLUSTER_SERVICE_BUDGET": "256", "CLUSTER_SERVICE_MAX_IN_FLIGHT": "256"}, s)
+	s := flexSettings(256, 512)
+	require.Equal(t, map[string]string{"CLUSTER_SERVICE_BUDGET": "256", "CLUSTER_SERVICE_MAX_IN_FLIGHT": "64"}, s)
+	require.Equal(t, map[string]string{"CLUSTER_SERVICE_BUDGET": "256", "CLUSTER_SERVICE_MAX_IN_FLIGHT": "256"}, flexSettings(256, 2048))
 	e := &env{cosmos: &testenv.Cosmos{Endpoint: "https://127.0.0.1:1/", Key: "k"}, queue: &testenv.Azurite{}}
 	h := e.flexHandlerSettings(config{budget: 100, instanceMemory: 2048}, "db", 40)
 	require.Equal(t, "100", h["CLUSTER_SERVICE_BUDGET"])

@@ -41,7 +41,7 @@ type mixedResult struct {
 func runMixed(ctx context.Context, e *env, cfg config, appWide bool) (res mixedResult, err error) {
 	cfg.appWide = appWide
 	n, instances := cfg.mixedN, cfg.mixedInstances
-	res = mixedResult{AppWide: appWide, N: n, Instances: instances, Budget: cfg.budget, Cap: templateMaxInFlight,
+	res = mixedResult{AppWide: appWide, N: n, Instances: instances, Budget: cfg.budget, Cap: templateMaxInFlight(cfg.instanceMemory),
 		Latency: cfg.mixedLatency, For: cfg.mixedFor}
 	fx, err := e.newFixture(ctx, cfg, fmt.Sprintf("mixed-n%d-%t", n, appWide), n)
 	if err != nil {

@@ -46,7 +46,7 @@ var everyRun = scenario{
 		fs.StringVar(&c.alwaysReadyText, "always-ready", "poll=1,pickup=1", "function=count,…: instances a function keeps however little work it has (Flex's alwaysReady; the template's default; \"\" scales poll and pickup to zero)")
 		fs.DurationVar(&c.startDelay, "start-delay", defaultStartDelay, "how long an instance a scale decision adds takes before its handler starts: an ASSUMPTION, Flex documents no cold-start time")
 		fs.DurationVar(&c.scaleInterval, "scale-interval", 30*time.Second, "how often the scale controller decides poll's instance count (the platform's 30 s)")
-		fs.IntVar(&c.budget, "budget", defaultBudget, "CLUSTER_SERVICE_BUDGET: Cluster Service requests the whole app may have in flight, shared by the handlers through the ledger; each also has the template's ceiling CLUSTER_SERVICE_MAX_IN_FLIGHT 256")
+		fs.IntVar(&c.budget, "budget", defaultBudget, "CLUSTER_SERVICE_BUDGET: Cluster Service requests the whole app may have in flight, shared by the handlers through the ledger; each also has the template's ceiling CLUSTER_SERVICE_MAX_IN_FLIGHT, 256 a core of its instance")
 		fs.StringVar(&c.batch, "batch", "", "experiment: BATCHSIZE+NEWBATCHTHRESHOLD (8+4, 1+0, …) replacing host.json's queues batchSize and newBatchThreshold for the run")
 		fs.BoolVar(&c.all, "all", false, "run the slow scenarios too ("+strings.Join(slowScenarios, ", ")+"); without it they run only when -only names them")
 		fs.StringVar(&c.onlyText, "only", "", "run only these scenarios, comma-separated: "+strings.Join(scenarios, ", ")+" (default all)")
