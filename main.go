@@ -61,16 +61,11 @@ func main() {
 	err = run(ctx, cfg, cred, logger)
 	flushTelemetry(shutdown, logger)
 	if err != nil {
-		var missing *missingContainerError
-		if errors.As(err, &missing) {
-			// A setting naming what is not there: one line, as for a bad setting.
-			fmt.Fprintf(os.Stderr, "opstatus: %v\n", missing)
-			os.Exit(1)
-		}
-		var unserved *partitionKeyError
-		if errors.As(err, &unserved) {
-			// A setting naming a container opstatus cannot write: one line too.
-			fmt.Fprintf(os.Stderr, "opstatus: %v\n", unserved)
+		var bad *containerError
+		if errors.As(err, &bad) {
+			// A setting naming a container that is not there, or that
+			// opstatus cannot write: one line, as for a bad setting.
+			fmt.Fprintf(os.Stderr, "opstatus: %v\n", bad)
 			os.Exit(1)
 		}
 		if errors.Is(err, lock.ErrBadTTL) {
@@ -205,11 +200,8 @@ func run(ctx context.Context, cfg config.Config, cred azcore.TokenCredential, lo
 		}
 	}()
 	err = serve(ctx, srv, ln, locker, releaseWait, logger)
-	var (
-		missing  *missingContainerError
-		unserved *partitionKeyError
-	)
-	if cause := context.Cause(ctx); errors.Is(cause, lock.ErrBadTTL) || errors.As(cause, &missing) || errors.As(cause, &unserved) {
+	var bad *containerError
+	if cause := context.Cause(ctx); errors.Is(cause, lock.ErrBadTTL) || errors.As(cause, &bad) {
 		return cause
 	}
 	return err
@@ -262,34 +254,24 @@ func cosmosContainers(cfg config.Config) []cosmosContainer {
 	return containers
 }
 
-// missingContainerError says that a setting names a container that does not
-// exist; main prints it as the one line of a bad setting.
-type missingContainerError struct {
+// containerError says that a setting names a container that does not
+// exist (err wraps database.ErrContainerNotFound), or whose partition key
+// opstatus cannot fill (database.ErrPartitionKeyPath); main prints it as
+// the one line of a bad setting.
+type containerError struct {
 	cosmosContainer
 	database string
 	err      error
 }
 
-func (e *missingContainerError) Error() string {
-	return fmt.Sprintf("%s=%s: no such container in Cosmos DB database %s", e.setting, e.name, e.database)
-}
-
-func (e *missingContainerError) Unwrap() error { return e.err }
-
-// partitionKeyError says that a setting names a container whose partition
-// key opstatus cannot fill; main prints it as the one line of a bad
-// setting.
-type partitionKeyError struct {
-	cosmosContainer
-	database string
-	err      error
-}
-
-func (e *partitionKeyError) Error() string {
+func (e *containerError) Error() string {
+	if errors.Is(e.err, database.ErrContainerNotFound) {
+		return fmt.Sprintf("%s=%s: no such container in Cosmos DB database %s", e.setting, e.name, e.database)
+	}
 	return fmt.Sprintf("%s=%s: container %s of Cosmos DB database %s has %v", e.setting, e.name, e.name, e.database, e.err)
 }
 
-func (e *partitionKeyError) Unwrap() error { return e.err }
+func (e *containerError) Unwrap() error { return e.err }
 
 // containerReader reads a container of the database by its name, and
 // checks its partition key against what it holds.
@@ -311,10 +293,8 @@ func checkContainers(ctx context.Context, db containerReader, databaseName strin
 		err := db.ReadContainer(ctx, c.name, c.holds)
 		switch {
 		case err == nil:
-		case errors.Is(err, database.ErrContainerNotFound):
-			return &missingContainerError{cosmosContainer: c, database: databaseName, err: err}
-		case errors.Is(err, database.ErrPartitionKeyPath):
-			return &partitionKeyError{cosmosContainer: c, database: databaseName, err: err}
+		case errors.Is(err, database.ErrContainerNotFound), errors.Is(err, database.ErrPartitionKeyPath):
+			return &containerError{cosmosContainer: c, database: databaseName, err: err}
 		default:
 			logger.Warn("could not read the Cosmos DB containers at start; a missing one fails every request to it",
 				"container", c.name, "error", err)
