@@ -17,6 +17,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // Request is one asynchronous ARM request to the frontend: a PUT or PATCH
@@ -341,7 +343,7 @@ func (f *Frontend) cancel(ctx context.Context, id string) (bool, error) {
 		if err == nil {
 			return true, nil
 		}
-		if !isStatus(err, http.StatusPreconditionFailed) {
+		if testenv.StatusOf(err) != http.StatusPreconditionFailed {
 			return false, fmt.Errorf("replace Operations item %s: %w", id, err)
 		}
 	}
@@ -411,7 +413,7 @@ func (f *Frontend) updateResource(ctx context.Context, sub, key string, change f
 		if err == nil {
 			return nil
 		}
-		if !isStatus(err, http.StatusPreconditionFailed) {
+		if testenv.StatusOf(err) != http.StatusPreconditionFailed {
 			return fmt.Errorf("replace Resources item for %s: %w", key, err)
 		}
 	}
@@ -490,11 +492,6 @@ func (f *Frontend) holdLock(ctx context.Context, sub string) (context.Context, f
 
 func terminal(status string) bool {
 	return status == "Succeeded" || status == "Failed" || status == "Canceled"
-}
-
-func isStatus(err error, status int) bool {
-	var re *azcore.ResponseError
-	return errors.As(err, &re) && re.StatusCode == status
 }
 
 var uuidForm = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
