@@ -222,14 +222,14 @@ func (f *Frontend) serve(ctx context.Context, r Request, sub, nodePool string) (
 	if request == "Create" {
 		// The frontend stores Cluster Service's href, lowercased, and
 		// accepts clusters_mgmt paths only.
-		id := strings.ToLower(r.InternalID)
+		id, want := strings.ToLower(r.InternalID), clusterHref
 		if nodePool != "" {
-			id = parent.InternalID + "/node_pools/" + strings.ToLower(nodePool)
+			id, want = parent.InternalID+"/node_pools/"+strings.ToLower(nodePool), nodePoolHref
 			if r.InternalID != "" && !strings.EqualFold(r.InternalID, id) {
 				return Result{}, fmt.Errorf("node pool %s: Cluster Service names it %s, not %s", r.Key, id, r.InternalID)
 			}
 		}
-		if want := map[bool]*regexp.Regexp{false: clusterHref, true: nodePoolHref}[nodePool != ""]; !want.MatchString(id) {
+		if !want.MatchString(id) {
 			return Result{}, &RequestError{http.StatusInternalServerError, "InternalServerError", "Invalid InternalID: " + id}
 		}
 		doc.InternalID = id
