@@ -187,8 +187,7 @@ func (f *Frontend) Resource(ctx context.Context, subscriptionID, id string) (map
 
 func read(ctx context.Context, c *azcosmos.ContainerClient, partition, id string) (map[string]any, error) {
 	resp, err := c.ReadItem(ctx, azcosmos.NewPartitionKeyString(partition), id, nil)
-	var re *azcore.ResponseError
-	if err != nil && errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
+	if testenv.StatusOf(err) == http.StatusNotFound {
 		return nil, nil
 	}
 	if err != nil {
@@ -302,8 +301,7 @@ func (f *Frontend) TryLock(ctx context.Context, subscriptionID, owner string) (L
 	// The 2024-10 frontend keeps the item Cosmos returns, and renews with it.
 	opts := &azcosmos.ItemOptions{EnableContentResponseOnWrite: f.Shape == Shape2024_10}
 	resp, err := f.locks.CreateItem(ctx, azcosmos.NewPartitionKeyString(id), body, opts)
-	var re *azcore.ResponseError
-	if err != nil && errors.As(err, &re) && re.StatusCode == http.StatusConflict {
+	if testenv.StatusOf(err) == http.StatusConflict {
 		return Lock{}, false, nil
 	}
 	if err != nil {
@@ -363,8 +361,7 @@ func (f *Frontend) Renew(ctx context.Context, l Lock) (Lock, error) {
 // expired or changed hands is left alone, as the protocol says.
 func (f *Frontend) Unlock(ctx context.Context, l Lock) error {
 	_, err := f.locks.DeleteItem(ctx, azcosmos.NewPartitionKeyString(l.ID), l.ID, &azcosmos.ItemOptions{IfMatchEtag: &l.ETag})
-	var re *azcore.ResponseError
-	if errors.As(err, &re) && (re.StatusCode == http.StatusNotFound || re.StatusCode == http.StatusPreconditionFailed) {
+	if s := testenv.StatusOf(err); s == http.StatusNotFound || s == http.StatusPreconditionFailed {
 		return nil
 	}
 	return err

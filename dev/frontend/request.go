@@ -17,6 +17,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/opstatus/opstatus/internal/testenv"
 )
 
 // Request is one asynchronous ARM request to the frontend: a PUT or PATCH
@@ -220,14 +222,14 @@ func (f *Frontend) serve(ctx context.Context, r Request, sub, nodePool string) (
 	if request == "Create" {
 		// The frontend stores Cluster Service's href, lowercased, and
 		// accepts clusters_mgmt paths only.
-		id := strings.ToLower(r.InternalID)
+		id, want := strings.ToLower(r.InternalID), clusterHref
 		if nodePool != "" {
-			id = parent.InternalID + "/node_pools/" + strings.ToLower(nodePool)
+			id, want = parent.InternalID+"/node_pools/"+strings.ToLower(nodePool), nodePoolHref
 			if r.InternalID != "" && !strings.EqualFold(r.InternalID, id) {
 				return Result{}, fmt.Errorf("node pool %s: Cluster Service names it %s, not %s", r.Key, id, r.InternalID)
 			}
 		}
-		if want := map[bool]*regexp.Regexp{false: clusterHref, true: nodePoolHref}[nodePool != ""]; !want.MatchString(id) {
+		if !want.MatchString(id) {
 			return Result{}, &RequestError{http.StatusInternalServerError, "InternalServerError", "Invalid InternalID: " + id}
 		}
 		doc.InternalID = id
@@ -311,41 +313,37 @@ func (f *Frontend) startOperation(ctx context.Context, r Request, request, sub s
 // resource does (UpdateStatus(Canceled, nil)): a read, then a replace with
 // If-Match, five tries. Fields the frontend does not know are lost, as
 // they were. It reports whether it wrote.
-func (f *Frontend) cancel(ctx context.Context, id string) (bool, error) {
+func (f *Frontend) cancel(ctx context.Context, id string) (canceled bool, err error) {
 	pk := azcosmos.NewPartitionKeyString(FixedOperationsPartition)
-	var err error
-	for range 5 {
-		var resp azcosmos.ItemResponse
-		resp, err = f.operations.ReadItem(ctx, pk, strings.ToLower(id), nil)
+	err = replaceTries(func() error {
+		resp, err := f.operations.ReadItem(ctx, pk, strings.ToLower(id), nil)
 		if err != nil {
-			return false, fmt.Errorf("read Operations item %s: %w", id, err)
+			return fmt.Errorf("read Operations item %s: %w", id, err)
 		}
 		var op operationDoc2024
 		if err := json.Unmarshal(resp.Value, &op); err != nil {
-			return false, fmt.Errorf("read Operations item %s: %w", id, err)
+			return fmt.Errorf("read Operations item %s: %w", id, err)
 		}
 		if op.InternalID, err = readInternalID(op.InternalID); err != nil {
-			return false, err
+			return err
 		}
 		if op.Status == "Canceled" {
-			return false, nil
+			return nil
 		}
 		// time.Now(), not UTC: the frontend's UpdateStatus wrote the
 		// process's local time.
 		op.Status, op.Error, op.LastTransitionTime = "Canceled", nil, time.Now()
 		body, err := json.Marshal(op)
 		if err != nil {
-			return false, err
+			return err
 		}
-		_, err = f.operations.ReplaceItem(ctx, pk, op.ID, body, &azcosmos.ItemOptions{IfMatchEtag: &op.ETag})
-		if err == nil {
-			return true, nil
+		if _, err := f.operations.ReplaceItem(ctx, pk, op.ID, body, &azcosmos.ItemOptions{IfMatchEtag: &op.ETag}); err != nil {
+			return fmt.Errorf("replace Operations item %s: %w", id, err)
 		}
-		if !isStatus(err, http.StatusPreconditionFailed) {
-			return false, fmt.Errorf("replace Operations item %s: %w", id, err)
-		}
-	}
-	return false, fmt.Errorf("replace Operations item %s: %w", id, err)
+		canceled = true
+		return nil
+	})
+	return canceled, err
 }
 
 // resourceDoc finds the Resources item of key, compared case-insensitively
@@ -392,10 +390,9 @@ func readInternalID(id string) (string, error) {
 // updateResource reads key's Resources item, applies change and replaces it
 // with If-Match, five tries.
 func (f *Frontend) updateResource(ctx context.Context, sub, key string, change func(*resourceDoc2024)) error {
-	var err error
-	for range 5 {
-		var doc *resourceDoc2024
-		if doc, err = f.resourceDoc(ctx, sub, key); err != nil {
+	return replaceTries(func() error {
+		doc, err := f.resourceDoc(ctx, sub, key)
+		if err != nil {
 			return err
 		}
 		if doc == nil {
@@ -406,16 +403,25 @@ func (f *Frontend) updateResource(ctx context.Context, sub, key string, change f
 		if err != nil {
 			return err
 		}
-		_, err = f.resources.ReplaceItem(ctx, azcosmos.NewPartitionKeyString(strings.ToLower(sub)), doc.ID, body,
-			&azcosmos.ItemOptions{IfMatchEtag: &doc.ETag})
-		if err == nil {
-			return nil
-		}
-		if !isStatus(err, http.StatusPreconditionFailed) {
+		if _, err := f.resources.ReplaceItem(ctx, azcosmos.NewPartitionKeyString(strings.ToLower(sub)), doc.ID, body,
+			&azcosmos.ItemOptions{IfMatchEtag: &doc.ETag}); err != nil {
 			return fmt.Errorf("replace Resources item for %s: %w", key, err)
 		}
+		return nil
+	})
+}
+
+// replaceTries runs a read and a replace with If-Match, try, again while
+// the item changed in between (412), five times at most, as the frontend's
+// updates did.
+func replaceTries(try func() error) error {
+	var err error
+	for range 5 {
+		if err = try(); testenv.StatusOf(err) != http.StatusPreconditionFailed {
+			return err
+		}
 	}
-	return fmt.Errorf("replace Resources item for %s: %w", key, err)
+	return err
 }
 
 // holdLock takes sub's lock as the 2024-10 frontend did: one try a second
@@ -490,11 +496,6 @@ func (f *Frontend) holdLock(ctx context.Context, sub string) (context.Context, f
 
 func terminal(status string) bool {
 	return status == "Succeeded" || status == "Failed" || status == "Canceled"
-}
-
-func isStatus(err error, status int) bool {
-	var re *azcore.ResponseError
-	return errors.As(err, &re) && re.StatusCode == status
 }
 
 var uuidForm = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
