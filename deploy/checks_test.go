@@ -1189,32 +1189,36 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			want: "basic-auth publishing credentials must be off",
 		},
 		{
-			name:  "a setting of the static split left in",
-			check: "budget",
+			name:   "a setting of the static split left in",
+			check:  "budget",
+			values: budgetDefaults,
 			edit: func(t *testing.T, tmpl map[string]any) {
 				addSetting(t, tmpl, "MAXIMUM_INSTANCE_COUNT", "[string(parameters('maximumInstanceCount'))]")
 			},
 			want: "MAXIMUM_INSTANCE_COUNT is set, but the handler no longer reads it",
 		},
 		{
-			name:  "the ceiling lowered by the static split",
-			check: "budget",
+			name:   "the ceiling lowered by the static split",
+			check:  "budget",
+			values: budgetDefaults,
 			edit: func(t *testing.T, tmpl map[string]any) {
 				setSetting(t, tmpl, "CLUSTER_SERVICE_MAX_IN_FLIGHT", "[string(div(parameters('clusterServiceBudget'), mul(2, parameters('maximumInstanceCount'))))]")
 			},
 			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 3, not 64",
 		},
 		{
-			name:  "the ceiling not by the instance's cores",
-			check: "budget",
+			name:   "the ceiling not by the instance's cores",
+			check:  "budget",
+			values: budgetDefaults,
 			edit: func(t *testing.T, tmpl map[string]any) {
 				setSetting(t, tmpl, "CLUSTER_SERVICE_MAX_IN_FLIGHT", "[string(parameters('clusterServiceMaxInFlight'))]")
 			},
 			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 0, not 64",
 		},
 		{
-			name:  "the budget without the ledger's container",
-			check: "budget",
+			name:   "the budget without the ledger's container",
+			check:  "budget",
+			values: budgetDefaults,
 			edit: func(t *testing.T, tmpl map[string]any) {
 				setSetting(t, tmpl, "COSMOS_LEASES_CONTAINER", "")
 			},
@@ -1255,8 +1259,9 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			want: "alwaysReady entry \"poll\" is not function:<name> of a function of the app",
 		},
 		{
-			name:  "no instance limit",
-			check: "budget",
+			name:   "no instance limit",
+			check:  "budget",
+			values: budgetDefaults,
 			edit: func(t *testing.T, tmpl map[string]any) {
 				sc := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "scaleAndConcurrency").(map[string]any)
 				delete(sc, "maximumInstanceCount")

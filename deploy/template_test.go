@@ -3,7 +3,9 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,11 +38,15 @@ func load(t *testing.T) fixture {
 	return f
 }
 
-// checks are the checks a schema cannot make, run on a resolved template.
-var checks = []struct {
+// check is one of the checks a schema cannot make, by the name broken
+// copies give.
+type check struct {
 	name  string
 	check func(d *armeval.Deployment, f fixture) error
-}{
+}
+
+// checks are the checks a schema cannot make, run on a resolved template.
+var checks = []check{
 	{"role GUIDs", func(d *armeval.Deployment, _ fixture) error { return checkRoleGUIDs(d) }},
 	{"grants", func(d *armeval.Deployment, _ fixture) error { return checkGrants(d) }},
 	{"identity", func(d *armeval.Deployment, _ fixture) error { return checkIdentity(d) }},
@@ -81,6 +87,12 @@ func runChecks(f fixture) error {
 	if err != nil {
 		return fmt.Errorf("resolve: %w", err)
 	}
+	return checkAll(d, f)
+}
+
+// checkAll runs every check on a resolved template, returning the first
+// failure.
+func checkAll(d *armeval.Deployment, f fixture) error {
 	for _, c := range checks {
 		if err := c.check(d, f); err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
@@ -179,13 +191,18 @@ func TestParametersFileDeclaresOnlyTemplateParameters(t *testing.T) {
 type brokenCopy struct {
 	name  string
 	check string
-	// values are parameter values the case deploys the copy with,
-	// into scope when set.
+	// values are parameter values the case deploys the copy with, over
+	// the example's; a nil value leaves the parameter to its default.
+	// scope, when set, replaces the example's.
 	values map[string]any
 	scope  armeval.Scope
 	edit   func(t *testing.T, tmpl map[string]any)
 	want   string
 }
+
+// budgetDefaults leave the budget's parameters, which the example sets, to
+// the defaults the budget's broken copies are written against.
+var budgetDefaults = map[string]any{"maximumInstanceCount": nil, "clusterServiceMaxInFlight": nil, "clusterServiceBudget": nil}
 
 // runBrokenCopies sees the check of each broken copy fail with the error
 // it wants, and every check together fail on it.
@@ -196,25 +213,13 @@ func runBrokenCopies(t *testing.T, tests []brokenCopy) {
 		t.Run(tc.name, func(t *testing.T) {
 			edited := f
 			edited.template = armeval.DeepCopy(f.template)
-			if tc.check == "budget" {
-				// The example sets the budget's parameters; the edits
-				// change their defaults.
-				edited.values = map[string]any{}
-				for k, v := range f.values {
-					if k != "maximumInstanceCount" && k != "clusterServiceMaxInFlight" && k != "clusterServiceBudget" {
-						edited.values[k] = v
-					}
+			edited.values = maps.Clone(f.values)
+			for k, v := range tc.values {
+				if v == nil {
+					delete(edited.values, k)
+				} else {
+					edited.values[k] = v
 				}
-			}
-			if tc.values != nil {
-				values := map[string]any{}
-				for k, v := range edited.values {
-					values[k] = v
-				}
-				for k, v := range tc.values {
-					values[k] = v
-				}
-				edited.values = values
 			}
 			tc.edit(t, edited.template)
 			scope := exampleScope
@@ -223,15 +228,10 @@ func runBrokenCopies(t *testing.T, tests []brokenCopy) {
 			}
 			d, err := armeval.Resolve(edited.template, edited.values, scope)
 			require.NoError(t, err)
-			var check func(*armeval.Deployment, fixture) error
-			for _, c := range checks {
-				if c.name == tc.check {
-					check = c.check
-				}
-			}
-			require.NotNil(t, check, tc.check)
-			require.ErrorContains(t, check(d, edited), tc.want)
-			require.Error(t, runChecks(edited))
+			i := slices.IndexFunc(checks, func(c check) bool { return c.name == tc.check })
+			require.NotEqual(t, -1, i, tc.check)
+			require.ErrorContains(t, checks[i].check(d, edited), tc.want)
+			require.Error(t, checkAll(d, edited))
 		})
 	}
 }
