@@ -1033,7 +1033,7 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			name:  "the deployment package read as another identity",
 			check: "identity",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				auth := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage", "authentication").(map[string]any)
+				auth := functionAppConfig(t, tmpl, "deployment", "storage", "authentication")
 				auth["userAssignedIdentityResourceId"] = "[resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', 'other-id')]"
 			},
 			want: "deployment storage authenticates as",
@@ -1042,7 +1042,7 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			name:  "the deployment package read with a connection string",
 			check: "identity",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				auth := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage", "authentication").(map[string]any)
+				auth := functionAppConfig(t, tmpl, "deployment", "storage", "authentication")
 				auth["type"] = "SystemAssignedIdentity"
 			},
 			want: "want UserAssignedIdentity",
@@ -1132,7 +1132,7 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			name:  "a deployment container the template does not create",
 			check: "bindings",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				storage := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage").(map[string]any)
+				storage := functionAppConfig(t, tmpl, "deployment", "storage")
 				storage["value"] = "[format('{0}{1}', reference(variables('storageId'), '2023-05-01').primaryEndpoints.blob, 'packages')]"
 			},
 			want: "deployment container packages is not created",
@@ -1254,7 +1254,7 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			name:  "an always-ready entry named as a group Flex does not have",
 			check: "always ready",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				variables(tmpl)["alwaysReady"] = strings.Replace(variables(tmpl)["alwaysReady"].(string), "'function:poll'", "'poll'", 1)
+				replaceIn(t, variables(tmpl), "alwaysReady", "'function:poll'", "'poll'")
 			},
 			want: "alwaysReady entry \"poll\" is not function:<name> of a function of the app",
 		},
@@ -1263,7 +1263,7 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			check:  "budget",
 			values: budgetDefaults,
 			edit: func(t *testing.T, tmpl map[string]any) {
-				sc := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "scaleAndConcurrency").(map[string]any)
+				sc := functionAppConfig(t, tmpl, "scaleAndConcurrency")
 				delete(sc, "maximumInstanceCount")
 			},
 			want: "maximumInstanceCount is not set",
@@ -1371,7 +1371,7 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			name:  "a runtime other than the custom handler",
 			check: "flex",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				rt := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "runtime").(map[string]any)
+				rt := functionAppConfig(t, tmpl, "runtime")
 				rt["name"] = "node"
 			},
 			want: "want custom 1.0",

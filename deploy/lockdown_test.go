@@ -366,8 +366,7 @@ func TestLockdownChecksFailOnBrokenCopies(t *testing.T) {
 			name:  "the template accepting private storage without its zones",
 			check: "refusals",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				p := props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))
-				p["publicNetworkAccess"] = strings.Replace(p["publicNetworkAccess"].(string), "empty(parameters('storageQueueDnsZoneId'))", "false()", 1)
+				editStorageAccess(t, tmpl, "empty(parameters('storageQueueDnsZoneId'))", "false()")
 			},
 			want: "the template accepts private storage without its zones",
 		},
@@ -473,15 +472,7 @@ func TestLockdownChecksFailOnBrokenCopies(t *testing.T) {
 			name:  "the site not waiting for the Cosmos DB deployment",
 			check: "leases",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				site := findResource(t, tmpl, "Microsoft.Web/sites", "")
-				var kept []any
-				for _, d := range site["dependsOn"].([]any) {
-					if !strings.Contains(d.(string), "-cosmos'") {
-						kept = append(kept, d)
-					}
-				}
-				require.Len(t, kept, len(site["dependsOn"].([]any))-1)
-				site["dependsOn"] = kept
+				dropDependency(t, findResource(t, tmpl, "Microsoft.Web/sites", ""), "-cosmos'")
 			},
 			want: "the site does not depend on nested deployment",
 		},

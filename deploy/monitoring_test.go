@@ -299,8 +299,7 @@ func TestMonitoringCheckFailsOnEditedTemplate(t *testing.T) {
 		want string
 	}{
 		{"a rule's threshold unlike the PrometheusRule's", func(t *testing.T, tmpl map[string]any) {
-			r := ruleGroupRule(t, tmpl, "OpstatusClusterCreatePending")
-			r["expression"] = strings.Replace(r["expression"].(string), "1200", "1800", 1)
+			replaceIn(t, ruleGroupRule(t, tmpl, "OpstatusClusterCreatePending"), "expression", "1200", "1800")
 		}, "rules are not"},
 		{"a rule left out", func(t *testing.T, tmpl map[string]any) {
 			p := props(findResource(t, tmpl, "Microsoft.AlertsManagement/prometheusRuleGroups", "alerts"))

@@ -349,23 +349,25 @@ func leasesContainer(t *testing.T, tmpl map[string]any) map[string]any {
 	return armeval.Path(dep, "properties", "template", "resources").([]any)[1].(map[string]any)
 }
 
+// replaceIn replaces part of the expression m[key], which must hold old.
+func replaceIn(t *testing.T, m map[string]any, key, old, replacement string) {
+	t.Helper()
+	expr := m[key].(string)
+	require.Contains(t, expr, old)
+	m[key] = strings.Replace(expr, old, replacement, 1)
+}
+
 // editSubnetCheck replaces part of the site's checks of its subnet.
 func editSubnetCheck(t *testing.T, tmpl map[string]any, old, replacement string) {
 	t.Helper()
-	p := props(findResource(t, tmpl, "Microsoft.Web/sites", ""))
-	expr := p["virtualNetworkSubnetId"].(string)
-	require.Contains(t, expr, old)
-	p["virtualNetworkSubnetId"] = strings.Replace(expr, old, replacement, 1)
+	replaceIn(t, props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "virtualNetworkSubnetId", old, replacement)
 }
 
 // editStorageAccess replaces part of the storage account's checks of its
 // network parameters.
 func editStorageAccess(t *testing.T, tmpl map[string]any, old, replacement string) {
 	t.Helper()
-	p := props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))
-	expr := p["publicNetworkAccess"].(string)
-	require.Contains(t, expr, old)
-	p["publicNetworkAccess"] = strings.Replace(expr, old, replacement, 1)
+	replaceIn(t, props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", "")), "publicNetworkAccess", old, replacement)
 }
 
 // editSiteEndpointSubnet replaces part of the app's private endpoint's
@@ -373,9 +375,25 @@ func editStorageAccess(t *testing.T, tmpl map[string]any, old, replacement strin
 func editSiteEndpointSubnet(t *testing.T, tmpl map[string]any, old, replacement string) {
 	t.Helper()
 	subnet := props(findResource(t, tmpl, "Microsoft.Network/privateEndpoints", "sitePrivateEndpointName"))["subnet"].(map[string]any)
-	expr := subnet["id"].(string)
-	require.Contains(t, expr, old)
-	subnet["id"] = strings.Replace(expr, old, replacement, 1)
+	replaceIn(t, subnet, "id", old, replacement)
+}
+
+// functionAppConfig returns the object at keys under the site's
+// functionAppConfig.
+func functionAppConfig(t *testing.T, tmpl map[string]any, keys ...string) map[string]any {
+	t.Helper()
+	m, ok := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), append([]string{"functionAppConfig"}, keys...)...).(map[string]any)
+	require.True(t, ok, "functionAppConfig %v", keys)
+	return m
+}
+
+// dropDependency removes the one entry of r's dependsOn that holds hint.
+func dropDependency(t *testing.T, r map[string]any, hint string) {
+	t.Helper()
+	deps := r["dependsOn"].([]any)
+	kept := slices.DeleteFunc(slices.Clone(deps), func(d any) bool { return strings.Contains(d.(string), hint) })
+	require.Len(t, kept, len(deps)-1, "dependsOn %q", hint)
+	r["dependsOn"] = kept
 }
 
 // keyVaultRoleAssignment returns the role assignment of the nested
