@@ -871,11 +871,7 @@ func checkNames(d *armeval.Deployment, f fixture) error {
 	if !ok {
 		return fmt.Errorf("appName has no maxLength")
 	}
-	values := map[string]any{}
-	for k, v := range f.values {
-		values[k] = v
-	}
-	values["appName"] = strings.Repeat("a", int(longest))
+	values := withValues(f.values, map[string]any{"appName": strings.Repeat("a", int(longest))})
 	delete(values, "identityName")
 	long, err := armeval.Resolve(f.template, values, exampleScope)
 	if err != nil {

@@ -274,14 +274,7 @@ func TestMonitoringFollowsItsParameters(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			values := map[string]any{}
-			for k, v := range f.values {
-				values[k] = v
-			}
-			for k, v := range tc.values {
-				values[k] = v
-			}
-			d, err := armeval.Resolve(f.template, values, exampleScope)
+			d, err := armeval.Resolve(f.template, withValues(f.values, tc.values), exampleScope)
 			require.NoError(t, err)
 			require.NoError(t, checkMonitoring(d, f))
 			require.NoError(t, checkGrants(d))

@@ -120,14 +120,7 @@ func TestDefaultsGiveTheStatedBudget(t *testing.T) {
 	}
 	for _, extra := range []map[string]any{nil, {"pickupEnabled": false}} {
 		t.Run(fmt.Sprint(extra), func(t *testing.T) {
-			values := map[string]any{}
-			for k, v := range required {
-				values[k] = v
-			}
-			for k, v := range extra {
-				values[k] = v
-			}
-			d, err := armeval.Resolve(f.template, values, exampleScope)
+			d, err := armeval.Resolve(f.template, withValues(required, extra), exampleScope)
 			require.NoError(t, err)
 			require.NoError(t, checkBudget(d))
 			b, err := clusterServiceBound(d)
@@ -149,15 +142,13 @@ func TestBudgetHoldsForAnyParameters(t *testing.T) {
 			for _, perProcess := range []int64{0, 1, 64, 4096} {
 				for _, budget := range []int64{4, 256, 1000} {
 					for _, memory := range []int64{512, 2048, 4096} {
-						values := map[string]any{}
-						for k, v := range f.values {
-							values[k] = v
-						}
-						values["maximumInstanceCount"] = instances
-						values["pickupEnabled"] = pickup
-						values["clusterServiceMaxInFlight"] = perProcess
-						values["clusterServiceBudget"] = budget
-						values["instanceMemoryMB"] = memory
+						values := withValues(f.values, map[string]any{
+							"maximumInstanceCount":      instances,
+							"pickupEnabled":             pickup,
+							"clusterServiceMaxInFlight": perProcess,
+							"clusterServiceBudget":      budget,
+							"instanceMemoryMB":          memory,
+						})
 						what := fmt.Sprintf("%v", values)
 						d, err := armeval.Resolve(f.template, values, exampleScope)
 						require.NoError(t, err, what)
