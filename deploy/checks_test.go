@@ -993,7 +993,7 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			edit: func(t *testing.T, tmpl map[string]any) {
 				setSetting(t, tmpl, "AZURE_CLIENT_ID", "[reference(resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', 'other-id'), '2023-01-31').clientId]")
 			},
-			want: "AZURE_CLIENT_ID is",
+			want: `AZURE_CLIENT_ID is "clientId(/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/opstatus-int-eastus/providers/Microsoft.ManagedIdentity/userAssignedIdentities/other-id)"`,
 		},
 		{
 			name:  "pickup's Cosmos DB connection as another identity",
@@ -1001,13 +1001,13 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			edit: func(t *testing.T, tmpl map[string]any) {
 				setSetting(t, tmpl, "COSMOS__clientId", "[reference(resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', 'other-id'), '2023-01-31').clientId]")
 			},
-			want: "COSMOS__clientId is",
+			want: `COSMOS__clientId is "clientId(/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/opstatus-int-eastus/providers/Microsoft.ManagedIdentity/userAssignedIdentities/other-id)"`,
 		},
 		{
 			name:  "pickup's Cosmos DB connection with another credential",
 			check: "identity",
 			edit:  func(t *testing.T, tmpl map[string]any) { setSetting(t, tmpl, "COSMOS__credential", "azurecli") },
-			want:  "COSMOS__credential is",
+			want:  `COSMOS__credential is "azurecli", want "managedidentity"`,
 		},
 		{
 			name:  "pickup's Cosmos DB connection to another account than the role's",
@@ -1015,7 +1015,7 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			edit: func(t *testing.T, tmpl map[string]any) {
 				setSetting(t, tmpl, "COSMOS__accountEndpoint", "[reference(resourceId(parameters('cosmosResourceGroup'), 'Microsoft.DocumentDB/databaseAccounts', 'other'), '2024-11-15').documentEndpoint]")
 			},
-			want: "COSMOS__accountEndpoint",
+			want: `COSMOS__accountEndpoint "https://other.documents.azure.com:443/" is not the endpoint of an account the identity is given a role on`,
 		},
 		{
 			name:  "a role given to another principal",
@@ -1059,7 +1059,7 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			name:  "AZURE_LOCATION a display name",
 			check: "settings",
 			edit:  func(t *testing.T, tmpl map[string]any) { setSetting(t, tmpl, "AZURE_LOCATION", "East US") },
-			want:  "AZURE_LOCATION",
+			want:  `AZURE_LOCATION: "East US" is not an Azure region name`,
 		},
 		{
 			name:  "AZURE_CLIENT_ID missing",
