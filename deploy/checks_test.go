@@ -871,11 +871,7 @@ func checkNames(d *armeval.Deployment, f fixture) error {
 	if !ok {
 		return fmt.Errorf("appName has no maxLength")
 	}
-	values := map[string]any{}
-	for k, v := range f.values {
-		values[k] = v
-	}
-	values["appName"] = strings.Repeat("a", int(longest))
+	values := withValues(f.values, map[string]any{"appName": strings.Repeat("a", int(longest))})
 	delete(values, "identityName")
 	long, err := armeval.Resolve(f.template, values, exampleScope)
 	if err != nil {
@@ -997,7 +993,7 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			edit: func(t *testing.T, tmpl map[string]any) {
 				setSetting(t, tmpl, "AZURE_CLIENT_ID", "[reference(resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', 'other-id'), '2023-01-31').clientId]")
 			},
-			want: "AZURE_CLIENT_ID is",
+			want: `AZURE_CLIENT_ID is "clientId(/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/opstatus-int-eastus/providers/Microsoft.ManagedIdentity/userAssignedIdentities/other-id)"`,
 		},
 		{
 			name:  "pickup's Cosmos DB connection as another identity",
@@ -1005,13 +1001,13 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			edit: func(t *testing.T, tmpl map[string]any) {
 				setSetting(t, tmpl, "COSMOS__clientId", "[reference(resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', 'other-id'), '2023-01-31').clientId]")
 			},
-			want: "COSMOS__clientId is",
+			want: `COSMOS__clientId is "clientId(/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/opstatus-int-eastus/providers/Microsoft.ManagedIdentity/userAssignedIdentities/other-id)"`,
 		},
 		{
 			name:  "pickup's Cosmos DB connection with another credential",
 			check: "identity",
 			edit:  func(t *testing.T, tmpl map[string]any) { setSetting(t, tmpl, "COSMOS__credential", "azurecli") },
-			want:  "COSMOS__credential is",
+			want:  `COSMOS__credential is "azurecli", want "managedidentity"`,
 		},
 		{
 			name:  "pickup's Cosmos DB connection to another account than the role's",
@@ -1019,7 +1015,7 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			edit: func(t *testing.T, tmpl map[string]any) {
 				setSetting(t, tmpl, "COSMOS__accountEndpoint", "[reference(resourceId(parameters('cosmosResourceGroup'), 'Microsoft.DocumentDB/databaseAccounts', 'other'), '2024-11-15').documentEndpoint]")
 			},
-			want: "COSMOS__accountEndpoint",
+			want: `COSMOS__accountEndpoint "https://other.documents.azure.com:443/" is not the endpoint of an account the identity is given a role on`,
 		},
 		{
 			name:  "a role given to another principal",
@@ -1033,7 +1029,7 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			name:  "the deployment package read as another identity",
 			check: "identity",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				auth := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage", "authentication").(map[string]any)
+				auth := functionAppConfig(t, tmpl, "deployment", "storage", "authentication")
 				auth["userAssignedIdentityResourceId"] = "[resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', 'other-id')]"
 			},
 			want: "deployment storage authenticates as",
@@ -1042,7 +1038,7 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			name:  "the deployment package read with a connection string",
 			check: "identity",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				auth := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage", "authentication").(map[string]any)
+				auth := functionAppConfig(t, tmpl, "deployment", "storage", "authentication")
 				auth["type"] = "SystemAssignedIdentity"
 			},
 			want: "want UserAssignedIdentity",
@@ -1063,7 +1059,7 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			name:  "AZURE_LOCATION a display name",
 			check: "settings",
 			edit:  func(t *testing.T, tmpl map[string]any) { setSetting(t, tmpl, "AZURE_LOCATION", "East US") },
-			want:  "AZURE_LOCATION",
+			want:  `AZURE_LOCATION: "East US" is not an Azure region name`,
 		},
 		{
 			name:  "AZURE_CLIENT_ID missing",
@@ -1132,7 +1128,7 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			name:  "a deployment container the template does not create",
 			check: "bindings",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				storage := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "deployment", "storage").(map[string]any)
+				storage := functionAppConfig(t, tmpl, "deployment", "storage")
 				storage["value"] = "[format('{0}{1}', reference(variables('storageId'), '2023-05-01').primaryEndpoints.blob, 'packages')]"
 			},
 			want: "deployment container packages is not created",
@@ -1189,32 +1185,36 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			want: "basic-auth publishing credentials must be off",
 		},
 		{
-			name:  "a setting of the static split left in",
-			check: "budget",
+			name:   "a setting of the static split left in",
+			check:  "budget",
+			values: budgetDefaults,
 			edit: func(t *testing.T, tmpl map[string]any) {
 				addSetting(t, tmpl, "MAXIMUM_INSTANCE_COUNT", "[string(parameters('maximumInstanceCount'))]")
 			},
 			want: "MAXIMUM_INSTANCE_COUNT is set, but the handler no longer reads it",
 		},
 		{
-			name:  "the ceiling lowered by the static split",
-			check: "budget",
+			name:   "the ceiling lowered by the static split",
+			check:  "budget",
+			values: budgetDefaults,
 			edit: func(t *testing.T, tmpl map[string]any) {
 				setSetting(t, tmpl, "CLUSTER_SERVICE_MAX_IN_FLIGHT", "[string(div(parameters('clusterServiceBudget'), mul(2, parameters('maximumInstanceCount'))))]")
 			},
 			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 3, not 64",
 		},
 		{
-			name:  "the ceiling not by the instance's cores",
-			check: "budget",
+			name:   "the ceiling not by the instance's cores",
+			check:  "budget",
+			values: budgetDefaults,
 			edit: func(t *testing.T, tmpl map[string]any) {
 				setSetting(t, tmpl, "CLUSTER_SERVICE_MAX_IN_FLIGHT", "[string(parameters('clusterServiceMaxInFlight'))]")
 			},
 			want: "CLUSTER_SERVICE_MAX_IN_FLIGHT is 0, not 64",
 		},
 		{
-			name:  "the budget without the ledger's container",
-			check: "budget",
+			name:   "the budget without the ledger's container",
+			check:  "budget",
+			values: budgetDefaults,
 			edit: func(t *testing.T, tmpl map[string]any) {
 				setSetting(t, tmpl, "COSMOS_LEASES_CONTAINER", "")
 			},
@@ -1250,15 +1250,16 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			name:  "an always-ready entry named as a group Flex does not have",
 			check: "always ready",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				variables(tmpl)["alwaysReady"] = strings.Replace(variables(tmpl)["alwaysReady"].(string), "'function:poll'", "'poll'", 1)
+				replaceIn(t, variables(tmpl), "alwaysReady", "'function:poll'", "'poll'")
 			},
 			want: "alwaysReady entry \"poll\" is not function:<name> of a function of the app",
 		},
 		{
-			name:  "no instance limit",
-			check: "budget",
+			name:   "no instance limit",
+			check:  "budget",
+			values: budgetDefaults,
 			edit: func(t *testing.T, tmpl map[string]any) {
-				sc := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "scaleAndConcurrency").(map[string]any)
+				sc := functionAppConfig(t, tmpl, "scaleAndConcurrency")
 				delete(sc, "maximumInstanceCount")
 			},
 			want: "maximumInstanceCount is not set",
@@ -1366,7 +1367,7 @@ func TestChecksFailOnBrokenCopies(t *testing.T) {
 			name:  "a runtime other than the custom handler",
 			check: "flex",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				rt := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "runtime").(map[string]any)
+				rt := functionAppConfig(t, tmpl, "runtime")
 				rt["name"] = "node"
 			},
 			want: "want custom 1.0",

@@ -274,14 +274,7 @@ func TestMonitoringFollowsItsParameters(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			values := map[string]any{}
-			for k, v := range f.values {
-				values[k] = v
-			}
-			for k, v := range tc.values {
-				values[k] = v
-			}
-			d, err := armeval.Resolve(f.template, values, exampleScope)
+			d, err := armeval.Resolve(f.template, withValues(f.values, tc.values), exampleScope)
 			require.NoError(t, err)
 			require.NoError(t, checkMonitoring(d, f))
 			require.NoError(t, checkGrants(d))
@@ -299,8 +292,7 @@ func TestMonitoringCheckFailsOnEditedTemplate(t *testing.T) {
 		want string
 	}{
 		{"a rule's threshold unlike the PrometheusRule's", func(t *testing.T, tmpl map[string]any) {
-			r := ruleGroupRule(t, tmpl, "OpstatusClusterCreatePending")
-			r["expression"] = strings.Replace(r["expression"].(string), "1200", "1800", 1)
+			replaceIn(t, ruleGroupRule(t, tmpl, "OpstatusClusterCreatePending"), "expression", "1200", "1800")
 		}, "rules are not"},
 		{"a rule left out", func(t *testing.T, tmpl map[string]any) {
 			p := props(findResource(t, tmpl, "Microsoft.AlertsManagement/prometheusRuleGroups", "alerts"))

@@ -71,7 +71,7 @@ func TestSchemaCheckFailsOnEditedTemplate(t *testing.T) {
 		{
 			name: "a runtime Flex Consumption does not have",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				rt := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "runtime").(map[string]any)
+				rt := functionAppConfig(t, tmpl, "runtime")
 				rt["name"] = "go"
 			},
 			want: "value must be one of 'dotnet-isolated'",
@@ -79,7 +79,7 @@ func TestSchemaCheckFailsOnEditedTemplate(t *testing.T) {
 		{
 			name: "an instance count that is not a number",
 			edit: func(t *testing.T, tmpl map[string]any) {
-				sc := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "functionAppConfig", "scaleAndConcurrency").(map[string]any)
+				sc := functionAppConfig(t, tmpl, "scaleAndConcurrency")
 				sc["maximumInstanceCount"] = "four"
 			},
 			want: "maximumInstanceCount' [S#/definitions/FunctionsScaleAndConcurrency/properties/maximumInstanceCount/anyOf/0/type]: got string, want integer",

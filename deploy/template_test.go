@@ -3,7 +3,9 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,11 +38,15 @@ func load(t *testing.T) fixture {
 	return f
 }
 
-// checks are the checks a schema cannot make, run on a resolved template.
-var checks = []struct {
+// check is one of the checks a schema cannot make, by the name broken
+// copies give.
+type check struct {
 	name  string
 	check func(d *armeval.Deployment, f fixture) error
-}{
+}
+
+// checks are the checks a schema cannot make, run on a resolved template.
+var checks = []check{
 	{"role GUIDs", func(d *armeval.Deployment, _ fixture) error { return checkRoleGUIDs(d) }},
 	{"grants", func(d *armeval.Deployment, _ fixture) error { return checkGrants(d) }},
 	{"identity", func(d *armeval.Deployment, _ fixture) error { return checkIdentity(d) }},
@@ -81,6 +87,12 @@ func runChecks(f fixture) error {
 	if err != nil {
 		return fmt.Errorf("resolve: %w", err)
 	}
+	return checkAll(d, f)
+}
+
+// checkAll runs every check on a resolved template, returning the first
+// failure.
+func checkAll(d *armeval.Deployment, f fixture) error {
 	for _, c := range checks {
 		if err := c.check(d, f); err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
@@ -108,14 +120,7 @@ func TestDefaultsGiveTheStatedBudget(t *testing.T) {
 	}
 	for _, extra := range []map[string]any{nil, {"pickupEnabled": false}} {
 		t.Run(fmt.Sprint(extra), func(t *testing.T) {
-			values := map[string]any{}
-			for k, v := range required {
-				values[k] = v
-			}
-			for k, v := range extra {
-				values[k] = v
-			}
-			d, err := armeval.Resolve(f.template, values, exampleScope)
+			d, err := armeval.Resolve(f.template, withValues(required, extra), exampleScope)
 			require.NoError(t, err)
 			require.NoError(t, checkBudget(d))
 			b, err := clusterServiceBound(d)
@@ -137,15 +142,13 @@ func TestBudgetHoldsForAnyParameters(t *testing.T) {
 			for _, perProcess := range []int64{0, 1, 64, 4096} {
 				for _, budget := range []int64{4, 256, 1000} {
 					for _, memory := range []int64{512, 2048, 4096} {
-						values := map[string]any{}
-						for k, v := range f.values {
-							values[k] = v
-						}
-						values["maximumInstanceCount"] = instances
-						values["pickupEnabled"] = pickup
-						values["clusterServiceMaxInFlight"] = perProcess
-						values["clusterServiceBudget"] = budget
-						values["instanceMemoryMB"] = memory
+						values := withValues(f.values, map[string]any{
+							"maximumInstanceCount":      instances,
+							"pickupEnabled":             pickup,
+							"clusterServiceMaxInFlight": perProcess,
+							"clusterServiceBudget":      budget,
+							"instanceMemoryMB":          memory,
+						})
 						what := fmt.Sprintf("%v", values)
 						d, err := armeval.Resolve(f.template, values, exampleScope)
 						require.NoError(t, err, what)
@@ -179,13 +182,18 @@ func TestParametersFileDeclaresOnlyTemplateParameters(t *testing.T) {
 type brokenCopy struct {
 	name  string
 	check string
-	// values are parameter values the case deploys the copy with,
-	// into scope when set.
+	// values are parameter values the case deploys the copy with, over
+	// the example's; a nil value leaves the parameter to its default.
+	// scope, when set, replaces the example's.
 	values map[string]any
 	scope  armeval.Scope
 	edit   func(t *testing.T, tmpl map[string]any)
 	want   string
 }
+
+// budgetDefaults leave the budget's parameters, which the example sets, to
+// the defaults the budget's broken copies are written against.
+var budgetDefaults = map[string]any{"maximumInstanceCount": nil, "clusterServiceMaxInFlight": nil, "clusterServiceBudget": nil}
 
 // runBrokenCopies sees the check of each broken copy fail with the error
 // it wants, and every check together fail on it.
@@ -196,25 +204,13 @@ func runBrokenCopies(t *testing.T, tests []brokenCopy) {
 		t.Run(tc.name, func(t *testing.T) {
 			edited := f
 			edited.template = armeval.DeepCopy(f.template)
-			if tc.check == "budget" {
-				// The example sets the budget's parameters; the edits
-				// change their defaults.
-				edited.values = map[string]any{}
-				for k, v := range f.values {
-					if k != "maximumInstanceCount" && k != "clusterServiceMaxInFlight" && k != "clusterServiceBudget" {
-						edited.values[k] = v
-					}
+			edited.values = maps.Clone(f.values)
+			for k, v := range tc.values {
+				if v == nil {
+					delete(edited.values, k)
+				} else {
+					edited.values[k] = v
 				}
-			}
-			if tc.values != nil {
-				values := map[string]any{}
-				for k, v := range edited.values {
-					values[k] = v
-				}
-				for k, v := range tc.values {
-					values[k] = v
-				}
-				edited.values = values
 			}
 			tc.edit(t, edited.template)
 			scope := exampleScope
@@ -223,15 +219,10 @@ func runBrokenCopies(t *testing.T, tests []brokenCopy) {
 			}
 			d, err := armeval.Resolve(edited.template, edited.values, scope)
 			require.NoError(t, err)
-			var check func(*armeval.Deployment, fixture) error
-			for _, c := range checks {
-				if c.name == tc.check {
-					check = c.check
-				}
-			}
-			require.NotNil(t, check, tc.check)
-			require.ErrorContains(t, check(d, edited), tc.want)
-			require.Error(t, runChecks(edited))
+			i := slices.IndexFunc(checks, func(c check) bool { return c.name == tc.check })
+			require.NotEqual(t, -1, i, tc.check)
+			require.ErrorContains(t, checks[i].check(d, edited), tc.want)
+			require.Error(t, checkAll(d, edited))
 		})
 	}
 }
@@ -349,23 +340,25 @@ func leasesContainer(t *testing.T, tmpl map[string]any) map[string]any {
 	return armeval.Path(dep, "properties", "template", "resources").([]any)[1].(map[string]any)
 }
 
+// replaceIn replaces part of the expression m[key], which must hold old.
+func replaceIn(t *testing.T, m map[string]any, key, old, replacement string) {
+	t.Helper()
+	expr := m[key].(string)
+	require.Contains(t, expr, old)
+	m[key] = strings.Replace(expr, old, replacement, 1)
+}
+
 // editSubnetCheck replaces part of the site's checks of its subnet.
 func editSubnetCheck(t *testing.T, tmpl map[string]any, old, replacement string) {
 	t.Helper()
-	p := props(findResource(t, tmpl, "Microsoft.Web/sites", ""))
-	expr := p["virtualNetworkSubnetId"].(string)
-	require.Contains(t, expr, old)
-	p["virtualNetworkSubnetId"] = strings.Replace(expr, old, replacement, 1)
+	replaceIn(t, props(findResource(t, tmpl, "Microsoft.Web/sites", "")), "virtualNetworkSubnetId", old, replacement)
 }
 
 // editStorageAccess replaces part of the storage account's checks of its
 // network parameters.
 func editStorageAccess(t *testing.T, tmpl map[string]any, old, replacement string) {
 	t.Helper()
-	p := props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", ""))
-	expr := p["publicNetworkAccess"].(string)
-	require.Contains(t, expr, old)
-	p["publicNetworkAccess"] = strings.Replace(expr, old, replacement, 1)
+	replaceIn(t, props(findResource(t, tmpl, "Microsoft.Storage/storageAccounts", "")), "publicNetworkAccess", old, replacement)
 }
 
 // editSiteEndpointSubnet replaces part of the app's private endpoint's
@@ -373,9 +366,25 @@ func editStorageAccess(t *testing.T, tmpl map[string]any, old, replacement strin
 func editSiteEndpointSubnet(t *testing.T, tmpl map[string]any, old, replacement string) {
 	t.Helper()
 	subnet := props(findResource(t, tmpl, "Microsoft.Network/privateEndpoints", "sitePrivateEndpointName"))["subnet"].(map[string]any)
-	expr := subnet["id"].(string)
-	require.Contains(t, expr, old)
-	subnet["id"] = strings.Replace(expr, old, replacement, 1)
+	replaceIn(t, subnet, "id", old, replacement)
+}
+
+// functionAppConfig returns the object at keys under the site's
+// functionAppConfig.
+func functionAppConfig(t *testing.T, tmpl map[string]any, keys ...string) map[string]any {
+	t.Helper()
+	m, ok := armeval.Path(props(findResource(t, tmpl, "Microsoft.Web/sites", "")), append([]string{"functionAppConfig"}, keys...)...).(map[string]any)
+	require.True(t, ok, "functionAppConfig %v", keys)
+	return m
+}
+
+// dropDependency removes the one entry of r's dependsOn that holds hint.
+func dropDependency(t *testing.T, r map[string]any, hint string) {
+	t.Helper()
+	deps := r["dependsOn"].([]any)
+	kept := slices.DeleteFunc(slices.Clone(deps), func(d any) bool { return strings.Contains(d.(string), hint) })
+	require.Len(t, kept, len(deps)-1, "dependsOn %q", hint)
+	r["dependsOn"] = kept
 }
 
 // keyVaultRoleAssignment returns the role assignment of the nested

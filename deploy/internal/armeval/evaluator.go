@@ -161,7 +161,7 @@ func (e *evaluator) variable(name string) (any, error) {
 	return v, nil
 }
 
-// normalize turns JSON numbers into int64 (the template has no others).
+// Normalize turns JSON numbers into int64 (the template has no others).
 func Normalize(v any) any {
 	switch n := v.(type) {
 	case json.Number:

@@ -25,9 +25,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/opstatus/opstatus/deploy/internal/armeval"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -44,18 +46,18 @@ const (
 // not to the resource's API.
 var templateKeys = []string{"dependsOn", "condition", "copy", "comments", "scope", "resourceGroup", "subscriptionId"}
 
+var queueName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$`)
+
 // re2Equivalents stand in for schema patterns Go's regexp cannot compile
 // (lookaheads), each matching exactly the same strings.
 var re2Equivalents = map[string]func(string) bool{
 	// Azure Monitor workspace names: 2 or more of a-z, A-Z, 0-9 and -,
 	// neither starting nor ending with a dash.
-	`^(?!-)[a-zA-Z0-9-]+[^-]$`: func(s string) bool {
-		return regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9-]*[^-]$`).MatchString(s)
-	},
+	`^(?!-)[a-zA-Z0-9-]+[^-]$`: regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9-]*[^-]$`).MatchString,
 	// Queue names: 3 to 63 of a-z, 0-9 and -, starting and ending with a
 	// letter or digit, with no two dashes together.
 	`^[a-z0-9]([a-z0-9]|(-(?!-))){1,61}[a-z0-9]$`: func(s string) bool {
-		return regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$`).MatchString(s) && !strings.Contains(s, "--")
+		return queueName.MatchString(s) && !strings.Contains(s, "--")
 	},
 }
 
@@ -251,12 +253,12 @@ func extendEnums(rel string, doc map[string]any) error {
 		if e.file != rel {
 			continue
 		}
-		prop, _ := path(doc, "definitions", e.definition, "properties", e.property).(map[string]any)
+		prop, _ := armeval.Path(doc, "definitions", e.definition, "properties", e.property).(map[string]any)
 		done := false
 		for _, key := range []string{"oneOf", "anyOf"} {
 			forms, _ := prop[key].([]any)
 			for _, f := range forms {
-				items, _ := path(f, "items").(map[string]any)
+				items, _ := armeval.Path(f, "items").(map[string]any)
 				if enum, ok := items["enum"].([]any); ok {
 					items["enum"] = append(enum, e.value)
 					done = true
@@ -272,7 +274,7 @@ func extendEnums(rel string, doc map[string]any) error {
 
 // enumOf returns the single value a definition's property is fixed to.
 func enumOf(def any, prop string) string {
-	e, _ := path(def, "properties", prop, "enum").([]any)
+	e, _ := armeval.Path(def, "properties", prop, "enum").([]any)
 	if len(e) != 1 {
 		return ""
 	}
@@ -405,7 +407,7 @@ func (s *Set) ValidateTemplate(tmpl map[string]any, where string) error {
 		if err := s.Validate(url, api, what); err != nil {
 			return err
 		}
-		if nested, ok := path(r, "properties", "template").(map[string]any); ok {
+		if nested, ok := armeval.Path(r, "properties", "template").(map[string]any); ok {
 			if err := s.ValidateTemplate(nested, what+" template"); err != nil {
 				return err
 			}
@@ -423,7 +425,7 @@ func (s *Set) apiOf(r map[string]any, what string) (map[string]any, error) {
 	}
 	api := map[string]any{}
 	for k, v := range r {
-		if !contains(templateKeys, k) {
+		if !slices.Contains(templateKeys, k) {
 			api[k] = v
 		}
 	}
@@ -443,25 +445,4 @@ func (s *Set) apiOf(r map[string]any, what string) (map[string]any, error) {
 		api["resources"] = out
 	}
 	return api, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// path walks nested objects; nil when a step is missing.
-func path(v any, keys ...string) any {
-	for _, k := range keys {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = m[k]
-	}
-	return v
 }

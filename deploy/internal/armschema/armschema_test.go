@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opstatus/opstatus/deploy/internal/armeval"
 	"github.com/stretchr/testify/require"
 )
 
@@ -365,7 +366,7 @@ func TestLoadRefuses(t *testing.T) {
 		{
 			name: "a resource definition whose type is not fixed",
 			edit: func(docs map[string]any) {
-				def := path(docs["schemas/2099-01-01/Microsoft.Test.json"], "resourceDefinitions", "widgets", "properties").(map[string]any)
+				def := armeval.Path(docs["schemas/2099-01-01/Microsoft.Test.json"], "resourceDefinitions", "widgets", "properties").(map[string]any)
 				def["type"] = map[string]any{"type": "string"}
 			},
 			want: "resource definition widgets has no type or apiVersion",
@@ -427,7 +428,7 @@ func TestExtensibleEnumsAccepted(t *testing.T) {
 
 func TestNothingLoadedFromTheNetwork(t *testing.T) {
 	docs := files()
-	props := path(docs["schemas/2099-01-01/Microsoft.Test.json"], "definitions", "WidgetProperties", "properties").(map[string]any)
+	props := armeval.Path(docs["schemas/2099-01-01/Microsoft.Test.json"], "definitions", "WidgetProperties", "properties").(map[string]any)
 	props["size"] = map[string]any{"$ref": "https://schema.example/elsewhere.json"}
 	root, src := writeSchemas(t, docs)
 	s, err := Load(root, src)
