@@ -57,7 +57,7 @@ func (r *run) check(ctx context.Context, it *item) {
 	kind, id, err := pending.Check(pending.Item{SubscriptionID: it.msg.SubscriptionID, OperationID: it.msg.OperationID,
 		Status: op.Status, Request: op.Request, InternalID: op.InternalID})
 	if err != nil {
-		it.log.Error("operation cannot be polled; left as it is", "error", err, "reason", opkind.Reason(err))
+		it.log.Error("operation cannot be polled; left as it is", "error", err, "reason", pending.Reason(err))
 		it.outcome = OutcomeInvalid
 		return
 	}
