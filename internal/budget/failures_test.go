@@ -89,9 +89,7 @@ func TestImpossibleLedgerIsReplaced(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &budgettesting.Store{}
 			s.Put(budget.Ledger{ID: budget.ID, Epoch: "e0", Budget: 10, Holders: tc.holders})
-			c := join(t, s, 10)
-			c.Queue(100)
-			c.tick(t)
+			c := busy(t, s, 10)
 			require.Zero(t, c.Held(), "grew into a ledger that cannot be")
 			l := ledger(t, s)
 			require.NotEqual(t, "e0", l.Epoch)

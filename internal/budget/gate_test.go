@@ -38,6 +38,29 @@ func (m member) tick(t *testing.T) {
 	require.NoError(t, m.Tick(context.Background()))
 }
 
+// busy joins a process with more work queued than budget b and lets it
+// tick once.
+func busy(t *testing.T, store budget.Store, b int) member {
+	t.Helper()
+	m := join(t, store, b)
+	m.Queue(100)
+	m.tick(t)
+	return m
+}
+
+// acquire takes n permits of m, each of which must be free, and returns
+// their releases.
+func (m member) acquire(t *testing.T, n int) []func() {
+	t.Helper()
+	releases := make([]func(), 0, n)
+	for range n {
+		release, ok := m.TryAcquire()
+		require.True(t, ok)
+		releases = append(releases, release)
+	}
+	return releases
+}
+
 // seeded is a store holding a ledger of budget b that nobody holds yet.
 func seeded(b int) *budgettesting.Store {
 	s := &budgettesting.Store{}
@@ -126,9 +149,7 @@ func TestFailedWritesFailClosedAtLeaseEnd(t *testing.T) {
 	s := seeded(10)
 	var reads, writes bool
 	failing(s, &reads, &writes)
-	a := join(t, s, 10)
-	a.Queue(100)
-	a.tick(t)
+	a := busy(t, s, 10)
 	writes = true
 	left := a.LeaseLeft()
 	for elapsed := time.Second; elapsed <= budget.DefaultValidity; elapsed += time.Second {
@@ -154,9 +175,7 @@ func TestFailedWritesFailClosedAtLeaseEnd(t *testing.T) {
 // its entry reclaimed, and rejoins under a new owner.
 func TestFrozenHolderResumedStartsNothingAndRejoins(t *testing.T) {
 	s := seeded(10)
-	a := join(t, s, 10)
-	a.Queue(100)
-	a.tick(t)
+	a := busy(t, s, 10)
 	old := a.Figures().Owner
 	b := join(t, s, 10)
 	b.Queue(100)
@@ -181,15 +200,8 @@ func TestFrozenHolderResumedStartsNothingAndRejoins(t *testing.T) {
 // the new entry's, which holds nothing, and the permits are another's.
 func TestPermitsTakenBeforeAReclaimStartNoRequestAfterTheRejoin(t *testing.T) {
 	s := seeded(10)
-	a := join(t, s, 10)
-	a.Queue(100)
-	a.tick(t)
-	var releases []func()
-	for range 4 { // checks that made their first call before the freeze
-		release, ok := a.TryAcquire()
-		require.True(t, ok)
-		releases = append(releases, release)
-	}
+	a := busy(t, s, 10)
+	releases := a.acquire(t, 4) // checks that made their first call before the freeze
 	b := join(t, s, 10)
 	b.Queue(100)
 	for range 40 { // a is frozen
@@ -225,9 +237,7 @@ func TestPermitsTakenBeforeAReclaimStartNoRequestAfterTheRejoin(t *testing.T) {
 // A process that waits out a new epoch starts nothing, whatever its lease.
 func TestStartRefusedWhileWaitingOutANewEpoch(t *testing.T) {
 	s := seeded(10)
-	a := join(t, s, 10)
-	a.Queue(100)
-	a.tick(t)
+	a := busy(t, s, 10)
 	release, ok := a.TryAcquire()
 	require.True(t, ok)
 	defer release()

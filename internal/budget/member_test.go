@@ -25,9 +25,7 @@ func TestLoneInstanceReachesTheBudgetInOneWrite(t *testing.T) {
 
 func TestIdleDropsToZeroAndWorkGrowsAgainInOneWrite(t *testing.T) {
 	s := seeded(16)
-	m := join(t, s, 16)
-	m.Queue(100)
-	m.tick(t)
+	m := busy(t, s, 16)
 	require.Equal(t, 16, m.Held())
 	m.Queue(-100)
 	advance(time.Second, m)
@@ -49,18 +47,9 @@ func TestIdleDropsToZeroAndWorkGrowsAgainInOneWrite(t *testing.T) {
 // and the newcomer takes its share only after that write.
 func TestNewcomerReachesItsShareWithoutOvershoot(t *testing.T) {
 	s := seeded(10)
-	a := join(t, s, 10)
-	a.Queue(100)
-	a.tick(t)
-	var releases []func()
-	for range 10 {
-		r, ok := a.TryAcquire()
-		require.True(t, ok)
-		releases = append(releases, r)
-	}
-	b := join(t, s, 10)
-	b.Queue(100)
-	b.tick(t)
+	a := busy(t, s, 10)
+	releases := a.acquire(t, 10)
+	b := busy(t, s, 10)
 	require.Zero(t, b.Held(), "no free permits")
 	a.tick(t)
 	require.Equal(t, 10, ledger(t, s).Holders[a.Figures().Owner].Permits, "gave back with 10 in flight")
@@ -83,14 +72,10 @@ func TestNewcomerReachesItsShareWithoutOvershoot(t *testing.T) {
 // reclaimed after.
 func TestKilledHolderIsReclaimedOnlyAfterE(t *testing.T) {
 	s := seeded(10)
-	a := join(t, s, 10)
-	a.Queue(100)
-	a.tick(t)
+	a := busy(t, s, 10)
 	require.Equal(t, 10, a.Held())
 	dead := a.Figures().Owner
-	b := join(t, s, 10)
-	b.Queue(100)
-	b.tick(t)
+	b := busy(t, s, 10)
 	// a is killed now. c starts 20 s later.
 	var c member
 	for elapsed := time.Duration(0); elapsed < budget.DefaultExpireAfter+25*time.Second; elapsed += time.Second {
@@ -122,9 +107,7 @@ func TestKilledHolderIsReclaimedOnlyAfterE(t *testing.T) {
 // and the next counts on from there, never reclaiming before E in all.
 func TestDeadHolderIsReclaimedAcrossShortLivedObservers(t *testing.T) {
 	s := seeded(10)
-	a := join(t, s, 10)
-	a.Queue(100)
-	a.tick(t)
+	a := busy(t, s, 10)
 	require.Equal(t, 10, a.Held())
 	dead := a.Figures().Owner
 	// a is killed now; observers live 12 s each, one after another.
@@ -268,9 +251,7 @@ func TestDeletedLedgerNewEpochWaitsE(t *testing.T) {
 // permits and wait E before taking any.
 func TestReplacedLedgerMembersWaitE(t *testing.T) {
 	s := seeded(10)
-	a := join(t, s, 10)
-	a.Queue(100)
-	a.tick(t)
+	a := busy(t, s, 10)
 	require.Equal(t, 10, a.Held())
 	s.Put(budget.Ledger{ID: budget.ID, Epoch: "e1", Budget: 10, Holders: map[string]budget.Entry{}})
 	a.tick(t)
@@ -289,9 +270,7 @@ func TestReplacedLedgerMembersWaitE(t *testing.T) {
 func TestWallClockJumps(t *testing.T) {
 	t.Run("holder ahead 1 h: its lease ends at once, then renews", func(t *testing.T) {
 		s := seeded(10)
-		a := join(t, s, 10)
-		a.Queue(100)
-		a.tick(t)
+		a := busy(t, s, 10)
 		a.clock.JumpWall(time.Hour)
 		require.Zero(t, a.Held())
 		a.tick(t)
@@ -301,9 +280,7 @@ func TestWallClockJumps(t *testing.T) {
 		s := seeded(10)
 		var reads, writes bool
 		failing(s, &reads, &writes)
-		a := join(t, s, 10)
-		a.Queue(100)
-		a.tick(t)
+		a := busy(t, s, 10)
 		writes = true
 		a.clock.JumpWall(-time.Hour)
 		advance(budget.DefaultValidity, a)
@@ -311,12 +288,8 @@ func TestWallClockJumps(t *testing.T) {
 	})
 	t.Run("observer ahead 1 h: reclaims only after E on its monotonic clock", func(t *testing.T) {
 		s := seeded(10)
-		a := join(t, s, 10)
-		a.Queue(100)
-		a.tick(t)
-		b := join(t, s, 10)
-		b.Queue(100)
-		b.tick(t)
+		a := busy(t, s, 10)
+		b := busy(t, s, 10)
 		b.clock.JumpWall(time.Hour)
 		for range 29 {
 			advance(time.Second, b)
@@ -333,9 +306,7 @@ func TestWallClockJumps(t *testing.T) {
 // it only once the holder's own clock says its lease has ended.
 func TestClockRatesApart(t *testing.T) {
 	s := seeded(10)
-	a := join(t, s, 10)
-	a.Queue(100)
-	a.tick(t)
+	a := busy(t, s, 10)
 	b := join(t, s, 10)
 	b.Queue(100)
 	for {
@@ -355,9 +326,7 @@ func TestClockRatesApart(t *testing.T) {
 // when work comes.
 func TestPickupFloorIsFreeForPickup(t *testing.T) {
 	s := seeded(20)
-	a := join(t, s, 20)
-	a.Queue(100)
-	a.tick(t)
+	a := busy(t, s, 20)
 	require.Equal(t, 20, a.Held())
 	p := join(t, s, 20, func(c *budget.Config) { c.Floor = 4 })
 	p.Serve(budget.GroupPickup)
@@ -376,9 +345,7 @@ func TestPickupFloorIsFreeForPickup(t *testing.T) {
 func TestSeed(t *testing.T) {
 	s := &budgettesting.Store{}
 	require.NoError(t, budget.Seed(context.Background(), s, 8))
-	m := join(t, s, 8)
-	m.Queue(100)
-	m.tick(t)
+	m := busy(t, s, 8)
 	require.Equal(t, 8, m.Held())
 	require.NoError(t, budget.Seed(context.Background(), s, 8))
 	require.Contains(t, ledger(t, s).Holders, m.Figures().Owner)
