@@ -137,16 +137,11 @@ func (m *member) once(ctx context.Context) (again bool, err error) {
 		return false, nil
 	}
 	send := m.cfg.Clock.Now()
-	_, err = m.replace(ctx, d.ledger, etag)
-	switch {
-	case err == nil:
-		m.written(d.ledger, send)
-		return false, nil
-	case errors.Is(err, ErrPreconditionFailed):
-		return true, fmt.Errorf("write the budget ledger: %w", err)
-	default:
-		return false, fmt.Errorf("write the budget ledger: %w", err)
+	if _, err = m.replace(ctx, d.ledger, etag); err != nil {
+		return errors.Is(err, ErrPreconditionFailed), fmt.Errorf("write the budget ledger: %w", err)
 	}
+	m.written(d.ledger, send)
+	return false, nil
 }
 
 // log reports what plan found.
