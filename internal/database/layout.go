@@ -106,8 +106,8 @@ func (k BillingKey) Keyed(b *Billing) *Billing {
 
 // Partition returns the partition key of b, written as Keyed writes it.
 func (k BillingKey) Partition(b *Billing) string {
-	if k == BillingByPartitionKey {
-		return k.Keyed(b).PartitionKey
+	if k == BillingByPartitionKey && b.PartitionKey != "" {
+		return b.PartitionKey
 	}
 	return b.SubscriptionID
 }
