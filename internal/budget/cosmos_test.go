@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -19,11 +20,16 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-func leases(t *testing.T) *budget.Cosmos {
+// leasesContainer is the Leases container of a new database of the
+// Cosmos test server.
+func leasesContainer(t *testing.T) *azcosmos.ContainerClient {
 	cosmos := testenv.SharedCosmos(t)
 	db := cosmos.NewDatabase(t, testenv.ContainerSpec{Name: "Leases", PartitionKeyPath: "/id"})
-	return budget.NewCosmos(db.Containers["Leases"])
+	return db.Containers["Leases"]
 }
+
+// leases is the ledger store of a new Leases container.
+func leases(t *testing.T) *budget.Cosmos { return budget.NewCosmos(leasesContainer(t)) }
 
 // The Cosmos store through the Cosmos test server: 404 before the ledger
 // exists, 409 on a second create, 412 on a stale etag, and each request

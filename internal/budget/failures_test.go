@@ -19,14 +19,6 @@ import (
 	"github.com/opstatus/opstatus/internal/testenv"
 )
 
-// leasesContainer is the Leases container of a new database of the
-// Cosmos test server.
-func leasesContainer(t *testing.T) *azcosmos.ContainerClient {
-	cosmos := testenv.SharedCosmos(t)
-	db := cosmos.NewDatabase(t, testenv.ContainerSpec{Name: "Leases", PartitionKeyPath: "/id"})
-	return db.Containers["Leases"]
-}
-
 // A ledger item that does not decode is replaced under a new epoch, and
 // the members hold permits again after E. Through the Cosmos test server.
 func TestUnreadableLedgerIsReplacedThroughCosmos(t *testing.T) {
