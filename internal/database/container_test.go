@@ -231,33 +231,3 @@ func TestBillingPathReadAtFirstWrite(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, page.Items)
 }
-
-// TestBillingPathReadOnceAtStart: a client whose Billing container was read
-// at start (ReadContainer) writes by the path read then, without reading
-// the container again: here the container is replaced by one keyed by /id
-// after the start's read, and the write goes to Cosmos DB keyed by
-// /subscriptionId, which refuses it, rather than finding /id.
-func TestBillingPathReadOnceAtStart(t *testing.T) {
-	ctx := t.Context()
-	cosmos := testenv.SharedCosmos(t)
-	db := cosmos.NewDatabase(t, testenv.ContainerSpec{Name: "Billing", PartitionKeyPath: "/subscriptionId"})
-	client := newClient(t, cosmosConfig(t, db.Name))
-	require.NoError(t, client.ReadContainer(ctx, "Billing", database.HoldsBilling))
-
-	_, err := db.Containers["Billing"].Delete(ctx, nil)
-	require.NoError(t, err)
-	admin, err := testenv.NewCosmosClient(cosmos.Endpoint, cosmos.Key)
-	require.NoError(t, err)
-	adminDB, err := admin.NewDatabase(db.Name)
-	require.NoError(t, err)
-	_, err = adminDB.CreateContainer(ctx, azcosmos.ContainerProperties{ID: "Billing",
-		PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/id"}}}, nil)
-	require.NoError(t, err)
-
-	b := &database.Billing{ID: database.BillingID(clusterKey, "c1"), SubscriptionID: sub, ResourceID: clusterKey,
-		CreationTime: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	_, err = client.CreateBilling(ctx, b)
-	require.NotErrorIs(t, err, database.ErrPartitionKeyPath, "the Billing container was read again")
-	require.ErrorIs(t, err, database.ErrRefused)
-	require.ErrorContains(t, err, "PartitionKey extracted from document doesn't match")
-}

@@ -134,8 +134,7 @@ func NewCosmosClient(cfg CosmosConfig) (*CosmosClient, error) {
 // exist, or one whose partition key opstatus cannot fill, is found at
 // start, before a request to it fails: ErrContainerNotFound when it or its
 // database does not exist, a *PartitionKeyError when its partition key is
-// not one opstatus fills for what it holds. The client's Billing
-// container's path is kept for its writes, which then read it no more.
+// not one opstatus fills for what it holds.
 func (c *CosmosClient) ReadContainer(ctx context.Context, name string, holds Holds) error {
 	container, err := c.client.NewContainer(c.database, name)
 	if err != nil {
@@ -145,12 +144,8 @@ func (c *CosmosClient) ReadContainer(ctx context.Context, name string, holds Hol
 	if err != nil {
 		return fmt.Errorf("read container %s: %w", name, classify(err))
 	}
-	path, err := servedPath(holds, resp.ContainerProperties.PartitionKeyDefinition)
-	if err != nil {
+	if _, err := servedPath(holds, resp.ContainerProperties.PartitionKeyDefinition); err != nil {
 		return err
-	}
-	if holds == HoldsBilling && name == c.billing.ID() {
-		c.billingKey.set(BillingKey(path))
 	}
 	return nil
 }

@@ -115,8 +115,8 @@ func (k BillingKey) Partition(b *Billing) string {
 // Field is the item field that holds the partition key.
 func (k BillingKey) Field() string { return strings.TrimPrefix(string(k), "/") }
 
-// billingKey is the Billing container's partition key path, read once:
-// at start (ReadContainer), or at its first write when that read failed.
+// billingKey is the Billing container's partition key path, read once,
+// at its first write.
 type billingKey struct {
 	mu  sync.Mutex
 	key BillingKey
@@ -140,13 +140,6 @@ func (b *billingKey) get(ctx context.Context, container *azcosmos.ContainerClien
 	}
 	b.key = BillingKey(path)
 	return b.key, nil
-}
-
-// set records the path read at start.
-func (b *billingKey) set(key BillingKey) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.key = key
 }
 
 // ErrRefused means that Cosmos DB refused a request for what it is, an
